@@ -1,0 +1,139 @@
+"""estimate(design, ...) -> Report: the engine's entry point for the CLI, the window and scripts."""
+
+from __future__ import annotations
+
+import math
+
+from memdesigner.engine.devices import Device, get_device
+from memdesigner.engine.report import LayerRow, Report
+from memdesigner.engine.settings import Settings
+from memdesigner.engine.simulate import CATS, Simulation, _param_bytes
+from memdesigner.model.analysis import Analysis, analyze
+from memdesigner.model.design import Design
+from memdesigner.units import DTYPE_BYTES
+
+
+def _resolve_device(device) -> Device | None:
+    if device is None or isinstance(device, Device):
+        return device
+    return get_device(str(device))
+
+
+def estimate(design: Design, settings: Settings | None = None, *, device=None, max_batch: bool = False,
+             analysis: Analysis | None = None, **kw) -> Report:
+    """Estimate one step. Keyword settings (mode, batch, optimizer, dtype, amp, checkpointing,
+    backend, foreach) override ``settings``; a device's kind sets the backend."""
+    dev = _resolve_device(device)
+    if settings is None:
+        settings = Settings(**kw)
+    elif kw:
+        settings = settings.with_(**kw)
+    if dev is not None and settings.backend != dev.kind:
+        settings = settings.with_(backend=dev.kind)
+    an = analysis or analyze(design)
+    rep = _run(design, an, settings, dev)
+    if max_batch and dev is not None and an.ok:
+        rep.max_batch = largest_batch(design, settings, dev, an)
+    return rep
+
+
+def _device_peak(peak_rounded: int, dev: Device | None) -> int:
+    if dev is None:
+        return peak_rounded
+    return peak_rounded + dev.runtime_overhead_bytes
+
+
+def _run(design: Design, an: Analysis, settings: Settings, dev: Device | None) -> Report:
+    rounding = dev.allocator_rounding if dev is not None else (512 if settings.backend == "cuda" else 1)
+    sim = Simulation(design, an, settings, rounding).run()
+    mem = sim.mem
+    dtype = "float32" if settings.amp else settings.torch_dtype
+    batch = settings.batch
+    rows = []
+    params = pbytes = bbytes = flops = 0
+    lower = 0
+    for nid in an.order:
+        info = an.nodes[nid]
+        node = design.nodes[nid]
+        if not info.ok:
+            continue
+        n_p = info.n_params
+        pb = sum(_param_bytes(p, dtype, node.bits) for p in info.params if p.trainable)
+        bb = sum(_param_bytes(p, dtype, node.bits) for p in info.params if not p.trainable)
+        params += n_p
+        pbytes += pb
+        bbytes += bb
+        f = info.flops * batch
+        flops += f
+        r = sim.rows[nid]
+        rows.append(LayerRow(nid, node.name, node.type,
+                             [[batch, *o.shape] for o in info.outputs] if len(info.outputs) > 1
+                             else [batch, *info.outputs[0].shape],
+                             n_p, pb, r["activation_bytes"], r["kept_bytes"], f))
+    # textbook lower bound: parameters + the largest pair of adjacent feature maps
+    out_bytes = {}
+    el = DTYPE_BYTES[settings.torch_dtype]
+    for nid in an.order:
+        info = an.nodes[nid]
+        if info.ok and info.outputs:
+            o = info.outputs[0]
+            out_bytes[nid] = batch * math.prod(o.shape) * (DTYPE_BYTES["int64"] if o.kind == "int64" else el)
+    for e in design.edges:
+        if e.src in out_bytes and e.dst in out_bytes:
+            lower = max(lower, out_bytes[e.src] + out_bytes[e.dst])
+    lower += pbytes + bbytes
+    peak = mem.peak
+    at_peak = dict(zip(CATS, mem.peak_by))
+    phase, layer = (mem.peak_at or (None, None))
+    dpeak = _device_peak(mem.rpeak, dev)
+    device = None
+    if dev is not None:
+        device = {
+            "id": dev.id, "name": dev.name, "kind": dev.kind, "capacity_bytes": dev.memory_bytes,
+            "runtime_overhead_bytes": dev.runtime_overhead_bytes,
+            "fits": dpeak <= dev.memory_bytes, "headroom_bytes": dev.memory_bytes - dpeak,
+        }
+    warnings = []
+    for nid in an.order:
+        if design.nodes[nid].type == "Generic" and an.nodes[nid].ok:
+            warnings.append(f"{nid}: op {an.nodes[nid].props.get('op')!r} has no memory rule; "
+                            "its output is counted and its inputs are assumed kept")
+    return Report(
+        settings=settings.to_dict(), params=params, param_bytes=pbytes, buffer_bytes=bbytes, flops=flops,
+        peak_bytes=peak, device_peak_bytes=dpeak, phase_peaks=dict(sim.phase_peaks), at_peak=at_peak,
+        peak_phase=phase, peak_layer=layer, lower_bound_bytes=lower, layers=rows, timeline=sim.events,
+        issues=list(an.issues), warnings=warnings, device=device,
+        runtime_overhead_bytes=dev.runtime_overhead_bytes if dev else 0,
+    )
+
+
+def peak_for_batch(design: Design, settings: Settings, dev: Device | None, an: Analysis, batch: int) -> int:
+    rounding = dev.allocator_rounding if dev is not None else 1
+    sim = Simulation(design, an, settings.with_(batch=batch), rounding).run()
+    return _device_peak(sim.mem.rpeak, dev)
+
+
+def largest_batch(design: Design, settings: Settings, dev: Device, an: Analysis | None = None,
+                  limit: int = 1 << 24) -> int:
+    """The largest batch whose device peak fits, found with the engine (exact, by bisection;
+    peak memory grows monotonically with the batch). 0 if even batch 1 does not fit."""
+    an = an or analyze(design)
+    cap = dev.memory_bytes
+
+    def fits(b):
+        return peak_for_batch(design, settings, dev, an, b) <= cap
+
+    if not fits(1):
+        return 0
+    lo, hi = 1, 2
+    while hi <= limit and fits(hi):
+        lo, hi = hi, hi * 2
+    if hi > limit:
+        return lo
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if fits(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo

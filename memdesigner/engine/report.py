@@ -1,0 +1,87 @@
+"""The estimate's result: numbers people read and scripts parse (bytes as integers)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from memdesigner.engine.simulate import CATS
+
+
+@dataclass
+class LayerRow:
+    id: str
+    name: str
+    type: str
+    output_shape: list  # with batch
+    params: int
+    param_bytes: int
+    activation_bytes: int  # new output storages this op creates
+    kept_bytes: int  # extra tensors it keeps for backward (masks, indices, statistics)
+    flops: int  # forward, whole batch
+
+    def to_dict(self) -> dict:
+        return {
+            "id": self.id, "name": self.name, "type": self.type, "output_shape": self.output_shape,
+            "params": self.params, "param_bytes": self.param_bytes, "activation_bytes": self.activation_bytes,
+            "kept_bytes": self.kept_bytes, "flops": self.flops,
+        }
+
+
+@dataclass
+class Report:
+    settings: dict
+    params: int
+    param_bytes: int
+    buffer_bytes: int
+    flops: int
+    peak_bytes: int
+    device_peak_bytes: int
+    phase_peaks: dict
+    at_peak: dict
+    peak_phase: str | None
+    peak_layer: str | None
+    lower_bound_bytes: int
+    layers: list  # list[LayerRow]
+    timeline: list  # list[Event]
+    issues: list  # list[Issue]
+    warnings: list = field(default_factory=list)
+    device: dict | None = None
+    max_batch: int | None = None
+    runtime_overhead_bytes: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not self.issues
+
+    @property
+    def fits(self) -> bool | None:
+        return None if self.device is None else self.device["fits"]
+
+    def to_dict(self) -> dict:
+        d = {
+            "settings": self.settings,
+            "params": self.params,
+            "param_bytes": self.param_bytes,
+            "buffer_bytes": self.buffer_bytes,
+            "flops": self.flops,
+            "peak_bytes": self.peak_bytes,
+            "device_peak_bytes": self.device_peak_bytes,
+            "lower_bound_bytes": self.lower_bound_bytes,
+            "phase_peaks": dict(self.phase_peaks),
+            "at_peak": dict(self.at_peak),
+            "peak_phase": self.peak_phase,
+            "peak_layer": self.peak_layer,
+            "layers": [r.to_dict() for r in self.layers],
+            "timeline": [
+                {"phase": e.phase, "layer": e.node, "label": e.label, "bytes": e.bytes,
+                 "by_category": dict(zip(CATS, e.by_category))}
+                for e in self.timeline
+            ],
+            "issues": [{"node": i.node_id, "field": i.field, "message": i.message} for i in self.issues],
+            "warnings": list(self.warnings),
+        }
+        if self.device is not None:
+            d["device"] = dict(self.device)
+        if self.max_batch is not None:
+            d["max_batch"] = self.max_batch
+        return d

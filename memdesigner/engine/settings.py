@@ -1,0 +1,69 @@
+"""Run settings: what is being estimated."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+
+from memdesigner.units import DTYPE_ALIASES
+
+MODES = ("inference", "train")
+OPTIMIZERS = ("none", "sgd", "momentum", "adam", "adamw")
+OPTIMIZER_ALIASES = {"sgd_momentum": "momentum", "": "none", None: "none"}
+DTYPES = ("fp32", "fp16", "bf16")
+BACKENDS = ("cuda", "cpu", "mps")
+
+
+@dataclass(frozen=True)
+class Settings:
+    mode: str = "inference"
+    batch: int = 1
+    optimizer: str = "adam"
+    dtype: str = "fp32"  # model and input dtype (as model.to(dtype))
+    amp: bool = False  # autocast: fp32 weights, low-precision compute (fp16 on CUDA, bf16 on CPU)
+    checkpointing: bool = False  # activation checkpointing in sqrt(n) segments
+    backend: str = "cuda"
+    foreach: bool | None = None  # optimizer multi-tensor path; None: the backend's default
+
+    def __post_init__(self):
+        if self.mode not in MODES:
+            raise ValueError(f"mode: {self.mode!r} is not one of {', '.join(MODES)}")
+        if not isinstance(self.batch, int) or isinstance(self.batch, bool) or self.batch < 1:
+            raise ValueError(f"batch: {self.batch!r} must be a positive integer")
+        opt = OPTIMIZER_ALIASES.get(self.optimizer, self.optimizer)
+        if opt not in OPTIMIZERS:
+            raise ValueError(f"optimizer: {self.optimizer!r} is not one of {', '.join(OPTIMIZERS)}")
+        object.__setattr__(self, "optimizer", opt)
+        dt = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}.get(self.dtype, self.dtype)
+        if dt not in DTYPES:
+            raise ValueError(f"dtype: {self.dtype!r} is not one of {', '.join(DTYPES)}")
+        object.__setattr__(self, "dtype", dt)
+        if self.backend not in BACKENDS:
+            raise ValueError(f"backend: {self.backend!r} is not one of {', '.join(BACKENDS)}")
+        if self.amp and dt != "fp32":
+            raise ValueError("amp: mixed precision keeps fp32 weights; use dtype fp32 with amp")
+
+    @property
+    def training(self) -> bool:
+        return self.mode == "train"
+
+    @property
+    def torch_dtype(self) -> str:
+        return DTYPE_ALIASES[self.dtype]
+
+    @property
+    def amp_dtype(self) -> str | None:
+        if not self.amp:
+            return None
+        return "bfloat16" if self.backend == "cpu" else "float16"
+
+    @property
+    def use_foreach(self) -> bool:
+        if self.foreach is not None:
+            return self.foreach
+        return self.backend == "cuda"
+
+    def with_(self, **kw) -> "Settings":
+        return replace(self, **kw)
+
+    def to_dict(self) -> dict:
+        return asdict(self)

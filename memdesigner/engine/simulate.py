@@ -1,0 +1,455 @@
+"""Liveness simulation of one eager PyTorch step, op by op.
+
+Storages are reference counted the way PyTorch frees them: a tensor dies when its last consumer
+ran (inference), or when the backward that saved it ran (training); gradients of activations die
+as backward moves on; parameter gradients appear when their layer's backward runs (AccumulateGrad
+steals the fresh gradient: no copy); optimizer state exists from the start (steady state, step 2).
+
+The reference step (shared/truth): ``zero_grad(set_to_none=True); out = model(x);
+loss = out.mean(); loss.backward(); opt.step()`` with ``out`` and ``loss`` alive through the
+step; inference is ``with torch.no_grad(): out = model(x)``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from memdesigner.model.analysis import Analysis
+from memdesigner.model.design import Design
+from memdesigner.model.oprules import In, MemCtx, OpMem, Out, Param, T
+from memdesigner.engine.settings import Settings
+from memdesigner.units import DTYPE_BYTES
+
+# categories, in the order of the by_category tuples
+CATS = ("weights", "gradients", "optimizer_state", "activations", "workspace")
+W, G, O, A, K = range(5)
+
+FLOATS = ("float32", "float16", "bfloat16", "float64")
+
+
+@dataclass
+class Event:
+    phase: str  # forward | backward | optimizer_step
+    node: str | None  # node id (None for the loss / whole-model steps)
+    label: str
+    bytes: int  # live tensor bytes at the op's peak moment
+    by_category: tuple  # bytes per CATS at that moment
+    device_bytes: int = 0  # with allocator rounding
+
+
+class _Mem:
+    """The live set: storages with refcounts and a running total per category."""
+
+    __slots__ = ("nb", "cat", "rc", "rnb", "cur", "by", "rcur", "peak", "peak_by", "peak_at", "round", "what",
+                 "ppeak", "rpeak")
+
+    def __init__(self, rounding: int):
+        self.nb: list[int] = []
+        self.rnb: list[int] = []
+        self.cat: list[int] = []
+        self.rc: list[int] = []
+        self.what: list[str] = []
+        self.cur = 0
+        self.rcur = 0
+        self.by = [0, 0, 0, 0, 0]
+        self.peak = 0
+        self.peak_by = (0, 0, 0, 0, 0)
+        self.peak_at = None
+        self.round = rounding
+        self.ppeak = 0  # peak of the current phase
+        self.rpeak = 0  # peak with allocator rounding
+
+    def alloc(self, nbytes: int, cat: int, refs: int = 1, what: str = "") -> int:
+        sid = len(self.nb)
+        self.nb.append(nbytes)
+        r = self.round
+        rn = ((nbytes + r - 1) // r) * r if r > 1 and nbytes else nbytes
+        self.rnb.append(rn)
+        self.cat.append(cat)
+        self.rc.append(refs)
+        self.what.append(what)
+        self.cur += nbytes
+        self.rcur += rn
+        self.by[cat] += nbytes
+        if refs <= 0:
+            self._release(sid)
+        return sid
+
+    def incref(self, sid: int, n: int = 1) -> None:
+        self.rc[sid] += n
+
+    def decref(self, sid: int, n: int = 1) -> None:
+        rc = self.rc[sid] - n
+        self.rc[sid] = rc
+        if rc == 0:
+            self._release(sid)
+
+    def _release(self, sid: int) -> None:
+        nb = self.nb[sid]
+        self.cur -= nb
+        self.rcur -= self.rnb[sid]
+        self.by[self.cat[sid]] -= nb
+
+    def mark(self, where) -> None:
+        if self.cur > self.ppeak:
+            self.ppeak = self.cur
+        if self.rcur > self.rpeak:
+            self.rpeak = self.rcur
+        if self.cur > self.peak:
+            self.peak = self.cur
+            self.peak_by = tuple(self.by)
+            self.peak_at = where
+
+
+def _nbytes(t: T) -> int:
+    return t.elems * DTYPE_BYTES[t.dtype]
+
+
+def _param_bytes(p, dtype: str, bits: int | None) -> int:
+    """Bit-packed weights for quantized layers; biases stay at 32 bits below 16-bit weights."""
+    if p.dtype is not None and p.dtype not in FLOATS:
+        return p.numel * DTYPE_BYTES[p.dtype]
+    if bits is None or p.kind == "buffer":
+        return p.numel * DTYPE_BYTES[dtype]
+    if p.kind == "bias":
+        return p.numel * (bits // 8 if bits >= 16 else 4)
+    return (p.numel * bits + 7) // 8
+
+
+class Simulation:
+    """Runs the step once and keeps the events, per-layer rows and phase peaks."""
+
+    def __init__(self, design: Design, analysis: Analysis, settings: Settings, rounding: int = 1):
+        self.design = design
+        self.an = analysis
+        self.s = settings
+        self.rounding = rounding
+        self.events: list[Event] = []
+        self.phase_peaks = {"forward": 0, "backward": 0, "optimizer_step": 0}
+        self.rows: dict[str, dict] = {}
+
+    # ----------------------------------------------------------------------------------
+    def run(self) -> "Simulation":
+        s = self.s
+        design, an = self.design, self.an
+        train = s.training
+        dtype = s.torch_dtype
+        pdtype = "float32" if s.amp else dtype
+        amp = s.amp_dtype
+        mem = _Mem(self.rounding)
+        self.mem = mem
+        events = self.events
+        batch = s.batch
+
+        order = [n for n in an.order if an.nodes[n].ok]
+        valid = set(order)
+        nodes = design.nodes
+        in_edges: dict[str, list] = {n: [] for n in order}
+        n_cons: dict[tuple, int] = {}
+        for e in design.edges:
+            if e.dst in valid and e.src in valid:
+                in_edges[e.dst].append(e)
+                n_cons[(e.src, e.src_port)] = n_cons.get((e.src, e.src_port), 0) + 1
+        for lst in in_edges.values():
+            lst.sort(key=lambda e: e.dst_port)
+        has_loss_node = any(nodes[n].type == "Loss" for n in order)
+
+        # -- weights, buffers, optimizer state (steady state) --------------------------------
+        trainable: list[tuple[str, int, int]] = []  # (node, bytes, numel) per trainable tensor
+        opt = s.optimizer if train else "none"
+        for nid in order:
+            info = an.nodes[nid]
+            bits = nodes[nid].bits
+            pb = 0
+            for p in info.params:
+                nb = _param_bytes(p, pdtype, bits)
+                pb += nb
+                mem.alloc(nb, W, 1, f"{nid}.{p.name}")
+                if p.trainable:
+                    trainable.append((nid, p.numel * DTYPE_BYTES[pdtype], p.numel))
+            self.rows[nid] = {"param_bytes": pb, "activation_bytes": 0, "kept_bytes": 0}
+        state_per_param = {"none": 0, "sgd": 0, "momentum": 1, "adam": 2, "adamw": 2}[opt]
+        if state_per_param:
+            for nid, nb, _ in trainable:
+                mem.alloc(state_per_param * nb, O, 1, f"{nid} optimizer state")
+                if opt in ("adam", "adamw") and s.backend == "cpu":
+                    mem.alloc(4, O, 1, f"{nid} step")  # state['step'] stays a host tensor on CUDA
+
+        # -- forward ---------------------------------------------------------------------
+        val_sid: dict[tuple, int] = {}
+        val_dtype: dict[tuple, str] = {}
+        val_contig: dict[tuple, bool] = {}
+        val_rg: dict[tuple, bool] = {}
+        saved_of: dict[str, list[int]] = {}
+        grad_mode: dict[str, OpMem] = {}
+        ctx_of: dict[str, MemCtx] = {}
+        cast_cache: dict[tuple, int] = {}  # (node, param index) -> sid (autocast weight cache)
+        held_outputs: list[int] = []
+        segments = self._segments(order) if (train and s.checkpointing) else None
+        seg_of = {}
+        if segments:
+            for k, seg in enumerate(segments):
+                for nid in seg:
+                    seg_of[nid] = k
+
+        for nid in order:
+            info = an.nodes[nid]
+            node = nodes[nid]
+            lt = node.layer
+            edges = in_edges[nid]
+            keys = [(e.src, e.src_port) for e in edges]
+            in_shapes = [(batch,) + an.nodes[e.src].outputs[e.src_port].shape for e in edges]
+            in_dtypes = [val_dtype[k] for k in keys]
+            in_rg = [val_rg[k] for k in keys]
+            out_kinds = [o.kind for o in info.outputs]
+            m = MemCtx(
+                props=info.props, in_shapes=in_shapes, in_dtypes=in_dtypes,
+                out_shapes=[(batch,) + o.shape for o in info.outputs], out_kinds=out_kinds,
+                params=info.params, dtype=dtype, grad=train, training=train, in_rg=in_rg,
+                backend=s.backend, amp=amp if lt.memory is not None else None, batch=batch,
+                in_contig=[val_contig[k] for k in keys],
+            )
+            op: OpMem = lt.memory(m)
+            records = m.records
+            ckpt = segments is not None and records
+            # autocast's weight cache: one low-precision copy per parameter per region
+            cast_sid = {}
+            for k, t in op.casts:
+                key = (nid, k)
+                if key not in cast_cache:
+                    cast_cache[key] = mem.alloc(_nbytes(t), A, 1, t.what)
+                cast_sid[k] = cast_cache[key]
+            tmp_sids = [mem.alloc(_nbytes(t), K, 1, t.what) for t in op.temps]
+            out_sids = []
+            out_bytes = 0
+            for j, o in enumerate(op.outputs):
+                if isinstance(o, T):
+                    nb = _nbytes(o)
+                    out_bytes += nb
+                    out_sids.append(mem.alloc(nb, A, 1, f"{nid}: {o.what}"))
+                else:
+                    src_sid = val_sid[keys[o.i]]
+                    mem.incref(src_sid)
+                    out_sids.append(src_sid)
+            extra_sids = {}
+            kept = 0
+            for t in op.saved:
+                if isinstance(t, T):
+                    extra_sids[id(t)] = mem.alloc(_nbytes(t), A, 1, f"{nid}: {t.what}")
+                    kept += _nbytes(t)
+            mem.mark(("forward", nid))
+            events.append(Event("forward", nid, node.name, mem.cur, tuple(mem.by), mem.rcur))
+            for sid in tmp_sids:
+                mem.decref(sid)
+            # what autograd keeps
+            sv = []
+            if records:
+                for t in op.saved:
+                    if isinstance(t, T):
+                        sv.append(extra_sids[id(t)])
+                    elif isinstance(t, In):
+                        sid = val_sid[keys[t.i]]
+                        mem.incref(sid)
+                        sv.append(sid)
+                    elif isinstance(t, Out):
+                        mem.incref(out_sids[t.j])
+                        sv.append(out_sids[t.j])
+                    elif isinstance(t, Param) and t.k in cast_sid:
+                        mem.incref(cast_sid[t.k])
+                        sv.append(cast_sid[t.k])
+                saved_of[nid] = sv
+                grad_mode[nid] = op
+                ctx_of[nid] = m
+            else:
+                for sid in extra_sids.values():
+                    mem.decref(sid)
+            # outputs become values; each consumer holds one reference
+            contig = op.out_contig
+            for j, sid in enumerate(out_sids):
+                key = (nid, j)
+                refs = n_cons.get(key, 0)
+                sink = refs == 0 and j == 0 and not node.layer.max_inputs == 0
+                if sink and (not has_loss_node or node.type == "Loss" or not train):
+                    refs += 1
+                    held_outputs.append(sid)
+                if nid in valid and node.type == "Input":
+                    refs += 1  # the caller keeps the batch alive
+                val_sid[key] = sid
+                val_dtype[key] = op.out_dtypes[min(j, len(op.out_dtypes) - 1)]
+                if contig is not None:
+                    val_contig[key] = contig[j]
+                else:
+                    o = op.outputs[j]
+                    val_contig[key] = True if isinstance(o, T) else val_contig[keys[o.i]]
+                val_rg[key] = records and val_dtype[key] in FLOATS
+                mem.incref(sid, refs)
+                mem.decref(sid)  # drop the op's own reference
+            for k in keys:
+                mem.decref(val_sid[k])
+            row = self.rows[nid]
+            row["activation_bytes"] = out_bytes
+            row["kept_bytes"] = kept
+            if ckpt and seg_of.get(nid) is not None and nid not in self._seg_last(segments, seg_of[nid]):
+                # checkpointed: the segment keeps only its inputs; saved tensors are recomputed
+                for sid in saved_of.pop(nid, []):
+                    mem.decref(sid)
+                row["recompute"] = kept + out_bytes
+        self.phase_peaks["forward"] = mem.ppeak
+
+        if not train:
+            if amp:
+                for sid in cast_cache.values():
+                    mem.decref(sid)
+            return self
+
+        # -- loss --------------------------------------------------------------------------
+        loss_sids = []
+        grads: dict[tuple, int] = {}
+        if not has_loss_node:
+            for nid in order:
+                for j, o in enumerate(an.nodes[nid].outputs):
+                    key = (nid, j)
+                    if n_cons.get(key, 0) == 0 and j == 0 and key in val_sid and val_rg.get(key):
+                        ldt = val_dtype[key]
+                        loss_sids.append(mem.alloc(DTYPE_BYTES[ldt], A, 1, "loss = out.mean()"))
+                        grads[key] = None  # filled in backward
+        if amp:
+            for sid in cast_cache.values():
+                mem.decref(sid)
+        mem.mark(("forward", None))
+        events.append(Event("forward", None, "loss", mem.cur, tuple(mem.by), mem.rcur))
+        self.phase_peaks["forward"] = mem.ppeak
+
+        # -- backward ----------------------------------------------------------------------
+        mem.ppeak = 0
+        ones = mem.alloc(4 if not amp else 2, G, 1, "ones_like(loss)")
+        for key in list(grads):
+            shape = an.nodes[key[0]].outputs[key[1]].shape
+            n = batch * math.prod(shape)
+            grads[key] = mem.alloc(n * DTYPE_BYTES[val_dtype[key]], G, 1, "MeanBackward0 gradient")
+        mem.mark(("backward", None))
+        events.append(Event("backward", None, "loss backward", mem.cur, tuple(mem.by), mem.rcur))
+        loss_node_ones = has_loss_node
+        for nid in reversed(order):
+            if nid not in grad_mode:
+                continue
+            op = grad_mode[nid]
+            m = ctx_of[nid]
+            info = an.nodes[nid]
+            node = nodes[nid]
+            out_keys = [(nid, j) for j in range(len(info.outputs))]
+            g_out = [grads.pop(k, None) for k in out_keys]
+            if node.type == "Loss" and loss_node_ones:
+                g_out = [ones]
+                mem.incref(ones)
+            if all(g is None for g in g_out):
+                for sid in saved_of.pop(nid, []):
+                    mem.decref(sid)
+                continue
+            rec = self.rows[nid].get("recompute")
+            rsid = mem.alloc(rec, A, 1, f"{nid}: recomputed (checkpoint)") if rec else None
+            keys = [(e.src, e.src_port) for e in in_edges[nid]]
+            tmp = [mem.alloc(_nbytes(t), K, 1, t.what) for t in op.bwd_temps]
+            new_grads = []
+            g0 = next(g for g in g_out if g is not None)
+            for i, k in enumerate(keys):
+                if not m.in_rg[i]:
+                    continue
+                how = op.grad_in[i] if op.grad_in and i < len(op.grad_in) else "new"
+                if how is None:
+                    continue
+                if how == "alias":
+                    mem.incref(g0)
+                    new_grads.append((k, g0))
+                elif isinstance(how, T):
+                    new_grads.append((k, mem.alloc(_nbytes(how), G, 1, how.what)))
+                else:
+                    nb = m.in_elems(i) * DTYPE_BYTES[m.in_dtypes[i]]
+                    new_grads.append((k, mem.alloc(nb, G, 1, f"grad of {k[0]}")))
+            # parameter gradients (AccumulateGrad keeps them as p.grad)
+            for p in info.params:
+                if p.trainable and op.param_grads:
+                    nb = p.numel * DTYPE_BYTES[pdtype]
+                    if amp:
+                        half = mem.alloc(p.numel * DTYPE_BYTES[amp], K, 1, "low-precision grad")
+                        mem.alloc(nb, G, 1, f"{nid}.{p.name}.grad")
+                        mem.mark(("backward", nid))
+                        mem.decref(half)
+                    else:
+                        mem.alloc(nb, G, 1, f"{nid}.{p.name}.grad")
+            mem.mark(("backward", nid))
+            events.append(Event("backward", nid, node.name, mem.cur, tuple(mem.by), mem.rcur))
+            for sid in tmp:
+                mem.decref(sid)
+            if rsid is not None:
+                mem.decref(rsid)
+            for sid in saved_of.pop(nid, []):
+                mem.decref(sid)
+            for g in g_out:
+                if g is not None:
+                    mem.decref(g)
+            for k, g in new_grads:
+                old = grads.get(k)
+                if old is None:
+                    grads[k] = g
+                elif mem.rc[old] == 1:  # InputBuffer accumulates in place into the old buffer
+                    mem.decref(g)
+                elif mem.rc[g] == 1:  # ... or into the new one
+                    mem.decref(old)
+                    grads[k] = g
+                else:
+                    summed = mem.alloc(mem.nb[g], G, 1, "accumulated gradient")
+                    mem.mark(("backward", nid))
+                    mem.decref(old)
+                    mem.decref(g)
+                    grads[k] = summed
+        for g in grads.values():
+            if g is not None:
+                mem.decref(g)
+        for sv in saved_of.values():
+            for sid in sv:
+                mem.decref(sid)
+        mem.decref(ones)
+        self.phase_peaks["backward"] = mem.ppeak
+
+        # -- optimizer step ----------------------------------------------------------------
+        mem.ppeak = 0
+        mem.mark(("optimizer_step", None))
+        if opt in ("adam", "adamw"):
+            if s.use_foreach:
+                total = sum(nb for _, nb, _ in trainable)
+                t = mem.alloc(total, K, 1, "_foreach_sqrt(exp_avg_sq)")
+                mem.mark(("optimizer_step", None))
+                events.append(Event("optimizer_step", None, "adam (foreach)", mem.cur, tuple(mem.by), mem.rcur))
+                mem.decref(t)
+            else:
+                by_node: dict[str, int] = {}
+                for nid, nb, _ in trainable:
+                    by_node[nid] = max(by_node.get(nid, 0), nb)
+                for nid, nb in by_node.items():
+                    t = mem.alloc(2 * nb, K, 1, "sqrt(exp_avg_sq) / bias_correction")
+                    mem.mark(("optimizer_step", nid))
+                    events.append(Event("optimizer_step", nid, nodes[nid].name, mem.cur, tuple(mem.by), mem.rcur))
+                    mem.decref(t)
+        else:
+            seen = []
+            for nid, _, _ in trainable:
+                if nid not in seen:
+                    seen.append(nid)
+                    events.append(Event("optimizer_step", nid, nodes[nid].name, mem.cur, tuple(mem.by), mem.rcur))
+        self.phase_peaks["optimizer_step"] = mem.ppeak
+        for sid in held_outputs + loss_sids:
+            mem.decref(sid)
+        return self
+
+    # ----------------------------------------------------------------------------------
+    @staticmethod
+    def _segments(order):
+        n = len(order)
+        k = max(1, int(math.ceil(math.sqrt(n))))
+        return [order[i:i + k] for i in range(0, n, k)]
+
+    @staticmethod
+    def _seg_last(segments, k):
+        return segments[k][-1:]

@@ -1,0 +1,220 @@
+"""The design: a graph of layer nodes. Pure Python; views subscribe to changes with callbacks.
+
+Nodes carry a stable id, a layer type from the registry, a display name, property values, a
+canvas position and an optional per-layer weight bit width. Edges connect an output port of one
+node to an input port of another.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from memdesigner.model import registry
+
+
+@dataclass
+class Node:
+    id: str
+    type: str
+    name: str = ""
+    props: dict = field(default_factory=dict)
+    pos: tuple = (0.0, 0.0)
+    bits: int | None = None  # weight bit width (1, 2, 4, 8, 16, 32); None: the run's dtype
+
+    def __post_init__(self):
+        if not self.name:
+            self.name = self.id
+
+    @property
+    def layer(self) -> registry.LayerType:
+        return registry.get(self.type)
+
+
+@dataclass(frozen=True)
+class Edge:
+    src: str
+    dst: str
+    src_port: int = 0
+    dst_port: int = 0
+
+
+BITS = (1, 2, 4, 8, 16, 32)
+
+
+class Design:
+    """A mutable graph with change notifications.
+
+    Listeners get ``(event, payload)``: node_added, node_removed, node_changed, node_moved,
+    edge_added, edge_removed, reset. The model knows nothing about Qt.
+    """
+
+    def __init__(self, name: str = "untitled", channels_last: bool = False):
+        self.name = name
+        self.channels_last = channels_last
+        self.nodes: dict[str, Node] = {}
+        self.edges: list[Edge] = []
+        self.settings: dict = {}
+        self._listeners: list[Callable[[str, Any], None]] = []
+        self._counter = itertools.count(1)
+
+    # -- notifications -------------------------------------------------------------------
+    def subscribe(self, fn: Callable[[str, Any], None]) -> None:
+        self._listeners.append(fn)
+
+    def unsubscribe(self, fn) -> None:
+        if fn in self._listeners:
+            self._listeners.remove(fn)
+
+    def _emit(self, event: str, payload: Any = None) -> None:
+        for fn in list(self._listeners):
+            fn(event, payload)
+
+    # -- editing -------------------------------------------------------------------------
+    def new_id(self, type_name: str) -> str:
+        base = type_name.lower()
+        while True:
+            cand = f"{base}{next(self._counter)}"
+            if cand not in self.nodes:
+                return cand
+
+    def add_node(self, type_name: str, props: dict | None = None, *, id: str | None = None,
+                 name: str | None = None, pos=(0.0, 0.0), bits: int | None = None) -> Node:
+        lt = registry.get(type_name)
+        nid = id or self.new_id(lt.name)
+        if nid in self.nodes:
+            raise ValueError(f"duplicate node id {nid!r}")
+        values = lt.defaults()
+        values.update(props or {})
+        node = Node(nid, lt.name, name or nid, values, tuple(pos), bits)
+        self.nodes[nid] = node
+        self._emit("node_added", node)
+        return node
+
+    def insert_node(self, node: Node) -> None:
+        """Re-insert a node object (undo of a delete)."""
+        if node.id in self.nodes:
+            raise ValueError(f"duplicate node id {node.id!r}")
+        self.nodes[node.id] = node
+        self._emit("node_added", node)
+
+    def remove_node(self, nid: str) -> tuple[Node, list[Edge]]:
+        node = self.nodes[nid]
+        removed = [e for e in self.edges if e.src == nid or e.dst == nid]
+        for e in removed:
+            self.remove_edge(e)
+        del self.nodes[nid]
+        self._emit("node_removed", node)
+        return node, removed
+
+    def set_prop(self, nid: str, key: str, value: Any) -> None:
+        self.nodes[nid].props[key] = value
+        self._emit("node_changed", self.nodes[nid])
+
+    def set_props(self, nid: str, props: dict) -> None:
+        self.nodes[nid].props = dict(props)
+        self._emit("node_changed", self.nodes[nid])
+
+    def set_name(self, nid: str, name: str) -> None:
+        self.nodes[nid].name = name
+        self._emit("node_changed", self.nodes[nid])
+
+    def set_bits(self, nid: str, bits: int | None) -> None:
+        if bits is not None and bits not in BITS:
+            raise ValueError(f"bits must be one of {BITS}")
+        self.nodes[nid].bits = bits
+        self._emit("node_changed", self.nodes[nid])
+
+    def move_node(self, nid: str, pos) -> None:
+        self.nodes[nid].pos = (float(pos[0]), float(pos[1]))
+        self._emit("node_moved", self.nodes[nid])
+
+    def add_edge(self, src: str, dst: str, src_port: int = 0, dst_port: int = 0) -> Edge:
+        problem = self.check_edge(src, dst, src_port, dst_port)
+        if problem:
+            raise ValueError(problem)
+        e = Edge(src, dst, src_port, dst_port)
+        self.edges.append(e)
+        self._emit("edge_added", e)
+        return e
+
+    def remove_edge(self, e: Edge) -> None:
+        self.edges.remove(e)
+        self._emit("edge_removed", e)
+
+    def check_edge(self, src: str, dst: str, src_port: int = 0, dst_port: int = 0) -> str | None:
+        """Why this connection cannot be made, or None."""
+        if src not in self.nodes:
+            return f"no node {src!r}"
+        if dst not in self.nodes:
+            return f"no node {dst!r}"
+        if src == dst:
+            return "a node cannot feed itself"
+        lt = self.nodes[dst].layer
+        if lt.max_inputs == 0:
+            return f"{lt.name} takes no inputs"
+        if lt.max_inputs is not None and dst_port >= lt.max_inputs:
+            return f"{lt.name} takes at most {lt.max_inputs} input(s)"
+        for e in self.edges:
+            if e.dst == dst and e.dst_port == dst_port:
+                return f"input {dst_port} of {self.nodes[dst].name} is already connected"
+        if self._reaches(dst, src):
+            return "this connection would make a cycle"
+        return None
+
+    def _reaches(self, a: str, b: str) -> bool:
+        succ: dict[str, list[str]] = {}
+        for e in self.edges:
+            succ.setdefault(e.src, []).append(e.dst)
+        stack, seen = [a], {a}
+        while stack:
+            n = stack.pop()
+            if n == b:
+                return True
+            for m in succ.get(n, ()):
+                if m not in seen:
+                    seen.add(m)
+                    stack.append(m)
+        return False
+
+    def clear(self) -> None:
+        self.nodes.clear()
+        self.edges.clear()
+        self._emit("reset", None)
+
+    # -- queries -------------------------------------------------------------------------
+    def inputs_of(self, nid: str) -> list[Edge]:
+        return sorted((e for e in self.edges if e.dst == nid), key=lambda e: e.dst_port)
+
+    def consumers_of(self, nid: str) -> list[Edge]:
+        return [e for e in self.edges if e.src == nid]
+
+    def topo_order(self) -> list[str]:
+        """Kahn's order, stable by insertion; raises ValueError naming a node on a cycle."""
+        indeg = {n: 0 for n in self.nodes}
+        succ: dict[str, list[str]] = {n: [] for n in self.nodes}
+        for e in self.edges:
+            if e.src in indeg and e.dst in indeg:
+                indeg[e.dst] += 1
+                succ[e.src].append(e.dst)
+        order = [n for n, d in indeg.items() if d == 0]
+        i = 0
+        while i < len(order):
+            for m in succ[order[i]]:
+                indeg[m] -= 1
+                if indeg[m] == 0:
+                    order.append(m)
+            i += 1
+        if len(order) != len(self.nodes):
+            stuck = next(n for n, d in indeg.items() if d > 0)
+            raise ValueError(f"{stuck}: the graph has a cycle through this node")
+        return order
+
+    def copy(self) -> "Design":
+        from memdesigner.io.design_file import design_from_dict, design_to_dict
+
+        return design_from_dict(design_to_dict(self))
+
+    def __len__(self) -> int:
+        return len(self.nodes)

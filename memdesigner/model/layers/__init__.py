@@ -1,0 +1,15 @@
+"""Importing this package registers every layer type (one module per palette family)."""
+
+from memdesigner.model.layers import (  # noqa: F401
+    activation,
+    attention,
+    conv,
+    dense,
+    inputs,
+    loss,
+    merge,
+    normalization,
+    pooling,
+    recurrent,
+    tensor_ops,
+)

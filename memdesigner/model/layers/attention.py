@@ -1,0 +1,117 @@
+"""Attention. MultiHeadAttention follows nn.MultiheadAttention(batch_first=True) for
+self-attention; ScaledDotProductAttention takes q, k, v of shape (heads, tokens, head_dim)."""
+
+from memdesigner.model.layers._common import fmt
+from memdesigner.model.oprules import In, OpMem, Out, T
+from memdesigner.model.registry import LayerError, LayerType, ParamSpec, Prop, TensorSpec, register
+
+
+def _mha_shape(c):
+    x = c.inputs[0]
+    if len(x.shape) != 2:
+        raise LayerError("inputs", f"expects (tokens, embed_dim) per sample, got {fmt(x.shape)}")
+    if x.shape[1] % c["num_heads"]:
+        raise LayerError("num_heads", f"{c['num_heads']} does not divide embed_dim {x.shape[1]}")
+    return [TensorSpec(x.shape)]
+
+
+def _mha_params(c):
+    e = c.inputs[0].shape[1]
+    ps = [ParamSpec("in_proj_weight", (3 * e, e))]
+    if c["bias"]:
+        ps.append(ParamSpec("in_proj_bias", (3 * e,), "bias"))
+    ps.append(ParamSpec("out_proj.weight", (e, e)))
+    if c["bias"]:
+        ps.append(ParamSpec("out_proj.bias", (e,), "bias"))
+    return ps
+
+
+def _mha_flops(c, o):
+    n, e = c.inputs[0].shape
+    return 2 * n * e * 3 * e + 2 * 2 * n * n * e + 2 * n * e * e
+
+
+def _mha_mem(m):
+    """Math kernel (need_weights, the nn.MultiheadAttention default): scores (B*H, L, L) are
+    materialised; softmax output, the packed q/k/v copy, the scaled q and the re-laid-out attention
+    output are kept. Fused kernel (SDPA / the inference fast path): no L x L matrix; the output
+    and a float32 logsumexp per (B, H, L) are kept."""
+    b, n, e = m.in_shapes[0]
+    h = m.props["num_heads"]
+    dt = m.amp or m.float_in
+    bne, bhnn = b * n * e, b * h * n * n
+    out = T(bne, dt, "output")
+    x_copy = T(bne, dt, "input laid out (L, B, E)")
+    qkv = T(3 * bne, dt, "packed q, k, v")
+    o_copy = T(bne, dt, "attention output laid out for out_proj")
+    p = m.props["dropout"] if m.training else 0.0
+    if m.props["kernel"] == "math":
+        q = T(bne, dt, "scaled q")
+        scores = T(bhnn, dt, "attention scores")
+        probs = T(bhnn, dt, "softmax(scores)")
+        extra = [T(bhnn, "bool" if m.backend != "cpu" else dt, "attention dropout mask")] if p else []
+        avg = [T(b * n * n, dt, "head-averaged weights")] if m.props["need_weights"] else []
+        if m.records:
+            saved = [x_copy, qkv, q, probs, o_copy, In(0)] + extra
+            return OpMem(outputs=[out], out_dtypes=[dt], saved=saved, temps=[scores] + avg, grad_in=["new"],
+                         bwd_temps=[T(bhnn, dt, "score gradients"), T(bhnn, dt, "softmax gradients"),
+                                    T(3 * bne, dt, "q, k, v gradients")])
+        return OpMem(outputs=[out], out_dtypes=[dt], temps=[qkv, q, scores, probs] + avg, grad_in=["new"])
+    lse = T(b * h * n, "float32", "logsumexp")
+    attn = T(bne, dt, "attention output")
+    if m.records:
+        return OpMem(outputs=[out], out_dtypes=[dt], saved=[x_copy, qkv, attn, lse, o_copy, In(0)], grad_in=["new"],
+                     bwd_temps=[T(3 * bne, dt, "q, k, v gradients"), T(bne, dt, "output gradient copy")])
+    return OpMem(outputs=[out], out_dtypes=[dt], temps=[qkv, attn], grad_in=["new"])
+
+
+MultiHeadAttention = register(LayerType(
+    name="MultiHeadAttention", family="attention",
+    doc="Multi-head self-attention (nn.MultiheadAttention, batch_first). kernel=math materialises "
+        "the tokens x tokens attention matrix; fused does not.",
+    props=(Prop("num_heads", "int", 8, min=1), Prop("dropout", "float", 0.0, min=0.0, max=1.0),
+           Prop("bias", "bool", True), Prop("kernel", "choice", "math", choices=("math", "fused")),
+           Prop("need_weights", "bool", True, doc="also return head-averaged attention weights")),
+    shape=_mha_shape, params=_mha_params, flops=_mha_flops, memory=_mha_mem,
+    torch_ops=("MultiheadAttention",), aliases=("MultiheadAttention", "MHA"),
+    keeps_for_backward="math: the attention probabilities (B x heads x L x L); fused: output + logsumexp",
+))
+
+
+def _sdpa_shape(c):
+    q, k, v = (x.shape for x in c.inputs)
+    if len(q) != 3 or len(k) != 3 or len(v) != 3:
+        raise LayerError("inputs", "q, k, v must be (heads, tokens, head_dim) per sample")
+    if q[-1] != k[-1] or k[-2] != v[-2] or q[0] != k[0] or k[0] != v[0]:
+        raise LayerError("inputs", f"q {fmt(q)}, k {fmt(k)}, v {fmt(v)} do not match")
+    return [TensorSpec(q[:-1] + (v[-1],))]
+
+
+def _sdpa_mem(m):
+    b, h, n, d = m.in_shapes[0]
+    s = m.in_shapes[1][2]
+    dt = m.amp or m.float_in
+    out = T(b * h * n * m.in_shapes[2][3], dt, "output")
+    if m.props["kernel"] == "math":
+        scores = T(b * h * n * s, dt, "scores")
+        probs = T(b * h * n * s, dt, "softmax(scores)")
+        q = T(b * h * n * d, dt, "scaled q")
+        if m.records:
+            return OpMem(outputs=[out], out_dtypes=[dt], saved=[q, In(1), probs, In(2)], temps=[scores],
+                         grad_in=["new"] * 3, bwd_temps=[T(b * h * n * s, dt, "score gradients")] * 2)
+        return OpMem(outputs=[out], out_dtypes=[dt], temps=[q, scores, probs], grad_in=["new"] * 3)
+    lse = T(b * h * n, "float32", "logsumexp")
+    if m.records:
+        return OpMem(outputs=[out], out_dtypes=[dt], saved=[In(0), In(1), In(2), Out(0), lse], grad_in=["new"] * 3)
+    return OpMem(outputs=[out], out_dtypes=[dt], temps=[lse], grad_in=["new"] * 3)
+
+
+ScaledDotProductAttention = register(LayerType(
+    name="ScaledDotProductAttention", family="attention",
+    doc="softmax(q k^T / sqrt(d)) v on (heads, tokens, head_dim) inputs; fused = flash kernel.",
+    props=(Prop("kernel", "choice", "fused", choices=("fused", "math")), Prop("causal", "bool", False)),
+    min_inputs=3, max_inputs=3, input_names=("query", "key", "value"), shape=_sdpa_shape, memory=_sdpa_mem,
+    flops=lambda c, o: 4 * o[0].numel * c.inputs[1].shape[1],
+    torch_ops=("scaled_dot_product_attention",), aliases=("SDPA",),
+    keeps_for_backward="fused: q, k, v, output and a float32 logsumexp; math: the probabilities",
+))

@@ -1,0 +1,39 @@
+"""Loss nodes. Without one, a design trains on out.mean() of its outputs (as the truth harness)."""
+
+from memdesigner.model.oprules import In, OpMem, Out, T
+from memdesigner.model.registry import LayerError, LayerType, Prop, TensorSpec, register
+
+
+def _loss_shape(c):
+    x = c.inputs[0]
+    if c["kind"] == "cross_entropy" and not x.shape:
+        raise LayerError("inputs", "cross-entropy needs class logits per sample")
+    return [TensorSpec(())]
+
+
+def _loss_mem(m):
+    """cross_entropy = nll_loss(log_softmax(x)): log-probabilities kept; backward makes two
+    input-sized tensors. mse: keeps input and target. The target lives like the input batch."""
+    dt = m.float_in
+    n = m.in_elems(0)
+    if m.props["kind"] == "cross_entropy":
+        target = T(n // m.in_shapes[0][1] if len(m.in_shapes[0]) > 1 else m.batch, "int64", "target class ids")
+        logp = T(n, dt, "log_softmax")
+        scalars = [T(1, dt, "total_weight")]
+        saved = [logp, target] + scalars if m.records else []
+        temps = [] if m.records else [logp] + scalars
+        return OpMem(outputs=[T(1, dt, "loss")], out_dtypes=[dt], saved=saved, temps=temps, grad_in=["new"],
+                     bwd_temps=[T(n, dt, "nll_loss gradient")], notes=["target"])
+    target = T(n, dt, "target")
+    saved = [In(0), target] if m.records else []
+    return OpMem(outputs=[T(1, dt, "loss")], out_dtypes=[dt], saved=saved, grad_in=["new"], notes=["target"])
+
+
+Loss = register(LayerType(
+    name="Loss", family="output",
+    doc="Training loss with a target batch (cross-entropy on class ids, or mean squared error).",
+    props=(Prop("kind", "choice", "cross_entropy", choices=("cross_entropy", "mse")),),
+    shape=_loss_shape, flops=lambda c, o: 4 * c.inputs[0].numel, memory=_loss_mem,
+    torch_ops=("CrossEntropyLoss", "MSELoss", "cross_entropy", "mse_loss"),
+    keeps_for_backward="cross-entropy: the log-probabilities; mse: input and target",
+))

@@ -1,0 +1,90 @@
+"""Nodes that combine several tensors."""
+
+from memdesigner.model.layers._common import fmt
+from memdesigner.model.oprules import In, OpMem, T
+from memdesigner.model.registry import LayerError, LayerType, Prop, TensorSpec, register
+
+
+def _broadcast(c):
+    shapes = [x.shape for x in c.inputs]
+    nd = max(len(s) for s in shapes)
+    out = []
+    for i in range(nd):
+        dims = {s[len(s) - nd + i] for s in shapes if len(s) - nd + i >= 0} - {1}
+        if len(dims) > 1:
+            raise LayerError("inputs", "shapes " + ", ".join(fmt(s) for s in shapes) + " do not broadcast")
+        out.append(dims.pop() if dims else 1)
+    return [TensorSpec(tuple(out))]
+
+
+def _add_mem(m):
+    """x + y allocates the sum; its backward passes the gradient on unchanged (reduced by a sum
+    for a broadcast input). In place (out += y) it allocates nothing."""
+    dt = m.float_in
+    n = m.out_elems(0)
+    grads = ["alias" if m.in_elems(i) == n else T(m.in_elems(i), m.in_dtypes[i], "reduced gradient")
+             for i in range(len(m.in_shapes))]
+    if m.props.get("inplace") and m.in_elems(0) == n:
+        return OpMem(outputs=[In(0)], out_dtypes=[dt], grad_in=grads)
+    return OpMem(outputs=[T(n, dt, "sum")], out_dtypes=[dt], grad_in=grads)
+
+
+Add = register(LayerType(
+    name="Add", family="merge", doc="Element-wise sum (residual connections). Broadcasts.",
+    props=(Prop("inplace", "bool", False, doc="out += other, as torchvision's ResNet blocks do"),),
+    min_inputs=2, max_inputs=None, shape=_broadcast, flops=lambda c, o: (len(c.inputs) - 1) * o[0].numel,
+    memory=_add_mem, torch_ops=("add", "iadd"), aliases=("add",),
+    keeps_for_backward="nothing",
+))
+
+
+def _mul_mem(m):
+    """a * b keeps each operand for the other's gradient."""
+    saved = []
+    if m.records:
+        if m.in_rg[0]:
+            saved.append(In(1))
+        if len(m.in_rg) > 1 and m.in_rg[1]:
+            saved.append(In(0))
+    grads = ["new" if m.in_elems(i) == m.out_elems(0) else T(m.in_elems(i), m.in_dtypes[i], "reduced gradient")
+             for i in range(len(m.in_shapes))]
+    return OpMem(outputs=[T(m.out_elems(0), m.float_in, "product")], out_dtypes=[m.float_in], saved=saved,
+                 grad_in=grads)
+
+
+Multiply = register(LayerType(
+    name="Multiply", family="merge", doc="Element-wise product (gating). Broadcasts.",
+    min_inputs=2, max_inputs=2, shape=_broadcast, flops=lambda c, o: o[0].numel, memory=_mul_mem,
+    torch_ops=("mul",), aliases=("mul",), keeps_for_backward="both operands",
+))
+
+
+def _cat_shape(c):
+    d = c["dim"]
+    shapes = [x.shape for x in c.inputs]
+    nd = len(shapes[0]) + 1
+    if d < 0:
+        d += nd
+    if d <= 0 or d >= nd:
+        raise LayerError("dim", f"{c['dim']} is not a non-batch dimension of a {nd}-D tensor")
+    k = d - 1
+    for s in shapes[1:]:
+        if len(s) != len(shapes[0]) or any(a != b for i, (a, b) in enumerate(zip(s, shapes[0])) if i != k):
+            raise LayerError("inputs", "shapes " + ", ".join(fmt(s) for s in shapes) + f" differ outside dim {d}")
+    out = list(shapes[0])
+    out[k] = sum(s[k] for s in shapes)
+    return [TensorSpec(tuple(out), c.inputs[0].kind)]
+
+
+def _cat_mem(m):
+    dt = m.float_in
+    return OpMem(outputs=[T(m.out_elems(0), dt, "concatenation")], out_dtypes=[dt],
+                 grad_in=["alias"] * len(m.in_shapes))
+
+
+Concat = register(LayerType(
+    name="Concat", family="merge", doc="Concatenation along a dimension (U-Net skips, DenseNet).",
+    props=(Prop("dim", "int", 1, doc="dimension counting the batch as 0; 1 = channels"),),
+    min_inputs=2, max_inputs=None, shape=_cat_shape, memory=_cat_mem, torch_ops=("cat",),
+    aliases=("Concatenate", "cat"), keeps_for_backward="nothing (gradients are slices)",
+))

@@ -1,0 +1,165 @@
+"""Normalization and dropout."""
+
+from memdesigner.model.layers._common import fmt, need_rank
+from memdesigner.model.oprules import In, OpMem, T, simple
+from memdesigner.model.registry import LayerError, LayerType, ParamSpec, Prop, TensorSpec, register
+
+
+def _stat_dtype(m):
+    # CPU kernels keep statistics in the parameter dtype (fp32 under AMP), else the input dtype.
+    return "float32" if m.amp else m.float_in
+
+
+def _bn_shape(n):
+    def rule(c):
+        x = need_rank(c, (1, 2) if n == 1 else (3,))
+        return [TensorSpec(x.shape, x.kind)]
+    return rule
+
+
+def _bn_params(c):
+    ch = c.inputs[0].shape[0]
+    ps = []
+    if c["affine"]:
+        ps += [ParamSpec("weight", (ch,)), ParamSpec("bias", (ch,), "bias")]
+    if c["track_running_stats"]:
+        ps += [ParamSpec("running_mean", (ch,), "buffer"),
+               ParamSpec("running_var", (ch,), "buffer"),
+               ParamSpec("num_batches_tracked", (), "buffer", "int64")]
+    return ps
+
+
+def _bn_mem(m):
+    """Training: native_batch_norm returns output, save_mean and save_invstd (C each) and keeps
+    them with the input. Eval: only the output."""
+    ch = m.in_shapes[0][1]
+    out = T(m.in_elems(0), m.float_in, "output")
+    if not m.training:
+        return OpMem(outputs=[out], out_dtypes=[out.dtype], grad_in=["new"])
+    sd = _stat_dtype(m)
+    stats = [T(ch, sd, "save_mean"), T(ch, sd, "save_invstd")]
+    if m.records:
+        return OpMem(outputs=[out], out_dtypes=[out.dtype], saved=[In(0)] + stats, grad_in=["new"])
+    return OpMem(outputs=[out], out_dtypes=[out.dtype], temps=stats, grad_in=["new"])
+
+
+_BN_PROPS = (Prop("eps", "float", 1e-5, min=0.0), Prop("momentum", "float", 0.1, min=0.0, max=1.0),
+             Prop("affine", "bool", True), Prop("track_running_stats", "bool", True))
+
+BatchNorm1d = register(LayerType(
+    name="BatchNorm1d", family="normalization", doc="Batch normalization over (C) or (C,L) inputs.",
+    props=_BN_PROPS, shape=_bn_shape(1), params=_bn_params, flops=lambda c, o: 4 * c.inputs[0].numel,
+    memory=_bn_mem, torch_ops=("BatchNorm1d",),
+    keeps_for_backward="its input, plus per-channel mean and inverse std",
+))
+BatchNorm2d = register(LayerType(
+    name="BatchNorm2d", family="normalization", doc="Batch normalization over (C,H,W) inputs.",
+    props=_BN_PROPS, shape=_bn_shape(2), params=_bn_params, flops=lambda c, o: 4 * c.inputs[0].numel,
+    memory=_bn_mem, aliases=("BatchNormalization",), torch_ops=("BatchNorm2d",),
+    keeps_for_backward="its input, plus per-channel mean and inverse std",
+))
+
+
+def _ln_shape(c):
+    x = c.inputs[0]
+    ns = tuple(c["normalized_shape"]) if c["normalized_shape"] else (x.shape[-1],)
+    if x.shape[-len(ns):] != ns:
+        raise LayerError("normalized_shape", f"{fmt(ns)} does not match the end of the input {fmt(x.shape)}")
+    return [TensorSpec(x.shape)]
+
+
+def _ln_ns(c):
+    return tuple(c["normalized_shape"]) if c["normalized_shape"] else (c.inputs[0].shape[-1],)
+
+
+def _ln_params(c):
+    if not c["elementwise_affine"]:
+        return []
+    ns = _ln_ns(c)
+    return [ParamSpec("weight", ns), ParamSpec("bias", ns, "bias")]
+
+
+def _rows(m, ndims):
+    n = 1
+    for d in m.in_shapes[0][: len(m.in_shapes[0]) - ndims]:
+        n *= d
+    return n
+
+
+def _ln_mem(m):
+    """native_layer_norm returns output, mean and rstd (one per normalized row); training keeps
+    input, mean and rstd."""
+    nd = len(m.props["normalized_shape"]) or 1
+    rows = _rows(m, nd)
+    sd = _stat_dtype(m)
+    stats = [T(rows, sd, "mean"), T(rows, sd, "rstd")]
+    out = T(m.in_elems(0), m.float_in, "output")
+    if m.records:
+        return OpMem(outputs=[out], out_dtypes=[out.dtype], saved=[In(0)] + stats, grad_in=["new"])
+    return OpMem(outputs=[out], out_dtypes=[out.dtype], temps=stats, grad_in=["new"])
+
+
+LayerNorm = register(LayerType(
+    name="LayerNorm", family="normalization", doc="Layer normalization over the last dimension(s).",
+    props=(Prop("normalized_shape", "ints", (), doc="empty = the last dimension"),
+           Prop("eps", "float", 1e-5, min=0.0), Prop("elementwise_affine", "bool", True)),
+    shape=_ln_shape, params=_ln_params, flops=lambda c, o: 5 * c.inputs[0].numel, memory=_ln_mem,
+    aliases=("LayerNormalization",), torch_ops=("LayerNorm", "layer_norm"),
+    keeps_for_backward="its input, plus a mean and rstd per row",
+))
+
+
+def _gn_shape(c):
+    x = need_rank(c, (2, 3, 4))
+    if x.shape[0] % c["num_groups"]:
+        raise LayerError("num_groups", f"{c['num_groups']} does not divide the {x.shape[0]} channels")
+    return [TensorSpec(x.shape)]
+
+
+def _gn_mem(m):
+    rows = m.in_shapes[0][0] * m.props["num_groups"]
+    sd = _stat_dtype(m)
+    stats = [T(rows, sd, "mean"), T(rows, sd, "rstd")]
+    out = T(m.in_elems(0), m.float_in, "output")
+    if m.records:
+        return OpMem(outputs=[out], out_dtypes=[out.dtype], saved=[In(0)] + stats, grad_in=["new"])
+    return OpMem(outputs=[out], out_dtypes=[out.dtype], temps=stats, grad_in=["new"])
+
+
+GroupNorm = register(LayerType(
+    name="GroupNorm", family="normalization", doc="Group normalization over channel groups.",
+    props=(Prop("num_groups", "int", 8, min=1), Prop("eps", "float", 1e-5, min=0.0), Prop("affine", "bool", True)),
+    shape=_gn_shape,
+    params=lambda c: ([ParamSpec("weight", (c.inputs[0].shape[0],)),
+                       ParamSpec("bias", (c.inputs[0].shape[0],), "bias")] if c["affine"] else []),
+    flops=lambda c, o: 5 * c.inputs[0].numel, memory=_gn_mem, torch_ops=("GroupNorm",),
+    keeps_for_backward="its input, plus a mean and rstd per (sample, group)",
+))
+
+
+def _dropout_mem(m):
+    """CPU: noise = empty_like(x).bernoulli_().div_(1-p); out = x * noise (noise kept, input dtype).
+    CUDA: fused native_dropout returns the output and a bool mask (1 byte per element)."""
+    p = m.props["p"]
+    dt = m.float_in
+    if not m.training or p == 0:
+        return OpMem(outputs=[In(0)], out_dtypes=[dt], grad_in=["alias"])
+    n = m.in_elems(0)
+    if m.backend == "cpu" or p >= 1:
+        mask = T(n, dt, "dropout noise")
+    else:
+        mask = T(n, "bool", "dropout mask")
+    out = In(0) if m.props["inplace"] else T(n, dt, "output")
+    if m.records:
+        return OpMem(outputs=[out], out_dtypes=[dt], saved=[mask], grad_in=["new"])
+    return OpMem(outputs=[out], out_dtypes=[dt], temps=[mask], grad_in=["new"])
+
+
+Dropout = register(LayerType(
+    name="Dropout", family="normalization",
+    doc="Zeroes elements with probability p in training; identity in inference.",
+    props=(Prop("p", "float", 0.5, min=0.0, max=1.0), Prop("inplace", "bool", False)),
+    shape=lambda c: [TensorSpec(c.inputs[0].shape, c.inputs[0].kind)], memory=_dropout_mem,
+    torch_ops=("Dropout", "dropout"),
+    keeps_for_backward="a mask: input-dtype noise on CPU, bool on CUDA",
+))

@@ -1,0 +1,118 @@
+"""Pooling and resampling."""
+
+from memdesigner.model.layers._common import as_tuple, need_rank, window_out
+from memdesigner.model.oprules import In, OpMem, T, simple
+from memdesigner.model.registry import LayerError, LayerType, Prop, TensorSpec, register
+
+
+def _pool_props(default_k=2):
+    return (
+        Prop("kernel", "pair", default_k),
+        Prop("stride", "pair", 0, doc="0 = same as kernel (PyTorch default)"),
+        Prop("padding", "pad", 0, doc="a number, or SAME / VALID (TensorFlow style)"),
+        Prop("ceil_mode", "bool", False),
+    )
+
+
+def _pool_shape(n):
+    def rule(c):
+        x = need_rank(c, (n + 1,))
+        stride = c["stride"] or c["kernel"]
+        k = as_tuple(c["kernel"], n)
+        if c["padding"] not in ("SAME", "VALID"):
+            for kk, pp in zip(k, as_tuple(c["padding"], n)):
+                if pp * 2 > kk:
+                    raise LayerError("padding", f"{pp} should be at most half the kernel {kk}")
+        outs, _ = window_out(c, n, x.shape[1:], c["kernel"], stride, c["padding"], 1, c["ceil_mode"])
+        return [TensorSpec((x.shape[0],) + outs)]
+    return rule
+
+
+def _pool_flops(n):
+    def rule(c, outs):
+        k = 1
+        for v in as_tuple(c["kernel"], n):
+            k *= v
+        return outs[0].numel * k
+    return rule
+
+
+def _maxpool_mem(m):
+    """max_pool*_with_indices: int64 indices of the output's size, kept with the input for backward.
+
+    Without grad on CPU the indices-free kernel runs; on CUDA the indices are still made and
+    dropped at once.
+    """
+    out = T(m.out_elems(0), m.float_in, "output")
+    idx = T(m.out_elems(0), "int64", "argmax indices")
+    if m.records:
+        return OpMem(outputs=[out], out_dtypes=[out.dtype], saved=[In(0), idx], grad_in=["new"])
+    temps = [idx] if m.backend != "cpu" or m.grad else []
+    return OpMem(outputs=[out], out_dtypes=[out.dtype], temps=temps, grad_in=["new"])
+
+
+def _make_maxpool(name, n, aliases):
+    return register(LayerType(
+        name=name, family="pooling", doc=f"{n}-D max pooling.",
+        props=_pool_props(), shape=_pool_shape(n), flops=_pool_flops(n), memory=_maxpool_mem,
+        aliases=aliases, torch_ops=(name,),
+        keeps_for_backward="its input and int64 argmax indices (8 bytes per output element)",
+    ))
+
+
+MaxPool1d = _make_maxpool("MaxPool1d", 1, ("MaxPooling1D",))
+MaxPool2d = _make_maxpool("MaxPool2d", 2, ("MaxPooling2D",))
+
+
+def _avgpool_mem(m):
+    return simple(m, saved=[In(0)] if m.records else [])
+
+
+AvgPool2d = register(LayerType(
+    name="AvgPool2d", family="pooling", doc="2-D average pooling.",
+    props=_pool_props(), shape=_pool_shape(2), flops=_pool_flops(2), memory=_avgpool_mem,
+    aliases=("AveragePooling2D",), torch_ops=("AvgPool2d",),
+    keeps_for_backward="its input (avg_pool2d_backward takes it)",
+))
+
+
+def _adaptive_shape(c):
+    x = need_rank(c, (3,))
+    o = as_tuple(c["output_size"], 2)
+    return [TensorSpec((x.shape[0],) + tuple(o))]
+
+
+def _adaptive_mem(m):
+    """Output 1x1 is computed as mean(-1,-2): nothing saved. Otherwise the input is saved."""
+    if m.out_shapes[0][-1] == 1 and m.out_shapes[0][-2] == 1:
+        return simple(m)
+    return simple(m, saved=[In(0)] if m.records else [])
+
+
+AdaptiveAvgPool2d = register(LayerType(
+    name="AdaptiveAvgPool2d", family="pooling",
+    doc="Average pooling to a fixed output size; output 1 is global average pooling.",
+    props=(Prop("output_size", "pair", 1),),
+    shape=_adaptive_shape, flops=lambda c, outs: c.inputs[0].numel, memory=_adaptive_mem,
+    aliases=("GlobalAvgPool", "GlobalAveragePooling2D", "GlobalAvgPool2d"),
+    torch_ops=("AdaptiveAvgPool2d", "adaptive_avg_pool2d"),
+    keeps_for_backward="nothing for a 1x1 output (a mean), else its input",
+))
+
+
+def _upsample_shape(c):
+    x = need_rank(c, (2, 3), " (C,L) or (C,H,W)")
+    f = c["scale_factor"]
+    if c["mode"] == "bilinear" and len(x.shape) != 3:
+        raise LayerError("mode", "bilinear needs a (C,H,W) input")
+    return [TensorSpec((x.shape[0],) + tuple(int(d * f) for d in x.shape[1:]))]
+
+
+Upsample = register(LayerType(
+    name="Upsample", family="pooling", doc="Nearest or bilinear upsampling by a scale factor.",
+    props=(Prop("scale_factor", "float", 2.0, min=0.01), Prop("mode", "choice", "nearest",
+                                                                 choices=("nearest", "bilinear"))),
+    shape=_upsample_shape, flops=lambda c, outs: outs[0].numel * (1 if c["mode"] == "nearest" else 8),
+    memory=lambda m: simple(m), aliases=("UpSampling2D",), torch_ops=("Upsample", "interpolate"),
+    keeps_for_backward="nothing (only sizes)",
+))

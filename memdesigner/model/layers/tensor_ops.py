@@ -1,0 +1,231 @@
+"""Tensor operations that models call directly (matmul, transpose, split, indexing, scaling,
+learned tokens and position embeddings). Each has its own exact memory rule."""
+
+from memdesigner.model.layers._common import amp_casts, f_dtype, fmt
+from memdesigner.model.oprules import In, OpMem, T
+from memdesigner.model.registry import LayerError, LayerType, ParamSpec, Prop, TensorSpec, register
+
+
+def _dim(c, name, nd):
+    d = c[name]
+    if d < 0:
+        d += nd
+    if d <= 0 or d >= nd:
+        raise LayerError(name, f"{c[name]} is not a non-batch dimension of a {nd}-D tensor")
+    return d
+
+
+def _transpose_shape(c):
+    x = c.inputs[0]
+    nd = len(x.shape) + 1
+    a, b = _dim(c, "dim0", nd), _dim(c, "dim1", nd)
+    s = list(x.shape)
+    s[a - 1], s[b - 1] = s[b - 1], s[a - 1]
+    return [TensorSpec(tuple(s), x.kind)]
+
+
+def _noncontig_view(m):
+    return OpMem(outputs=[In(0)], out_dtypes=[m.in_dtypes[0]], grad_in=["alias"], out_contig=[False])
+
+
+Transpose = register(LayerType(
+    name="Transpose", family="tensor", doc="Swap two dimensions (a view; later reshapes may copy).",
+    props=(Prop("dim0", "int", 1), Prop("dim1", "int", 2)), shape=_transpose_shape, memory=_noncontig_view,
+    torch_ops=("transpose",), keeps_for_backward="nothing",
+))
+
+
+def _permute_shape(c):
+    x = c.inputs[0]
+    p = tuple(c["dims"])
+    nd = len(x.shape) + 1
+    if sorted(p) != list(range(nd)) or p[0] != 0:
+        raise LayerError("dims", f"{fmt(p)} must be a permutation of 0..{nd - 1} keeping the batch (0) first")
+    full = (0,) + x.shape
+    return [TensorSpec(tuple(full[i] for i in p[1:]), x.kind)]
+
+
+Permute = register(LayerType(
+    name="Permute", family="tensor", doc="Reorder dimensions (a view), batch stays first.",
+    props=(Prop("dims", "ints", (0, 2, 1), doc="a permutation including the batch dimension 0"),),
+    shape=_permute_shape, memory=_noncontig_view, torch_ops=("permute",), keeps_for_backward="nothing",
+))
+
+
+def _split_shape(c):
+    x = c.inputs[0]
+    nd = len(x.shape) + 1
+    d = _dim(c, "dim", nd)
+    n = c["chunks"]
+    size = x.shape[d - 1]
+    if size % n:
+        raise LayerError("chunks", f"{n} does not divide dimension {d} of size {size}")
+    s = list(x.shape)
+    s[d - 1] = size // n
+    return [TensorSpec(tuple(s), x.kind) for _ in range(n)]
+
+
+def _split_mem(m):
+    """Views of the input; backward stacks the pieces' gradients into one new input-sized tensor."""
+    n = len(m.out_shapes)
+    return OpMem(outputs=[In(0)] * n, out_dtypes=[m.in_dtypes[0]] * n, grad_in=["new"],
+                 out_contig=[n == 1 and m.in_contig[0]] * n)
+
+
+Split = register(LayerType(
+    name="Split", family="tensor", doc="Split into equal chunks along a dimension (chunk / unbind).",
+    props=(Prop("chunks", "int", 3, min=1, max=64), Prop("dim", "int", -1)),
+    shape=_split_shape, memory=_split_mem, torch_ops=("chunk", "split", "unbind"),
+    keeps_for_backward="nothing", n_outputs=-1,
+))
+
+
+def _select_shape(c):
+    x = c.inputs[0]
+    nd = len(x.shape) + 1
+    d = _dim(c, "dim", nd)
+    i = c["index"]
+    size = x.shape[d - 1]
+    if not -size <= i < size:
+        raise LayerError("index", f"{i} is out of range for dimension {d} of size {size}")
+    return [TensorSpec(x.shape[: d - 1] + x.shape[d:], x.kind)]
+
+
+Select = register(LayerType(
+    name="Select", family="tensor", doc="Pick one index along a dimension, e.g. x[:, 0] (a view).",
+    props=(Prop("dim", "int", 1), Prop("index", "int", 0)), shape=_select_shape,
+    memory=lambda m: OpMem(outputs=[In(0)], out_dtypes=[m.in_dtypes[0]], grad_in=["new"], out_contig=[False]),
+    torch_ops=("select", "getitem"), keeps_for_backward="nothing (backward scatters into a zero tensor)",
+))
+
+
+def _scale_mem(m):
+    return OpMem(outputs=[T(m.in_elems(0), m.float_in, "scaled")], out_dtypes=[m.float_in], grad_in=["new"],
+                 out_contig=[m.in_contig[0]])
+
+
+Scale = register(LayerType(
+    name="Scale", family="tensor", doc="Multiply by a constant (e.g. q * head_dim**-0.5).",
+    props=(Prop("factor", "float", 1.0),), shape=lambda c: [c.inputs[0]], memory=_scale_mem,
+    flops=lambda c, o: o[0].numel, torch_ops=("mul_scalar",), keeps_for_backward="nothing",
+))
+
+
+def _matmul_shape(c):
+    a, b = c.inputs[0].shape, c.inputs[1].shape
+    if len(a) < 2 or len(b) < 2:
+        raise LayerError("inputs", f"needs two inputs of at least 2-D per sample, got {fmt(a)} and {fmt(b)}")
+    if a[-1] != b[-2]:
+        raise LayerError("inputs", f"{fmt(a)} @ {fmt(b)}: inner sizes {a[-1]} and {b[-2]} differ")
+    if a[:-2] != b[:-2]:
+        raise LayerError("inputs", f"{fmt(a)} @ {fmt(b)}: leading dimensions differ")
+    return [TensorSpec(a[:-1] + (b[-1],))]
+
+
+def _matmul_mem(m):
+    """bmm on operands reshaped to 3-D: a non-contiguous operand is copied, and the copy is what
+    backward keeps. Each operand is kept for the other's gradient."""
+    dt = f_dtype(m)
+    ops = []
+    for i in range(2):
+        if m.in_contig[i]:
+            ops.append(In(i))
+        else:
+            ops.append(T(m.in_elems(i), m.in_dtypes[i], f"contiguous copy of operand {i}"))
+    saved = []
+    if m.records:
+        if m.in_rg[1]:
+            saved.append(ops[0])
+        if m.in_rg[0]:
+            saved.append(ops[1])
+    temps = [t for t in ops if isinstance(t, T) and t not in saved]
+    mem = OpMem(outputs=[T(m.out_elems(0), dt, "product")], out_dtypes=[dt], saved=saved, temps=temps,
+                grad_in=["new", "new"])
+    return amp_casts(m, mem, n_inputs=2)
+
+
+MatMul = register(LayerType(
+    name="MatMul", family="tensor", doc="Batched matrix product a @ b (attention scores, attn @ v).",
+    min_inputs=2, max_inputs=2, shape=_matmul_shape, memory=_matmul_mem,
+    flops=lambda c, o: 2 * o[0].numel * c.inputs[0].shape[-1], input_names=("a", "b"),
+    torch_ops=("matmul", "bmm"), keeps_for_backward="both operands (copies if they were non-contiguous)",
+))
+
+
+def _mean_shape(c):
+    x = c.inputs[0]
+    nd = len(x.shape) + 1
+    d = _dim(c, "dim", nd)
+    s = list(x.shape)
+    if c["keepdim"]:
+        s[d - 1] = 1
+    else:
+        del s[d - 1]
+    return [TensorSpec(tuple(s))]
+
+
+Mean = register(LayerType(
+    name="Mean", family="tensor", doc="Mean over one dimension (token pooling).",
+    props=(Prop("dim", "int", 1), Prop("keepdim", "bool", False)), shape=_mean_shape,
+    memory=lambda m: OpMem(outputs=[T(m.out_elems(0), m.float_in, "mean")], out_dtypes=[m.float_in],
+                           grad_in=["new"]),
+    flops=lambda c, o: c.inputs[0].numel, torch_ops=("mean",), keeps_for_backward="nothing",
+))
+
+
+def _cls_shape(c):
+    x = c.inputs[0]
+    if len(x.shape) != 2:
+        raise LayerError("inputs", f"expects (tokens, dim) per sample, got {fmt(x.shape)}")
+    return [TensorSpec((x.shape[0] + c["tokens"], x.shape[1]))]
+
+
+def _cls_mem(m):
+    dt = m.float_in
+    d = m.in_shapes[0][-1]
+    return OpMem(outputs=[T(m.out_elems(0), dt, "tokens with class token")], out_dtypes=[dt],
+                 grad_in=["alias"], bwd_temps=[T(m.batch * m.props["tokens"] * d, dt, "expanded token gradient")])
+
+
+ClassToken = register(LayerType(
+    name="ClassToken", family="tensor", doc="Prepends learned tokens: cat([cls.expand(B,-1,-1), x], 1).",
+    props=(Prop("tokens", "int", 1, min=1),), shape=_cls_shape,
+    params=lambda c: [ParamSpec("cls_token", (1, c["tokens"], c.inputs[0].shape[1]))],
+    memory=_cls_mem, torch_ops=("cls_token",), keeps_for_backward="nothing",
+))
+
+
+def _pos_mem(m):
+    dt = m.float_in
+    return OpMem(outputs=[T(m.out_elems(0), dt, "x + pos_embed")], out_dtypes=[dt], grad_in=["alias"])
+
+
+PositionEmbedding = register(LayerType(
+    name="PositionEmbedding", family="tensor", doc="Adds a learned (tokens, dim) embedding: x + pos.",
+    shape=lambda c: [c.inputs[0]],
+    params=lambda c: [ParamSpec("pos_embed", (1,) + c.inputs[0].shape)],
+    memory=_pos_mem, flops=lambda c, o: o[0].numel, torch_ops=("pos_embed",), keeps_for_backward="nothing",
+))
+
+
+def _generic_shape(c):
+    kind = "int64" if c["dtype"] == "int64" else ("bool" if c["dtype"] == "bool" else "float")
+    return [TensorSpec(tuple(c["out_shape"]), kind)]
+
+
+def _generic_mem(m):
+    kind = m.out_kinds[0]
+    dt = m.float_in if kind == "float" else kind
+    saved = [In(i) for i in range(len(m.in_shapes))] if (m.records and m.props["saves_input"]) else []
+    return OpMem(outputs=[T(m.out_elems(0), dt, "output")], out_dtypes=[dt], saved=saved, grad_in=["new"] * len(m.in_shapes))
+
+
+Generic = register(LayerType(
+    name="Generic", family="generic",
+    doc="An op memdesigner has no rule for: its output (traced shape and dtype) still counts.",
+    props=(Prop("op", "str", "unknown"), Prop("out_shape", "shape", (1,)),
+           Prop("dtype", "choice", "float", choices=("float", "int64", "bool")),
+           Prop("saves_input", "bool", True, doc="assume backward keeps the inputs (conservative)")),
+    min_inputs=0, max_inputs=None, shape=_generic_shape, memory=_generic_mem,
+    keeps_for_backward="assumed: its inputs",
+))

@@ -1,0 +1,308 @@
+"""The one registry of layer types.
+
+Each layer type declares, in one place, its editable properties, its input arity, its shape rule,
+its parameters, its FLOPs and its memory rule (what PyTorch allocates, keeps for backward and
+allocates again in backward). The palette, the inspector, the design file format, the importers
+and the engine all read this registry, so adding a layer type touches one module under
+``memdesigner/model/layers/``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+FAMILIES = (
+    "inputs",
+    "convolution",
+    "dense",
+    "pooling",
+    "normalization",
+    "activation",
+    "merge",
+    "tensor",
+    "recurrent",
+    "attention",
+    "output",
+    "generic",
+)
+
+
+class LayerError(ValueError):
+    """A bad configuration of one node; ``field`` names the property (or 'inputs')."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(message)
+        self.field = field
+        self.message = message
+
+
+@dataclass(frozen=True)
+class Prop:
+    """An editable property: its kind drives the inspector widget and the file schema.
+
+    kinds: int, float, bool, choice, str, shape (tuple of positive ints), ints (tuple of ints,
+    e.g. a permutation), pad (int or SAME/VALID), pair (int or two ints).
+    """
+
+    name: str
+    kind: str
+    default: Any
+    min: float | None = None
+    max: float | None = None
+    choices: tuple = ()
+    doc: str = ""
+    optional: bool = False  # None allowed (e.g. Linear.out_features is never optional)
+
+    def coerce(self, value: Any) -> Any:
+        """Turn a value from a file or an editor into the canonical type, or raise LayerError."""
+        if value is None:
+            if self.optional:
+                return None
+            raise LayerError(self.name, "a value is required")
+        k = self.kind
+        try:
+            if k == "int":
+                if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+                    raise TypeError
+                v = int(value)
+                self._check_range(v)
+                return v
+            if k == "float":
+                if isinstance(value, bool):
+                    raise TypeError
+                v = float(value)
+                self._check_range(v)
+                return v
+            if k == "bool":
+                if not isinstance(value, bool):
+                    raise TypeError
+                return value
+            if k == "choice":
+                if value not in self.choices:
+                    raise LayerError(self.name, f"{value!r} is not one of {', '.join(map(str, self.choices))}")
+                return value
+            if k == "str":
+                return str(value)
+            if k in ("shape", "ints"):
+                if isinstance(value, str):
+                    value = [p for p in value.replace("x", ",").replace("×", ",").split(",") if p.strip()]
+                if isinstance(value, int):
+                    value = [value]
+                v = tuple(int(x) for x in value)
+                if k == "shape":
+                    if not v:
+                        raise LayerError(self.name, "a shape needs at least one dimension")
+                    for d in v:
+                        if d <= 0:
+                            raise LayerError(self.name, f"dimension {d} must be positive")
+                return v
+            if k == "pad":
+                if isinstance(value, str):
+                    up = value.strip().upper()
+                    if up in ("SAME", "VALID"):
+                        return up
+                    value = int(value) if up.lstrip("-").isdigit() else value
+                    if isinstance(value, str):
+                        raise LayerError(self.name, f"{value!r} is not a number, SAME or VALID")
+                return self._pair(value, allow_zero=True)
+            if k == "pair":
+                return self._pair(value, allow_zero=False)
+        except LayerError:
+            raise
+        except (TypeError, ValueError):
+            raise LayerError(self.name, f"{value!r} is not a valid {k}") from None
+        raise LayerError(self.name, f"unknown property kind {k}")
+
+    def _pair(self, value, allow_zero: bool):
+        if isinstance(value, bool):
+            raise TypeError
+        if isinstance(value, (int, float)):
+            vals = (int(value),)
+        else:
+            vals = tuple(int(x) for x in value)
+        lo = 0 if allow_zero else 1
+        for x in vals:
+            if x < lo:
+                raise LayerError(self.name, f"{x} must be {'>= 0' if allow_zero else 'positive'}")
+        if len(vals) == 1:
+            return vals[0]
+        return vals
+
+    def _check_range(self, v):
+        if self.min is not None and v < self.min:
+            raise LayerError(self.name, f"{v} is below the minimum {self.min:g}")
+        if self.max is not None and v > self.max:
+            raise LayerError(self.name, f"{v} is above the maximum {self.max:g}")
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    """A parameter or buffer tensor of a layer (shape without batch)."""
+
+    name: str
+    shape: tuple
+    kind: str = "weight"  # weight | bias | buffer
+    dtype: str | None = None  # None: the model's compute dtype; buffers may say int64
+
+    @property
+    def numel(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    @property
+    def trainable(self) -> bool:
+        return self.kind != "buffer"
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """A per-sample tensor: shape without the batch dimension; kind float|int64|bool."""
+
+    shape: tuple
+    kind: str = "float"
+
+    @property
+    def numel(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+
+@dataclass
+class ShapeCtx:
+    """What a shape / parameter / FLOP rule sees."""
+
+    props: dict
+    inputs: list  # list[TensorSpec]
+    name: str = ""
+
+    def __getitem__(self, key):
+        return self.props[key]
+
+    @property
+    def x(self) -> TensorSpec:
+        return self.inputs[0]
+
+
+@dataclass(frozen=True)
+class LayerType:
+    name: str
+    family: str
+    doc: str
+    props: tuple = ()
+    min_inputs: int = 1
+    max_inputs: int | None = 1  # None: any number
+    shape: Callable[[ShapeCtx], list] | None = None  # -> list[TensorSpec]; raises LayerError
+    params: Callable[[ShapeCtx], list] = lambda c: []  # -> list[ParamSpec]
+    flops: Callable[[ShapeCtx, list], int] = lambda c, outs: 0  # per sample, forward
+    memory: Callable | None = None  # (MemCtx) -> OpMem, see model/oprules.py
+    n_outputs: int = 1
+    input_names: tuple = ()  # port labels, e.g. ("query", "key", "value")
+    torch_ops: tuple = ()  # torch modules / functions that map onto this type (importer hints)
+    aliases: tuple = ()  # other names a user or a Keras file may use
+    keeps_for_backward: str = ""  # one line for the inspector / docs: what autograd saves
+
+    def prop(self, name: str) -> Prop:
+        for p in self.props:
+            if p.name == name:
+                return p
+        raise KeyError(name)
+
+    def defaults(self) -> dict:
+        return {p.name: p.default for p in self.props}
+
+    def coerce_props(self, values: dict) -> dict:
+        """Fill defaults, coerce every value; LayerError names the first bad field."""
+        known = {p.name for p in self.props}
+        for k in values:
+            if k not in known:
+                raise LayerError(k, f"{self.name} has no property {k!r}")
+        out = {}
+        for p in self.props:
+            out[p.name] = p.coerce(values.get(p.name, p.default))
+        return out
+
+
+_REGISTRY: dict[str, LayerType] = {}
+_ALIASES: dict[str, str] = {}
+
+
+def register(lt: LayerType) -> LayerType:
+    if lt.name in _REGISTRY:
+        raise ValueError(f"layer type {lt.name} registered twice")
+    if lt.family not in FAMILIES:
+        raise ValueError(f"unknown family {lt.family}")
+    _REGISTRY[lt.name] = lt
+    for a in lt.aliases:
+        _ALIASES[a.lower()] = lt.name
+    return lt
+
+
+def _ensure_loaded():
+    if not _REGISTRY:
+        from memdesigner.model import layers  # noqa: F401  (registers everything)
+
+
+def get(name: str) -> LayerType:
+    _ensure_loaded()
+    if name in _REGISTRY:
+        return _REGISTRY[name]
+    alias = _ALIASES.get(name.lower())
+    if alias:
+        return _REGISTRY[alias]
+    raise KeyError(name)
+
+
+def has(name: str) -> bool:
+    try:
+        get(name)
+        return True
+    except KeyError:
+        return False
+
+
+def all_types() -> Sequence[LayerType]:
+    _ensure_loaded()
+    return list(_REGISTRY.values())
+
+
+def by_family() -> dict[str, list[LayerType]]:
+    out: dict[str, list[LayerType]] = {f: [] for f in FAMILIES}
+    for lt in all_types():
+        out[lt.family].append(lt)
+    return {k: v for k, v in out.items() if v}
+
+
+@dataclass
+class Issue:
+    """An error or warning attached to a node."""
+
+    node_id: str
+    field: str
+    message: str
+    severity: str = "error"
+
+    def __str__(self) -> str:
+        return f"{self.node_id}.{self.field}: {self.message}"
+
+
+__all__ = [
+    "Prop",
+    "ParamSpec",
+    "TensorSpec",
+    "ShapeCtx",
+    "LayerType",
+    "LayerError",
+    "Issue",
+    "register",
+    "get",
+    "has",
+    "all_types",
+    "by_family",
+    "FAMILIES",
+    "field",
+]

@@ -1,0 +1,62 @@
+"""Byte sizes of dtypes and human formatting.
+
+Code keeps bytes as ints everywhere; these helpers are only for display.
+"""
+
+from __future__ import annotations
+
+DTYPE_BYTES = {
+    "float32": 4,
+    "float16": 2,
+    "bfloat16": 2,
+    "float64": 8,
+    "int64": 8,
+    "int32": 4,
+    "int8": 1,
+    "uint8": 1,
+    "bool": 1,
+}
+
+# The short names people type (CLI, settings) mapped to torch-style dtype names.
+DTYPE_ALIASES = {
+    "fp32": "float32",
+    "fp16": "float16",
+    "bf16": "bfloat16",
+    "float32": "float32",
+    "float16": "float16",
+    "bfloat16": "bfloat16",
+    "half": "float16",
+    "float": "float32",
+}
+
+KiB = 1024
+MiB = 1024**2
+GiB = 1024**3
+
+
+def dtype_bytes(dtype: str) -> int:
+    return DTYPE_BYTES[dtype]
+
+
+def format_bytes(n: int | float, digits: int = 1) -> str:
+    """Binary units (KiB/MiB/GiB), the way allocators and nvidia-smi count."""
+    n = float(n)
+    sign = "-" if n < 0 else ""
+    n = abs(n)
+    for unit, size in (("GiB", GiB), ("MiB", MiB), ("KiB", KiB)):
+        if n >= size:
+            return f"{sign}{n / size:.{digits}f} {unit}"
+    return f"{sign}{int(n)} B"
+
+
+def format_count(n: int) -> str:
+    """1,234,567 -> '1.23 M' for compact labels."""
+    n = float(n)
+    for unit, size in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(n) >= size:
+            return f"{n / size:.2f} {unit}"
+    return f"{int(n)}"
+
+
+def format_flops(n: int) -> str:
+    return format_count(n) + "FLOP"

@@ -1,0 +1,1 @@
+"""Data shipped with memdesigner: device profiles, the design schema, examples, icons."""
