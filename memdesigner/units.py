@@ -59,4 +59,4 @@ def format_count(n: int) -> str:
 
 
 def format_flops(n: int) -> str:
-    return format_count(n) + "FLOP"
+    return f"{int(n)} FLOP" if abs(n) < 1000 else format_count(n) + "FLOP"

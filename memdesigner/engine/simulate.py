@@ -393,12 +393,9 @@ class Simulation:
                 old = grads.get(k)
                 if old is None:
                     grads[k] = g
-                elif mem.rc[old] == 1:  # InputBuffer accumulates in place into the old buffer
-                    mem.decref(g)
-                elif mem.rc[g] == 1:  # ... or into the new one
-                    mem.decref(old)
-                    grads[k] = g
                 else:
+                    # autograd sums a fan-in's gradients into a new tensor (add.Tensor) as the
+                    # tracked reference run shows; both summands die right after
                     summed = mem.alloc(mem.nb[g], G, 1, "accumulated gradient")
                     mem.mark(("backward", nid))
                     mem.decref(old)
@@ -424,14 +421,25 @@ class Simulation:
                 events.append(Event("optimizer_step", None, "adam (foreach)", mem.cur, tuple(mem.by), mem.rcur))
                 mem.decref(t)
             else:
-                by_node: dict[str, int] = {}
+                # for-loop Adam: sqrt(exp_avg_sq) and the div denominator of parameter i, while the
+                # previous parameter's denominator is only freed when the next one is made
+                prev = None
                 for nid, nb, _ in trainable:
-                    by_node[nid] = max(by_node.get(nid, 0), nb)
-                for nid, nb in by_node.items():
-                    t = mem.alloc(2 * nb, K, 1, "sqrt(exp_avg_sq) / bias_correction")
+                    t1 = mem.alloc(nb, K, 1, "sqrt(exp_avg_sq)")
+                    t2 = mem.alloc(nb, K, 1, "denominator")
                     mem.mark(("optimizer_step", nid))
-                    events.append(Event("optimizer_step", nid, nodes[nid].name, mem.cur, tuple(mem.by), mem.rcur))
-                    mem.decref(t)
+                    last = events[-1]
+                    if last.phase == "optimizer_step" and last.node == nid:
+                        if mem.cur > last.bytes:
+                            events[-1] = Event("optimizer_step", nid, last.label, mem.cur, tuple(mem.by), mem.rcur)
+                    else:
+                        events.append(Event("optimizer_step", nid, nodes[nid].name, mem.cur, tuple(mem.by), mem.rcur))
+                    if prev is not None:
+                        mem.decref(prev)
+                    mem.decref(t1)
+                    prev = t2
+                if prev is not None:
+                    mem.decref(prev)
         else:
             seen = []
             for nid, _, _ in trainable:

@@ -56,7 +56,9 @@ def _mha_mem(m):
             return OpMem(outputs=[out], out_dtypes=[dt], saved=saved, temps=[scores] + avg, grad_in=["new"],
                          bwd_temps=[T(bhnn, dt, "score gradients"), T(bhnn, dt, "softmax gradients"),
                                     T(3 * bne, dt, "q, k, v gradients")])
-        return OpMem(outputs=[out], out_dtypes=[dt], temps=[qkv, q, scores, probs] + avg, grad_in=["new"])
+        # eval + no_grad takes the fused _native_multi_head_attention: only its output and the
+        # head-averaged weights are storages of their own
+        return OpMem(outputs=[out], out_dtypes=[dt], temps=avg, grad_in=["new"])
     lse = T(b * h * n, "float32", "logsumexp")
     attn = T(bne, dt, "attention output")
     if m.records:

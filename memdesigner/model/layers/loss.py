@@ -26,7 +26,9 @@ def _loss_mem(m):
                      bwd_temps=[T(n, dt, "nll_loss gradient")], notes=["target"])
     target = T(n, dt, "target")
     saved = [In(0), target] if m.records else []
-    return OpMem(outputs=[T(1, dt, "loss")], out_dtypes=[dt], saved=saved, grad_in=["new"], notes=["target"])
+    # mse_loss(reduction='mean') returns a 0-dim view of an input-sized storage
+    return OpMem(outputs=[T(n, dt, "loss (0-dim view of an input-sized buffer)")], out_dtypes=[dt], saved=saved,
+                 grad_in=["new"], notes=["target"])
 
 
 Loss = register(LayerType(

@@ -6,8 +6,9 @@ from memdesigner.model.registry import LayerError, LayerType, ParamSpec, Prop, T
 
 
 def _stat_dtype(m):
-    # CPU kernels keep statistics in the parameter dtype (fp32 under AMP), else the input dtype.
-    return "float32" if m.amp else m.float_in
+    # CPU kernels keep statistics in the parameter dtype (fp32 under AMP), else the input dtype;
+    # CUDA kernels accumulate and keep them in fp32.
+    return "float32" if (m.amp or m.backend == "cuda") else m.float_in
 
 
 def _bn_shape(n):

@@ -8,7 +8,7 @@ from memdesigner.model.registry import LayerError, LayerType, Prop, TensorSpec, 
 def _pool_props(default_k=2):
     return (
         Prop("kernel", "pair", default_k),
-        Prop("stride", "pair", 0, doc="0 = same as kernel (PyTorch default)"),
+        Prop("stride", "pair", None, optional=True, doc="empty = same as kernel (PyTorch default)"),
         Prop("padding", "pad", 0, doc="a number, or SAME / VALID (TensorFlow style)"),
         Prop("ceil_mode", "bool", False),
     )
@@ -40,15 +40,14 @@ def _pool_flops(n):
 def _maxpool_mem(m):
     """max_pool*_with_indices: int64 indices of the output's size, kept with the input for backward.
 
-    Without grad on CPU the indices-free kernel runs; on CUDA the indices are still made and
-    dropped at once.
+    Without grad the indices are still made and dropped at once, so they count for the inference
+    peak.
     """
     out = T(m.out_elems(0), m.float_in, "output")
     idx = T(m.out_elems(0), "int64", "argmax indices")
     if m.records:
         return OpMem(outputs=[out], out_dtypes=[out.dtype], saved=[In(0), idx], grad_in=["new"])
-    temps = [idx] if m.backend != "cpu" or m.grad else []
-    return OpMem(outputs=[out], out_dtypes=[out.dtype], temps=temps, grad_in=["new"])
+    return OpMem(outputs=[out], out_dtypes=[out.dtype], temps=[idx], grad_in=["new"])
 
 
 def _make_maxpool(name, n, aliases):

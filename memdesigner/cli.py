@@ -1,0 +1,298 @@
+"""Command line: ``memdesigner`` opens the window; subcommands work headless.
+
+Bad input prints one line on stderr and exits with code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from memdesigner.units import format_bytes, format_count, format_flops
+
+EXIT_USAGE = 2
+
+
+class CliError(Exception):
+    """One line for stderr."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, exit 2 (argparse prints usage + message otherwise)
+        sys.stderr.write(f"memdesigner: error: {message}\n")
+        raise SystemExit(EXIT_USAGE)
+
+
+def _settings_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--mode", choices=("inference", "train"), default=None)
+    p.add_argument("--batch", type=int, default=None)
+    p.add_argument("--optimizer", choices=("none", "sgd", "momentum", "sgd_momentum", "adam", "adamw"), default=None)
+    p.add_argument("--dtype", choices=("fp32", "fp16", "bf16"), default=None)
+    p.add_argument("--amp", action="store_true", default=None, help="mixed precision (autocast)")
+    p.add_argument("--checkpointing", action="store_true", default=None, help="activation checkpointing")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--device", default=None, help="device profile id (see `memdesigner devices`)")
+    g.add_argument("--backend", choices=("cuda", "cpu", "mps"), default=None)
+    p.add_argument("--foreach", choices=("auto", "true", "false"), default="auto",
+                   help="optimizer multi-tensor path (auto: CUDA yes, CPU no)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="memdesigner", description="Design a neural network and see the memory it needs.")
+    sub = p.add_subparsers(dest="cmd", parser_class=_Parser)
+    e = sub.add_parser("estimate", help="estimate memory for a design file")
+    e.add_argument("design")
+    _settings_args(e)
+    e.add_argument("--max-batch", action="store_true", help="also find the largest batch that fits the device")
+    e.add_argument("--format", choices=("table", "json"), default="table")
+    e.add_argument("--timeline", action="store_true", help="table format: also print the timeline")
+    sub.add_parser("devices", help="list device profiles").add_argument("--format", choices=("table", "json"),
+                                                                        default="table")
+    sub.add_parser("layers", help="list layer types")
+    r = sub.add_parser("render", help="render the window for a design to a PNG, headless")
+    r.add_argument("design")
+    r.add_argument("-o", "--output", required=True)
+    _settings_args(r)
+    imp = sub.add_parser("import", help="import a model (torch FILE.py:FACTORY, keras MODEL.json)")
+    isub = imp.add_subparsers(dest="source", parser_class=_Parser)
+    ik = isub.add_parser("keras", help="Keras model.to_json() output")
+    ik.add_argument("model")
+    ik.add_argument("-o", "--output", required=True)
+    it = isub.add_parser("torch", help="a Python file with a factory returning an nn.Module")
+    it.add_argument("spec", help="FILE.py:FACTORY")
+    it.add_argument("-o", "--output", required=True)
+    it.add_argument("--input-shape", default=None, help="per-sample shape, e.g. 3,224,224")
+    it.add_argument("--input-dtype", default=None, choices=("float", "int64"))
+    ex = sub.add_parser("export", help="export a design as code")
+    esub = ex.add_subparsers(dest="target", parser_class=_Parser)
+    et = esub.add_parser("torch", help="PyTorch nn.Module source")
+    et.add_argument("design")
+    et.add_argument("-o", "--output", required=True)
+    return p
+
+
+def _settings_from(args, design):
+    from memdesigner.engine.settings import Settings
+
+    base = dict(design.settings) if design is not None else {}
+    base.pop("device", None)
+    kw = {}
+    for k in ("mode", "batch", "optimizer", "dtype", "amp", "checkpointing", "backend"):
+        v = getattr(args, k, None)
+        if v is not None:
+            kw[k] = v
+        elif k in base:
+            kw[k] = base[k]
+    if getattr(args, "foreach", "auto") != "auto":
+        kw["foreach"] = args.foreach == "true"
+    try:
+        return Settings(**kw)
+    except (TypeError, ValueError) as err:
+        raise CliError(str(err)) from None
+
+
+def _load(path):
+    from memdesigner.io.design_file import DesignFileError, load_design
+
+    try:
+        return load_design(path)
+    except DesignFileError as err:
+        raise CliError(str(err)) from None
+
+
+def _device(args, design):
+    from memdesigner.engine.devices import get_device
+
+    dev_id = args.device or (design.settings.get("device") if design is not None and not args.backend else None)
+    if not dev_id:
+        return None
+    try:
+        return get_device(dev_id)
+    except KeyError as err:
+        raise CliError(str(err.args[0])) from None
+
+
+def cmd_estimate(args) -> int:
+    from memdesigner.engine.estimate import estimate
+
+    design = _load(args.design)
+    settings = _settings_from(args, design)
+    dev = _device(args, design)
+    if args.max_batch and dev is None:
+        raise CliError("--max-batch needs --device")
+    rep = estimate(design, settings, device=dev, max_batch=args.max_batch)
+    if rep.issues:
+        for iss in rep.issues:
+            sys.stderr.write(f"memdesigner: error: {args.design}: {iss}\n")
+        if args.format == "json":
+            print(json.dumps(rep.to_dict(), indent=2))
+        return EXIT_USAGE
+    if args.format == "json":
+        print(json.dumps(rep.to_dict(), indent=2))
+    else:
+        print(render_table(rep, design, timeline=args.timeline))
+    return 0
+
+
+def render_table(rep, design, timeline: bool = False) -> str:
+    s = rep.settings
+    lines = []
+    opt = f", optimizer {s['optimizer']}" if s["mode"] == "train" else ""
+    lines.append(f"{design.name}: {s['mode']}, batch {s['batch']}, {s['dtype']}{' + AMP' if s['amp'] else ''}"
+                 f"{opt}, {s['backend']} semantics")
+    lines.append("")
+    hdr = f"{'layer':<24} {'type':<18} {'output shape':<22} {'params':>12} {'weights':>11} {'activations':>12} {'FLOPs':>12}"
+    lines.append(hdr)
+    lines.append("-" * len(hdr))
+    for r in rep.layers:
+        shape = "x".join(str(d) for d in r.output_shape) if r.output_shape and isinstance(r.output_shape[0], int) \
+            else "; ".join("x".join(map(str, o)) for o in r.output_shape)
+        lines.append(f"{r.name[:24]:<24} {r.type[:18]:<18} {shape[:22]:<22} {r.params:>12,} "
+                     f"{format_bytes(r.param_bytes):>11} {format_bytes(r.activation_bytes):>12} "
+                     f"{format_flops(r.flops):>12}")
+    lines.append("-" * len(hdr))
+    lines.append(f"parameters        {rep.params:,} ({format_bytes(rep.param_bytes)}"
+                 f"{', buffers ' + format_bytes(rep.buffer_bytes) if rep.buffer_bytes else ''})")
+    lines.append(f"FLOPs (forward)   {format_count(rep.flops)}")
+    where = f" in {rep.peak_phase}" + (f" at {design.nodes[rep.peak_layer].name}" if rep.peak_layer in design.nodes
+                                         else "") if rep.peak_phase else ""
+    lines.append(f"peak memory       {format_bytes(rep.peak_bytes, 2)} ({rep.peak_bytes:,} B){where}")
+    parts = ", ".join(f"{k.replace('_', ' ')} {format_bytes(v)}" for k, v in rep.at_peak.items() if v)
+    lines.append(f"  at the peak     {parts}")
+    ph = ", ".join(f"{k.replace('_', ' ')} {format_bytes(v)}" for k, v in rep.phase_peaks.items() if v)
+    lines.append(f"  phase peaks     {ph}")
+    lines.append(f"hand calculation {format_bytes(rep.lower_bound_bytes)} (parameters + two adjacent feature maps: "
+                 f"the textbook lower bound)")
+    if rep.device:
+        d = rep.device
+        verdict = "FITS" if d["fits"] else "DOES NOT FIT"
+        lines.append(f"device            {d['name']}: {format_bytes(d['capacity_bytes'])}; with runtime "
+                     f"{format_bytes(rep.device_peak_bytes)} -> {verdict}, headroom {format_bytes(d['headroom_bytes'])}")
+    if rep.max_batch is not None:
+        lines.append(f"largest batch     {rep.max_batch}")
+    for w in rep.warnings:
+        lines.append(f"warning: {w}")
+    if timeline:
+        lines.append("")
+        lines.append(f"{'phase':<15} {'layer':<24} {'live':>11}")
+        for e in rep.timeline:
+            lines.append(f"{e.phase:<15} {(e.label or '')[:24]:<24} {format_bytes(e.bytes):>11}")
+    return "\n".join(lines)
+
+
+def cmd_devices(args) -> int:
+    from memdesigner.engine.devices import all_devices
+
+    devs = all_devices()
+    if args.format == "json":
+        print(json.dumps([d.to_dict() for d in devs], indent=2))
+        return 0
+    print(f"{'id':<24} {'name':<34} {'kind':<5} {'memory':>10} {'runtime':>10}")
+    for d in devs:
+        print(f"{d.id:<24} {d.name[:34]:<34} {d.kind:<5} {format_bytes(d.memory_bytes):>10} "
+              f"{format_bytes(d.runtime_overhead_bytes):>10}{'  (user)' if d.user else ''}")
+    return 0
+
+
+def cmd_layers(args) -> int:
+    from memdesigner.model import registry
+
+    for fam, types in registry.by_family().items():
+        print(f"{fam}:")
+        for t in types:
+            props = ", ".join(f"{p.name}={p.default!r}" for p in t.props)
+            print(f"  {t.name:<26} {props}")
+            print(f"  {'':<26} keeps for backward: {t.keeps_for_backward or '-'}")
+    return 0
+
+
+def cmd_render(args) -> int:
+    design = _load(args.design)
+    settings = _settings_from(args, design)
+    dev = _device(args, design)
+    try:
+        from memdesigner._qt.render import render_design
+    except ImportError as err:
+        raise CliError(f"rendering needs the Qt window: {err}") from None
+    render_design(design, args.output, settings, device_id=dev.id if dev else None)
+    print(args.output)
+    return 0
+
+
+def cmd_import(args) -> int:
+    from memdesigner.io.design_file import save_design
+
+    if args.source == "keras":
+        from memdesigner.importers.keras_json import load_keras_json
+
+        try:
+            design = load_keras_json(args.model)
+        except (OSError, ValueError, KeyError) as err:
+            raise CliError(f"{args.model}: {err}") from None
+    elif args.source == "torch":
+        try:
+            from memdesigner.importers.torch_fx import import_file
+        except ImportError as err:
+            raise CliError(f"PyTorch import needs torch installed (pip install memdesigner[torch]): {err}") from None
+        shape = None
+        if args.input_shape:
+            try:
+                shape = tuple(int(x) for x in args.input_shape.replace("x", ",").split(",") if x.strip())
+            except ValueError:
+                raise CliError(f"--input-shape: {args.input_shape!r} is not a list of integers") from None
+        try:
+            design = import_file(args.spec, input_shape=shape, input_dtype=args.input_dtype)
+        except ImportError as err:
+            raise CliError(f"PyTorch import needs torch installed: {err}") from None
+        except (OSError, ValueError, AttributeError, TypeError, RuntimeError) as err:
+            raise CliError(f"{args.spec}: {err}") from None
+    else:
+        raise CliError("import needs a source: torch or keras")
+    save_design(design, args.output)
+    for w in getattr(design, "import_warnings", []):
+        sys.stderr.write(f"memdesigner: warning: {w}\n")
+    print(args.output)
+    return 0
+
+
+def cmd_export(args) -> int:
+    if args.target != "torch":
+        raise CliError("export needs a target: torch")
+    design = _load(args.design)
+    from memdesigner.exporters.torch_code import to_python
+
+    try:
+        code = to_python(design)
+    except ValueError as err:
+        raise CliError(str(err)) from None
+    with open(args.output, "w", encoding="utf-8") as f:
+        f.write(code)
+    print(args.output)
+    return 0
+
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    commands = {"estimate", "devices", "layers", "render", "import", "export"}
+    if not argv or (argv[0] not in commands and not argv[0].startswith("-")):
+        try:
+            from memdesigner._qt.app import main as gui_main
+        except ImportError as err:
+            sys.stderr.write(f"memdesigner: error: the designer window cannot start: {err}\n")
+            return EXIT_USAGE
+        return gui_main(argv)
+    args = build_parser().parse_args(argv)
+    handlers = {"estimate": cmd_estimate, "devices": cmd_devices, "layers": cmd_layers, "render": cmd_render,
+                "import": cmd_import, "export": cmd_export}
+    try:
+        return handlers[args.cmd](args)
+    except CliError as err:
+        sys.stderr.write(f"memdesigner: error: {err}\n")
+        return EXIT_USAGE
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
