@@ -367,15 +367,15 @@ class Simulation:
                 else:
                     nb = m.in_elems(i) * DTYPE_BYTES[m.in_dtypes[i]]
                     new_grads.append((k, mem.alloc(nb, G, 1, f"grad of {k[0]}")))
-            # parameter gradients (AccumulateGrad keeps them as p.grad)
+            # parameter gradients (AccumulateGrad keeps them as p.grad). Under autocast the op
+            # makes low-precision gradients; ToCopyBackward0 casts them to fp32 after the op's
+            # saved tensors and incoming gradient are released.
+            halves = []
             for p in info.params:
                 if p.trainable and op.param_grads:
                     nb = p.numel * DTYPE_BYTES[pdtype]
                     if amp:
-                        half = mem.alloc(p.numel * DTYPE_BYTES[amp], K, 1, "low-precision grad")
-                        mem.alloc(nb, G, 1, f"{nid}.{p.name}.grad")
-                        mem.mark(("backward", nid))
-                        mem.decref(half)
+                        halves.append((mem.alloc(p.numel * DTYPE_BYTES[amp], G, 1, "low-precision grad"), nb, p))
                     else:
                         mem.alloc(nb, G, 1, f"{nid}.{p.name}.grad")
             mem.mark(("backward", nid))
@@ -389,6 +389,10 @@ class Simulation:
             for g in g_out:
                 if g is not None:
                     mem.decref(g)
+            for half, nb, p in halves:
+                mem.alloc(nb, G, 1, f"{nid}.{p.name}.grad")
+                mem.mark(("backward", nid))
+                mem.decref(half)
             for k, g in new_grads:
                 old = grads.get(k)
                 if old is None:
