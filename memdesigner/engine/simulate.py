@@ -38,6 +38,10 @@ class Event:
     device_bytes: int = 0  # with allocator rounding
 
 
+# memoised memory rules: (type, props identity, inputs, settings) -> (MemCtx, OpMem, props)
+_RULES: dict = {}
+
+
 class _Mem:
     """The live set: storages with refcounts and a running total per category."""
 
@@ -60,7 +64,7 @@ class _Mem:
         self.ppeak = 0  # peak of the current phase
         self.rpeak = 0  # peak with allocator rounding
 
-    def alloc(self, nbytes: int, cat: int, refs: int = 1, what: str = "") -> int:
+    def alloc(self, nbytes: int, cat: int, refs: int = 1, what="") -> int:
         sid = len(self.nb)
         self.nb.append(nbytes)
         r = self.round
@@ -74,6 +78,13 @@ class _Mem:
         self.by[cat] += nbytes
         if refs <= 0:
             self._release(sid)
+        return sid
+
+    def alloc_exact(self, nbytes: int, rounded: int, cat: int, what="") -> int:
+        """A long-lived aggregate of many tensors: its raw and allocator-rounded sizes."""
+        sid = self.alloc(nbytes, cat, 1, what)
+        self.rcur += rounded - self.rnb[sid]
+        self.rnb[sid] = rounded
         return sid
 
     def incref(self, sid: int, n: int = 1) -> None:
@@ -158,6 +169,11 @@ class Simulation:
         # -- weights, buffers, optimizer state (steady state) --------------------------------
         trainable: list[tuple[str, int, int]] = []  # (node, bytes, numel) per trainable tensor
         opt = s.optimizer if train else "none"
+        state_per_param = {"none": 0, "sgd": 0, "momentum": 1, "adam": 2, "adamw": 2}[opt]
+        step_tensor = 4 if (opt in ("adam", "adamw") and s.backend == "cpu") else 0  # host tensor on CUDA
+        pitem = DTYPE_BYTES[pdtype]
+        rnd = self.rounding
+        weights_total = state_total = weights_r = state_r = 0
         for nid in order:
             info = an.nodes[nid]
             bits = nodes[nid].bits
@@ -165,16 +181,19 @@ class Simulation:
             for p in info.params:
                 nb = _param_bytes(p, pdtype, bits)
                 pb += nb
-                mem.alloc(nb, W, 1, f"{nid}.{p.name}")
+                weights_total += nb
+                weights_r += nb if rnd <= 1 else -(-nb // rnd) * rnd
                 if p.trainable:
-                    trainable.append((nid, p.numel * DTYPE_BYTES[pdtype], p.numel))
+                    tb = p.numel * pitem
+                    trainable.append((nid, tb, p.numel))
+                    if state_per_param:
+                        state_total += state_per_param * tb + step_tensor
+                        state_r += state_per_param * (tb if rnd <= 1 else -(-tb // rnd) * rnd) + step_tensor
             self.rows[nid] = {"param_bytes": pb, "activation_bytes": 0, "kept_bytes": 0}
-        state_per_param = {"none": 0, "sgd": 0, "momentum": 1, "adam": 2, "adamw": 2}[opt]
-        if state_per_param:
-            for nid, nb, _ in trainable:
-                mem.alloc(state_per_param * nb, O, 1, f"{nid} optimizer state")
-                if opt in ("adam", "adamw") and s.backend == "cpu":
-                    mem.alloc(4, O, 1, f"{nid} step")  # state['step'] stays a host tensor on CUDA
+        # weights and optimizer state live all step long: one block each (already rounded)
+        mem.alloc_exact(weights_total, weights_r, W, "parameters and buffers")
+        if state_total:
+            mem.alloc_exact(state_total, state_r, O, "optimizer state")
 
         # -- forward ---------------------------------------------------------------------
         val_sid: dict[tuple, int] = {}
@@ -187,6 +206,7 @@ class Simulation:
         cast_cache: dict[tuple, int] = {}  # (node, param index) -> sid (autocast weight cache)
         held_outputs: list[int] = []
         segments = self._segments(order) if (train and s.checkpointing) else None
+        settings_key = (dtype, train, s.backend, amp, batch)
         seg_of = {}
         if segments:
             for k, seg in enumerate(segments):
@@ -203,14 +223,23 @@ class Simulation:
             in_dtypes = [val_dtype[k] for k in keys]
             in_rg = [val_rg[k] for k in keys]
             out_kinds = [o.kind for o in info.outputs]
-            m = MemCtx(
-                props=info.props, in_shapes=in_shapes, in_dtypes=in_dtypes,
-                out_shapes=[(batch,) + o.shape for o in info.outputs], out_kinds=out_kinds,
-                params=info.params, dtype=dtype, grad=train, training=train, in_rg=in_rg,
-                backend=s.backend, amp=amp if lt.memory is not None else None, batch=batch,
-                in_contig=[val_contig[k] for k in keys],
-            )
-            op: OpMem = lt.memory(m)
+            in_contig = [val_contig[k] for k in keys]
+            mkey = (lt.name, id(info.props), id(info.outputs), id(info.params), tuple(in_shapes), tuple(in_dtypes),
+                    tuple(in_rg), tuple(in_contig), settings_key)
+            hit = _RULES.get(mkey)
+            if hit is not None and hit[2] is info.props and hit[3] is info.outputs and hit[4] is info.params:
+                m, op = hit[0], hit[1]
+            else:
+                m = MemCtx(
+                    props=info.props, in_shapes=in_shapes, in_dtypes=in_dtypes,
+                    out_shapes=[(batch,) + o.shape for o in info.outputs], out_kinds=out_kinds,
+                    params=info.params, dtype=dtype, grad=train, training=train, in_rg=in_rg,
+                    backend=s.backend, amp=amp, batch=batch, in_contig=in_contig,
+                )
+                op = lt.memory(m)
+                if len(_RULES) > 20000:
+                    _RULES.clear()
+                _RULES[mkey] = (m, op, info.props, info.outputs, info.params)
             records = m.records
             ckpt = segments is not None and records
             # autocast's weight cache: one low-precision copy per parameter per region
@@ -227,7 +256,7 @@ class Simulation:
                 if isinstance(o, T):
                     nb = _nbytes(o)
                     out_bytes += nb
-                    out_sids.append(mem.alloc(nb, A, 1, f"{nid}: {o.what}"))
+                    out_sids.append(mem.alloc(nb, A, 1, (nid, o.what)))
                 else:
                     src_sid = val_sid[keys[o.i]]
                     mem.incref(src_sid)
@@ -236,7 +265,7 @@ class Simulation:
             kept = 0
             for t in op.saved:
                 if isinstance(t, T):
-                    extra_sids[id(t)] = mem.alloc(_nbytes(t), A, 1, f"{nid}: {t.what}")
+                    extra_sids[id(t)] = mem.alloc(_nbytes(t), A, 1, (nid, t.what))
                     kept += _nbytes(t)
             mem.mark(("forward", nid))
             events.append(Event("forward", nid, node.name, mem.cur, tuple(mem.by), mem.rcur))
@@ -348,7 +377,7 @@ class Simulation:
                     mem.decref(sid)
                 continue
             rec = self.rows[nid].get("recompute")
-            rsid = mem.alloc(rec, A, 1, f"{nid}: recomputed (checkpoint)") if rec else None
+            rsid = mem.alloc(rec, A, 1, (nid, "recomputed (checkpoint)")) if rec else None
             keys = [(e.src, e.src_port) for e in in_edges[nid]]
             tmp = [mem.alloc(_nbytes(t), K, 1, t.what) for t in op.bwd_temps]
             new_grads = []
@@ -366,18 +395,26 @@ class Simulation:
                     new_grads.append((k, mem.alloc(_nbytes(how), G, 1, how.what)))
                 else:
                     nb = m.in_elems(i) * DTYPE_BYTES[m.in_dtypes[i]]
-                    new_grads.append((k, mem.alloc(nb, G, 1, f"grad of {k[0]}")))
+                    new_grads.append((k, mem.alloc(nb, G, 1, (k[0], "gradient"))))
             # parameter gradients (AccumulateGrad keeps them as p.grad). Under autocast the op
             # makes low-precision gradients; ToCopyBackward0 casts them to fp32 after the op's
             # saved tensors and incoming gradient are released.
             halves = []
-            for p in info.params:
-                if p.trainable and op.param_grads:
-                    nb = p.numel * DTYPE_BYTES[pdtype]
-                    if amp:
-                        halves.append((mem.alloc(p.numel * DTYPE_BYTES[amp], G, 1, "low-precision grad"), nb, p))
-                    else:
-                        mem.alloc(nb, G, 1, f"{nid}.{p.name}.grad")
+            if op.param_grads:
+                if amp:
+                    for p in info.params:
+                        if p.trainable:
+                            halves.append((mem.alloc(p.numel * DTYPE_BYTES[amp], G, 1, "low-precision grad"),
+                                           p.numel * pitem, p))
+                else:
+                    raw = rnd_sum = 0
+                    for p in info.params:
+                        if p.trainable:
+                            nb = p.numel * pitem
+                            raw += nb
+                            rnd_sum += nb if rnd <= 1 else -(-nb // rnd) * rnd
+                    if raw:
+                        mem.alloc_exact(raw, rnd_sum, G, (nid, "parameter gradients"))
             mem.mark(("backward", nid))
             events.append(Event("backward", nid, node.name, mem.cur, tuple(mem.by), mem.rcur))
             for sid in tmp:
@@ -390,7 +427,7 @@ class Simulation:
                 if g is not None:
                     mem.decref(g)
             for half, nb, p in halves:
-                mem.alloc(nb, G, 1, f"{nid}.{p.name}.grad")
+                mem.alloc(nb, G, 1, (nid, p.name + ".grad"))
                 mem.mark(("backward", nid))
                 mem.decref(half)
             for k, g in new_grads:

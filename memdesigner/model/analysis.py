@@ -42,6 +42,59 @@ class Analysis:
         return not self.issues
 
 
+_CACHE: dict = {}
+_CACHE_MAX = 20000
+
+
+def _freeze(v):
+    if isinstance(v, (list, tuple)):
+        return tuple(_freeze(x) for x in v)
+    if isinstance(v, dict):
+        return tuple(sorted((k, _freeze(x)) for k, x in v.items()))
+    return v
+
+
+def _node_rules(lt, props: dict, specs: list, name: str):
+    """Shape, parameters and FLOPs of one node; memoised on (type, props, input specs) so that
+    re-estimating after an edit only recomputes what changed."""
+    key = (lt.name, id(props), tuple(specs))
+    hit = _CACHE.get(key)
+    if hit is not None and hit[4] is props:
+        return hit
+    ctx = ShapeCtx(props, specs, name)
+    try:
+        outputs = list(lt.shape(ctx))
+        res = (outputs, list(lt.params(ctx)), int(lt.flops(ctx, outputs)), None, props)
+    except LayerError as err:
+        res = (None, None, 0, (err.field, err.message), props)
+    except (ValueError, TypeError, ZeroDivisionError, IndexError) as err:
+        res = (None, None, 0, ("props", f"invalid configuration: {err}"), props)
+    if len(_CACHE) > _CACHE_MAX:
+        _CACHE.clear()
+    _CACHE[key] = res
+    return res
+
+
+_PROPS: dict = {}
+
+
+def _coerced(lt, props: dict, node=None) -> dict:
+    if node is not None:  # fast path: the node has not been edited since its props were coerced
+        memo = node.__dict__.get("_coerced")
+        if memo is not None and memo[0] == node.rev and memo[1] is props and memo[2] == lt.name:
+            return memo[3]
+    key = (lt.name, _freeze(props))
+    hit = _PROPS.get(key)
+    if hit is None:
+        hit = lt.coerce_props(props)
+        if len(_PROPS) > _CACHE_MAX:
+            _PROPS.clear()
+        _PROPS[key] = hit
+    if node is not None:
+        node.__dict__["_coerced"] = (node.rev, props, lt.name, hit)
+    return hit
+
+
 def analyze(design: Design) -> Analysis:
     try:
         order = design.topo_order()
@@ -65,7 +118,7 @@ def analyze(design: Design) -> Analysis:
             issues.append(info.issue)
             continue
         try:
-            info.props = lt.coerce_props(node.props)
+            info.props = _coerced(lt, node.props, node)
         except LayerError as err:
             info.issue = Issue(nid, err.field, err.message)
             issues.append(info.issue)
@@ -99,17 +152,12 @@ def analyze(design: Design) -> Analysis:
             continue
         if info.blocked_by:
             continue
-        ctx = ShapeCtx(info.props, specs, node.name)
-        try:
-            info.outputs = list(lt.shape(ctx))
-            info.params = list(lt.params(ctx))
-            info.flops = int(lt.flops(ctx, info.outputs))
-        except LayerError as err:
-            info.issue = Issue(nid, err.field, err.message)
+        outputs, params, flops, err, _ = _node_rules(lt, info.props, specs, node.name)
+        if err is not None:
+            info.issue = Issue(nid, err[0], err[1])
             issues.append(info.issue)
-        except (ValueError, TypeError, ZeroDivisionError, IndexError) as err:
-            info.issue = Issue(nid, "props", f"invalid configuration: {err}")
-            issues.append(info.issue)
+        else:
+            info.outputs, info.params, info.flops = outputs, params, flops
     return Analysis(order, infos, issues)
 
 

@@ -22,6 +22,7 @@ class Node:
     props: dict = field(default_factory=dict)
     pos: tuple = (0.0, 0.0)
     bits: int | None = None  # weight bit width (1, 2, 4, 8, 16, 32); None: the run's dtype
+    rev: int = 0  # bumped by every edit through Design, so analyses can be cached per node
 
     def __post_init__(self):
         if not self.name:
@@ -110,10 +111,12 @@ class Design:
 
     def set_prop(self, nid: str, key: str, value: Any) -> None:
         self.nodes[nid].props[key] = value
+        self.nodes[nid].rev += 1
         self._emit("node_changed", self.nodes[nid])
 
     def set_props(self, nid: str, props: dict) -> None:
         self.nodes[nid].props = dict(props)
+        self.nodes[nid].rev += 1
         self._emit("node_changed", self.nodes[nid])
 
     def set_name(self, nid: str, name: str) -> None:
@@ -124,6 +127,7 @@ class Design:
         if bits is not None and bits not in BITS:
             raise ValueError(f"bits must be one of {BITS}")
         self.nodes[nid].bits = bits
+        self.nodes[nid].rev += 1
         self._emit("node_changed", self.nodes[nid])
 
     def move_node(self, nid: str, pos) -> None:
