@@ -1,0 +1,1 @@
+"""The estimation engine: settings, the liveness simulation, reports, devices. No Qt."""
