@@ -213,7 +213,13 @@ class Simulation:
                 for nid in seg:
                     seg_of[nid] = k
 
+        holds_at, release_at = self._scope_holds(order, nodes, in_edges)
+        held = set()
         for nid in order:
+            for hk in holds_at.get(nid, ()):
+                if hk[1] in val_sid:
+                    mem.incref(val_sid[hk[1]])
+                    held.add(hk)
             info = an.nodes[nid]
             node = nodes[nid]
             lt = node.layer
@@ -316,6 +322,10 @@ class Simulation:
                 mem.decref(sid)  # drop the op's own reference
             for k in keys:
                 mem.decref(val_sid[k])
+            for hk in release_at.get(nid, ()):
+                if hk in held:
+                    held.discard(hk)
+                    mem.decref(val_sid[hk[1]])
             row = self.rows[nid]
             row["activation_bytes"] = out_bytes
             row["kept_bytes"] = kept
@@ -493,6 +503,36 @@ class Simulation:
         return self
 
     # ----------------------------------------------------------------------------------
+    @staticmethod
+    def _scope_holds(order, nodes, in_edges):
+        """A module call keeps its input alive in the caller's frame until the call returns
+        (``return self.conv(x)`` holds ``x``; nn.Sequential's loop variable holds each child's
+        input). For every module path in the nodes' scopes: the values its ops read from
+        outside are held from its first op until its last op ran."""
+        groups: dict[str, list] = {}
+        for i, nid in enumerate(order):
+            scope = nodes[nid].scope
+            if not scope:
+                continue
+            parts = scope.split(".")
+            for k in range(1, len(parts) + 1):
+                g = groups.setdefault(".".join(parts[:k]), [i, i, set()])
+                g[1] = i
+                g[2].add(nid)
+        holds_at: dict[str, list] = {}
+        release_at: dict[str, list] = {}
+        for gid, (first, last, members) in groups.items():
+            ext = []
+            for nid in members:
+                for e in in_edges[nid]:
+                    key = (gid, (e.src, e.src_port))
+                    if e.src not in members and key not in ext:
+                        ext.append(key)
+            if ext and last > first:
+                holds_at.setdefault(order[first], []).extend(ext)
+                release_at.setdefault(order[last], []).extend(ext)
+        return holds_at, release_at
+
     @staticmethod
     def _segments(order):
         n = len(order)

@@ -81,7 +81,7 @@ def design_from_dict(data, source: str = "design") -> Design:
             except LayerError as err:
                 raise DesignFileError(f"{source}: {where}.props.{k}: {err.message}") from None
         d.add_node(lt.name, props, id=nd["id"], name=nd.get("name"), pos=tuple(nd.get("pos", (0, 0))),
-                   bits=nd.get("bits"))
+                   bits=nd.get("bits"), scope=nd.get("scope", ""))
     for i, ed in enumerate(data["edges"]):
         where = f"edges[{i}]"
         for end in ("from", "to"):
@@ -118,6 +118,8 @@ def design_to_dict(d: Design) -> dict:
         nd["pos"] = [round(float(n.pos[0]), 1), round(float(n.pos[1]), 1)]
         if n.bits is not None:
             nd["bits"] = n.bits
+        if n.scope:
+            nd["scope"] = n.scope
         nodes.append(nd)
     out["nodes"] = nodes
     out["edges"] = [

@@ -23,6 +23,7 @@ class Node:
     pos: tuple = (0.0, 0.0)
     bits: int | None = None  # weight bit width (1, 2, 4, 8, 16, 32); None: the run's dtype
     rev: int = 0  # bumped by every edit through Design, so analyses can be cached per node
+    scope: str = ""  # module path of the code that runs this op ("features.3.conv"), from importers
 
     def __post_init__(self):
         if not self.name:
@@ -81,14 +82,14 @@ class Design:
                 return cand
 
     def add_node(self, type_name: str, props: dict | None = None, *, id: str | None = None,
-                 name: str | None = None, pos=(0.0, 0.0), bits: int | None = None) -> Node:
+                 name: str | None = None, pos=(0.0, 0.0), bits: int | None = None, scope: str = "") -> Node:
         lt = registry.get(type_name)
         nid = id or self.new_id(lt.name)
         if nid in self.nodes:
             raise ValueError(f"duplicate node id {nid!r}")
         values = lt.defaults()
         values.update(props or {})
-        node = Node(nid, lt.name, name or nid, values, tuple(pos), bits)
+        node = Node(nid, lt.name, name or nid, values, tuple(pos), bits, scope=scope)
         self.nodes[nid] = node
         self._emit("node_added", node)
         return node
