@@ -14,3 +14,11 @@ def sequential(shape, layers, dtype="float", name="test"):
         d.add_edge(prev, nid)
         prev = nid
     return d
+
+
+import os  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "resources" / "examples"
+TRUTH = Path(os.environ.get("MEMDESIGNER_TRUTH_DIR", ROOT.parent / "shared" / "truth"))

@@ -161,3 +161,18 @@ def test_errors_name_node_and_field():
     r = md.estimate(d)
     assert not r.ok
     assert str(r.issues[0]) == "n0.kernel: 7 is larger than the padded input 5"
+
+
+def test_module_call_holds_its_input():
+    """``return self.body(x)``: x lives in the caller's frame until body returns."""
+    d = sequential((4, 8, 8), [("Conv2d", {"out_channels": 4, "kernel": 3, "padding": 1, "bias": False}),
+                               ("Conv2d", {"out_channels": 4, "kernel": 3, "padding": 1, "bias": False}),
+                               ("Sigmoid", {}), ("Sigmoid", {})])
+    act = 2 * 4 * 8 * 8 * 4  # every feature map at batch 2
+    params = 2 * 4 * 4 * 9 * 4
+    flat = md.estimate(d, mode="inference", batch=2, backend="cpu")
+    assert flat.peak_bytes == params + 3 * act  # x + the two maps alive at each op
+    for nid in ("n1", "n2", "n3"):
+        d.nodes[nid].scope = "body"
+    held = md.estimate(d, mode="inference", batch=2, backend="cpu")
+    assert held.peak_bytes == params + 4 * act  # n0's output is held until body's last op ran

@@ -6,7 +6,7 @@ import json
 import sys
 
 import pytest
-from conftest import EXAMPLES, ROOT, TRUTH
+from helpers import EXAMPLES, ROOT, TRUTH
 
 import memdesigner
 from memdesigner.io.design_file import design_to_dict

@@ -4,7 +4,7 @@ import copy
 import json
 
 import pytest
-from conftest import ROOT
+from helpers import ROOT
 
 import memdesigner
 from memdesigner.importers.keras_json import KerasImportError, keras_shape, load_keras_json

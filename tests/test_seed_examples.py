@@ -2,7 +2,7 @@
 
 import json
 
-from conftest import EXAMPLES
+from helpers import EXAMPLES
 from memdesigner.cli import main
 
 

@@ -113,6 +113,12 @@ class _Mem:
             self.peak_at = where
 
 
+def _release(mem, saved: list) -> None:
+    for sid in saved:
+        if sid is not None:
+            mem.decref(sid)
+
+
 def _nbytes(t: T) -> int:
     return t.elems * DTYPE_BYTES[t.dtype]
 
@@ -215,6 +221,8 @@ class Simulation:
 
         holds_at, release_at = self._scope_holds(order, nodes, in_edges)
         held = set()
+        position = {n: i for i, n in enumerate(order)}
+        local_release: dict[str, list] = {}
         for nid in order:
             for hk in holds_at.get(nid, ()):
                 if hk[1] in val_sid:
@@ -293,6 +301,8 @@ class Simulation:
                     elif isinstance(t, Param) and t.k in cast_sid:
                         mem.incref(cast_sid[t.k])
                         sv.append(cast_sid[t.k])
+                    else:
+                        sv.append(None)  # a parameter: kept anyway
                 saved_of[nid] = sv
                 grad_mode[nid] = op
                 ctx_of[nid] = m
@@ -322,6 +332,13 @@ class Simulation:
                 mem.decref(sid)  # drop the op's own reference
             for k in keys:
                 mem.decref(val_sid[k])
+            ku = node.keep_until
+            if ku and out_sids and position.get(ku, -1) > position[nid]:
+                # a Python variable in the model's code still refers to this output
+                mem.incref(out_sids[0])
+                local_release.setdefault(ku, []).append(out_sids[0])
+            for sid in local_release.pop(nid, ()):
+                mem.decref(sid)
             for hk in release_at.get(nid, ()):
                 if hk in held:
                     held.discard(hk)
@@ -331,8 +348,7 @@ class Simulation:
             row["kept_bytes"] = kept
             if ckpt and seg_of.get(nid) is not None and nid not in self._seg_last(segments, seg_of[nid]):
                 # checkpointed: the segment keeps only its inputs; saved tensors are recomputed
-                for sid in saved_of.pop(nid, []):
-                    mem.decref(sid)
+                _release(mem, saved_of.pop(nid, []))
                 row["recompute"] = kept + out_bytes
         self.phase_peaks["forward"] = mem.ppeak
 
@@ -383,13 +399,40 @@ class Simulation:
                 g_out = [ones]
                 mem.incref(ones)
             if all(g is None for g in g_out):
-                for sid in saved_of.pop(nid, []):
-                    mem.decref(sid)
+                _release(mem, saved_of.pop(nid, []))
                 continue
             rec = self.rows[nid].get("recompute")
             rsid = mem.alloc(rec, A, 1, (nid, "recomputed (checkpoint)")) if rec else None
             keys = [(e.src, e.src_port) for e in in_edges[nid]]
             tmp = [mem.alloc(_nbytes(t), K, 1, t.what) for t in op.bwd_temps]
+            done_params: set = set()
+            stage_tmp: list = []
+            if op.bwd_stages:
+                # a multi-layer op (stacked LSTM) runs its backward layer by layer: each stage
+                # makes that layer's gradients, then releases what that layer kept
+                sv = saved_of.get(nid, [])
+                for temps_, pidx, release in op.bwd_stages:
+                    st_tmp = [mem.alloc(_nbytes(t), G, 1, t.what) for t in temps_]
+                    raw = rsum = 0
+                    for k in pidx:
+                        p = info.params[k]
+                        done_params.add(k)
+                        if p.trainable:
+                            nb = p.numel * pitem
+                            raw += nb
+                            rsum += nb if rnd <= 1 else -(-nb // rnd) * rnd
+                    if raw:
+                        mem.alloc_exact(raw, rsum, G, (nid, "parameter gradients"))
+                    mem.mark(("backward", nid))
+                    events.append(Event("backward", nid, node.name, mem.cur, tuple(mem.by), mem.rcur))
+                    for sid in stage_tmp:
+                        mem.decref(sid)
+                    stage_tmp = st_tmp
+                    for idx in release:
+                        if idx < len(sv) and sv[idx] is not None:
+                            mem.decref(sv[idx])
+                            sv[idx] = None
+            tmp += stage_tmp
             new_grads = []
             g0 = next(g for g in g_out if g is not None)
             for i, k in enumerate(keys):
@@ -412,14 +455,14 @@ class Simulation:
             halves = []
             if op.param_grads:
                 if amp:
-                    for p in info.params:
-                        if p.trainable:
+                    for k_, p in enumerate(info.params):
+                        if p.trainable and k_ not in done_params:
                             halves.append((mem.alloc(p.numel * DTYPE_BYTES[amp], G, 1, "low-precision grad"),
                                            p.numel * pitem, p))
                 else:
                     raw = rnd_sum = 0
-                    for p in info.params:
-                        if p.trainable:
+                    for k_, p in enumerate(info.params):
+                        if p.trainable and k_ not in done_params:
                             nb = p.numel * pitem
                             raw += nb
                             rnd_sum += nb if rnd <= 1 else -(-nb // rnd) * rnd
@@ -431,8 +474,7 @@ class Simulation:
                 mem.decref(sid)
             if rsid is not None:
                 mem.decref(rsid)
-            for sid in saved_of.pop(nid, []):
-                mem.decref(sid)
+            _release(mem, saved_of.pop(nid, []))
             for g in g_out:
                 if g is not None:
                     mem.decref(g)
@@ -456,8 +498,7 @@ class Simulation:
             if g is not None:
                 mem.decref(g)
         for sv in saved_of.values():
-            for sid in sv:
-                mem.decref(sid)
+            _release(mem, sv)
         mem.decref(ones)
         self.phase_peaks["backward"] = mem.ppeak
 
@@ -507,16 +548,17 @@ class Simulation:
     def _scope_holds(order, nodes, in_edges):
         """A module call keeps its input alive in the caller's frame until the call returns
         (``return self.conv(x)`` holds ``x``; nn.Sequential's loop variable holds each child's
-        input). For every module path in the nodes' scopes: the values its ops read from
-        outside are held from its first op until its last op ran."""
+        input). A scope is the chain of module calls an op ran in, outermost first, joined by
+        '/' ("features/features.3/features.3.conv"). For every call in the chain: the values its
+        ops read from outside are held from its first op until its last op ran."""
         groups: dict[str, list] = {}
         for i, nid in enumerate(order):
             scope = nodes[nid].scope
             if not scope:
                 continue
-            parts = scope.split(".")
+            parts = scope.split("/")
             for k in range(1, len(parts) + 1):
-                g = groups.setdefault(".".join(parts[:k]), [i, i, set()])
+                g = groups.setdefault("/".join(parts[:k]), [i, i, set()])
                 g[1] = i
                 g[2].add(nid)
         holds_at: dict[str, list] = {}

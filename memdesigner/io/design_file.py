@@ -81,7 +81,7 @@ def design_from_dict(data, source: str = "design") -> Design:
             except LayerError as err:
                 raise DesignFileError(f"{source}: {where}.props.{k}: {err.message}") from None
         d.add_node(lt.name, props, id=nd["id"], name=nd.get("name"), pos=tuple(nd.get("pos", (0, 0))),
-                   bits=nd.get("bits"), scope=nd.get("scope", ""))
+                   bits=nd.get("bits"), scope=nd.get("scope", ""), keep_until=nd.get("keep_until", ""))
     for i, ed in enumerate(data["edges"]):
         where = f"edges[{i}]"
         for end in ("from", "to"):
@@ -120,6 +120,8 @@ def design_to_dict(d: Design) -> dict:
             nd["bits"] = n.bits
         if n.scope:
             nd["scope"] = n.scope
+        if n.keep_until:
+            nd["keep_until"] = n.keep_until
         nodes.append(nd)
     out["nodes"] = nodes
     out["edges"] = [

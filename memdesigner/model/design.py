@@ -23,7 +23,8 @@ class Node:
     pos: tuple = (0.0, 0.0)
     bits: int | None = None  # weight bit width (1, 2, 4, 8, 16, 32); None: the run's dtype
     rev: int = 0  # bumped by every edit through Design, so analyses can be cached per node
-    scope: str = ""  # module path of the code that runs this op ("features.3.conv"), from importers
+    scope: str = ""  # module calls this op ran in, '/'-joined ("features/features.3"), from importers
+    keep_until: str = ""  # a Python variable holds this node's output until that node ran (importers)
 
     def __post_init__(self):
         if not self.name:
@@ -82,14 +83,15 @@ class Design:
                 return cand
 
     def add_node(self, type_name: str, props: dict | None = None, *, id: str | None = None,
-                 name: str | None = None, pos=(0.0, 0.0), bits: int | None = None, scope: str = "") -> Node:
+                 name: str | None = None, pos=(0.0, 0.0), bits: int | None = None, scope: str = "",
+                 keep_until: str = "") -> Node:
         lt = registry.get(type_name)
         nid = id or self.new_id(lt.name)
         if nid in self.nodes:
             raise ValueError(f"duplicate node id {nid!r}")
         values = lt.defaults()
         values.update(props or {})
-        node = Node(nid, lt.name, name or nid, values, tuple(pos), bits, scope=scope)
+        node = Node(nid, lt.name, name or nid, values, tuple(pos), bits, scope=scope, keep_until=keep_until)
         self.nodes[nid] = node
         self._emit("node_added", node)
         return node

@@ -63,6 +63,9 @@ class OpMem:
                 not require grad.
     bwd_temps   storages alive only while this op's backward runs (beyond the gradients).
     param_grads whether trainable parameters get gradients (AccumulateGrad steals them: no copy).
+    bwd_stages  a backward that runs in steps (a stacked LSTM, layer by layer): each stage
+                allocates its temps and the gradients of its parameters, then releases the
+                listed saved entries (indices into ``saved``); its temps live until the next stage.
     casts       AMP: (param_index, T) low-precision copies of parameters made by autocast; the
                 engine keeps them in autocast's weight cache until the autocast region ends.
     """
@@ -77,6 +80,7 @@ class OpMem:
     casts: list = field(default_factory=list)
     notes: list = field(default_factory=list)
     out_contig: list | None = None  # per output; None: new storages contiguous, aliases inherit
+    bwd_stages: list = field(default_factory=list)  # [(temps, param indices, saved indices to release)]
 
 
 @dataclass

@@ -70,8 +70,9 @@ def _lstm_mem(m):
 
     Forward: zero h0 and c0 (L*B*H each), a time-major copy of the input, then per layer the
     output (T,B,H), h_n, c_n and, in training, a workspace (~15x the layer output). Training keeps
-    all of it until that layer's backward, which always computes the input gradient (even for the
-    first layer). Inference frees each layer's output once the next layer ran.
+    all of it. Backward runs layer by layer, last layer first: that layer's input gradient
+    (computed even for the first layer), weight gradients and dh/dc, then it releases what that
+    layer kept. Inference frees each layer's output once the next layer ran.
     """
     b, t, i0 = m.in_shapes[0]
     h = m.props["hidden_size"]
@@ -79,38 +80,46 @@ def _lstm_mem(m):
     L = m.props["num_layers"]
     dt = m.amp or m.float_in
     rs = m.props["return_sequences"]
-    states = [T(L * d * b * h, dt, "h0 (zeros)"), T(L * d * b * h, dt, "c0 (zeros)")]
+    per_layer = d * (4 if m.props["bias"] else 2)
     x_tm = T(t * b * i0, dt, "time-major copy of the input")
-    saved, temps = [], []
-    outs = []
-    inp = i0
-    for layer in range(L):
-        out_l = T(t * b * d * h, dt, f"layer {layer} output")
-        outs.append(out_l)
-        hc = [T(d * b * h, dt, f"layer {layer} h_n"), T(d * b * h, dt, f"layer {layer} c_n")]
-        if m.records:
-            ws = T(d * onednn_lstm_workspace(t, b, inp, h), "uint8", f"layer {layer} workspace")
-            saved += [out_l, ws] + hc
-        else:
-            temps += hc + ([out_l] if layer < L - 1 else [])
-        inp = d * h
-    if m.records:
-        saved = [x_tm] + states + saved + [Param(k) for k in range(len(m.params))]
-    else:
-        temps = [x_tm] + states + temps
-    bwd = [T(t * b * i0, dt, "input gradient of layer 0 (always computed)")] if not m.in_rg[0] else []
-    if rs:
-        # the last layer's output is the result (transposed back to batch first: a view)
-        last = outs[-1]
-        if m.records:
-            saved.remove(last)
-        return amp_casts(m, OpMem(outputs=[last], out_dtypes=[dt], saved=saved, temps=temps, grad_in=["new"],
-                                  bwd_temps=bwd + [T(d * b * h, dt, "dh/dc")]))
+    states = [T(L * d * b * h, dt, "h0 (zeros)"), T(L * d * b * h, dt, "c0 (zeros)")]
+    outs = [T(t * b * d * h, dt, f"layer {layer} output") for layer in range(L)]
+    last_out = outs[-1] if rs else T(b * d * h, dt, "last time step")
     if not m.records:
-        temps.append(outs[-1])
-    bwd.append(T(t * b * d * h, dt, "select_backward: full-size gradient of the sequence"))
-    return amp_casts(m, OpMem(outputs=[T(b * d * h, dt, "last time step")], out_dtypes=[dt], saved=saved,
-                              temps=temps, grad_in=["new"], bwd_temps=bwd))
+        temps = [x_tm] + states
+        for layer in range(L):
+            temps += [T(d * b * h, dt, f"layer {layer} h_n"), T(d * b * h, dt, f"layer {layer} c_n")]
+            if layer < L - 1 or not rs:
+                temps.append(outs[layer])
+        return amp_casts(m, OpMem(outputs=[last_out], out_dtypes=[dt], temps=temps, grad_in=["new"]))
+    saved = [x_tm] + states
+    layer_idx = []  # per layer: (index of its input in saved, indices of its ws/h_n/c_n)
+    inp, inp_idx = i0, 0
+    for layer in range(L):
+        own = []
+        if layer < L - 1 or not rs:
+            saved.append(outs[layer])
+            out_idx = len(saved) - 1
+        else:
+            out_idx = None
+        for tt in (T(d * onednn_lstm_workspace(t, b, inp, h), "uint8", f"layer {layer} workspace"),
+                   T(d * b * h, dt, f"layer {layer} h_n"), T(d * b * h, dt, f"layer {layer} c_n")):
+            saved.append(tt)
+            own.append(len(saved) - 1)
+        layer_idx.append((inp_idx, own, inp))
+        inp, inp_idx = d * h, out_idx
+    saved += [Param(k) for k in range(len(m.params))]
+    stages = []
+    for layer in reversed(range(L)):
+        inp_idx, own, width = layer_idx[layer]
+        temps = [T(2 * d * b * h, dt, f"layer {layer} dh, dc")]
+        if layer > 0 or not m.in_rg[0]:
+            temps.insert(0, T(t * b * width, dt, f"layer {layer} input gradient"))
+        release = own + [inp_idx] + ([1, 2] if layer == 0 else [])
+        stages.append((temps, list(range(layer * per_layer, (layer + 1) * per_layer)), release))
+    bwd = [] if rs else [T(t * b * d * h, dt, "select_backward: full-size gradient of the sequence")]
+    return amp_casts(m, OpMem(outputs=[last_out], out_dtypes=[dt], saved=saved, grad_in=["new"],
+                              bwd_temps=bwd, bwd_stages=stages))
 
 
 def _gru_mem(m):

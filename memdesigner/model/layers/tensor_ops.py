@@ -180,8 +180,13 @@ def _cls_shape(c):
     return [TensorSpec((x.shape[0] + c["tokens"], x.shape[1]))]
 
 
+def _promoted(m):
+    """x op parameter follows type promotion: an fp32 parameter (AMP) makes the result fp32."""
+    return "float32" if m.amp else m.float_in
+
+
 def _cls_mem(m):
-    dt = m.float_in
+    dt = _promoted(m)
     d = m.in_shapes[0][-1]
     return OpMem(outputs=[T(m.out_elems(0), dt, "tokens with class token")], out_dtypes=[dt],
                  grad_in=["alias"], bwd_temps=[T(m.batch * m.props["tokens"] * d, dt, "expanded token gradient")])
@@ -196,7 +201,7 @@ ClassToken = register(LayerType(
 
 
 def _pos_mem(m):
-    dt = m.float_in
+    dt = _promoted(m)
     return OpMem(outputs=[T(m.out_elems(0), dt, "x + pos_embed")], out_dtypes=[dt], grad_in=["alias"])
 
 

@@ -1,0 +1,389 @@
+"""Design -> readable PyTorch code: an ``nn.Module`` with named submodules and a forward, plus a
+``make()`` factory returning ``(module, input_shape)`` (the shape of shared/truth/zoo.py).
+
+    from memdesigner.exporters.torch_code import to_python
+    code = to_python(design)
+
+The generated file imports torch; this module does not.
+"""
+
+from __future__ import annotations
+
+import keyword
+import re
+import sys
+
+from memdesigner.model.analysis import analyze
+from memdesigner.model.design import Design
+
+_RESERVED = {
+    "forward", "training", "train", "eval", "to", "cuda", "cpu", "float", "half", "double", "type", "apply",
+    "parameters", "buffers", "children", "modules", "state_dict", "zero_grad", "register_buffer", "add_module",
+    "get_submodule", "extra_repr", "named_modules", "requires_grad_", "share_memory", "bfloat16", "ipu", "xpu",
+    "mps", "load_state_dict", "register_parameter", "named_parameters", "named_buffers", "named_children",
+    "get_parameter", "get_buffer", "dump_patches", "call_super_init", "compile", "truth_input", "self", "x",
+    "torch", "nn", "F", "make", "Model",
+}
+
+
+class ExportError(ValueError):
+    """The design cannot be written as PyTorch (a node in error, an unknown type)."""
+
+
+def _ident(name: str, used: set, reserved=_RESERVED) -> str:
+    s = re.sub(r"[^0-9a-zA-Z_]", "_", name).strip("_") or "layer"
+    if s[0].isdigit():
+        s = "l" + s
+    if keyword.iskeyword(s) or s in reserved:
+        s = s + "_"
+    base, k = s, 1
+    while s in used:
+        k += 1
+        s = f"{base}_{k}"
+    used.add(s)
+    return s
+
+
+def _class_name(name: str) -> str:
+    parts = re.split(r"[^0-9a-zA-Z]+", name or "")
+    s = "".join(p[:1].upper() + p[1:] for p in parts if p) or "Model"
+    if s[0].isdigit():
+        s = "M" + s
+    if keyword.iskeyword(s) or s in ("Model", "make", "torch", "nn", "F"):
+        s = s + "Net"
+    return s
+
+
+def _lit(v):
+    if isinstance(v, tuple):
+        return "(" + ", ".join(_lit(x) for x in v) + ("," if len(v) == 1 else "") + ")"
+    if isinstance(v, list):
+        return _lit(tuple(v))
+    if isinstance(v, float):
+        r = repr(v)
+        return r
+    return repr(v)
+
+
+def _pair_tuple(v, n):
+    if isinstance(v, (tuple, list)):
+        return tuple(v) if len(v) == n else tuple(v) * n
+    return (v,) * n
+
+
+def _conv_padding(props, in_shape, n):
+    """PyTorch padding for a SAME/VALID design (symmetric; SAME with an odd total pads one less on
+    the left, which PyTorch cannot express without F.pad: we pad the larger half symmetrically)."""
+    pad = props["padding"]
+    if pad == "VALID":
+        return 0
+    if pad != "SAME":
+        return pad
+    import math
+
+    k = _pair_tuple(props["kernel"], n)
+    s = _pair_tuple(props.get("stride", 1) or 1, n)
+    d = _pair_tuple(props.get("dilation", 1), n)
+    out = []
+    for i in range(n):
+        o = math.ceil(in_shape[i] / s[i])
+        total = max((o - 1) * s[i] + (k[i] - 1) * d[i] + 1 - in_shape[i], 0)
+        out.append(total // 2 + (total % 2))
+    if all(p == out[0] for p in out):
+        return out[0]
+    return tuple(out)
+
+
+def _simplify(v):
+    if isinstance(v, (tuple, list)) and len(set(v)) == 1:
+        return v[0]
+    return v
+
+
+def _base(v: str) -> str:
+    return v.split("[", 1)[0]
+
+
+def _insert_dels(fwd, marks, ins, var, keep):
+    """``del`` each local after its last use, so tensors die when they would in the design
+    (a forward's locals otherwise stay alive until it returns)."""
+    bounds = [m[0] for m in marks] + [len(fwd)]
+    reads_at: dict = {}
+    for k, (_start, nid) in enumerate(marks):
+        for e in ins[nid]:
+            reads_at[_base(var[(e.src, e.src_port)])] = k
+    writes = {k: {_base(var[(nid, j)]) for (n2, j) in var if n2 == nid} for k, (_s, nid) in enumerate(marks)}
+    dels: dict = {}
+    for name, k in reads_at.items():
+        if name in keep or name in writes.get(k, set()):
+            continue
+        dels.setdefault(k, []).append(name)
+    out = []
+    for k in range(len(marks)):
+        out += fwd[bounds[k]:bounds[k + 1]]
+        if dels.get(k):
+            out.append("del " + ", ".join(sorted(dels[k])))
+    return out
+
+
+def to_python(design: Design, class_name: str | None = None) -> str:
+    """The design as a Python module: ``class <Name>(nn.Module)`` and ``def make()``."""
+    an = analyze(design)
+    bad = [i for i in an.issues]
+    if bad:
+        raise ExportError("the design has errors: " + "; ".join(str(i) for i in bad[:5]))
+    order = an.order
+    nodes = design.nodes
+    ins = {nid: design.inputs_of(nid) for nid in order}
+    consumers = {nid: 0 for nid in order}
+    for e in design.edges:
+        consumers[e.src] += 1
+    used: set = set()
+    attr = {nid: _ident(nodes[nid].name or nid, used) for nid in order}
+    var_used: set = set()
+    var: dict = {}
+    init: list[str] = []
+    fwd: list[str] = []
+    warnings: list[str] = []
+    inputs = [nid for nid in order if nodes[nid].type == "Input"]
+    if not inputs:
+        raise ExportError("the design has no Input node")
+    input_shape = None
+    token_vocab = None
+    args = []
+
+    def in_spec(nid, k=0):
+        e = ins[nid][k]
+        return an.nodes[e.src].outputs[e.src_port]
+
+    def ref(nid, k=0):
+        e = ins[nid][k]
+        return var[(e.src, e.src_port)]
+
+    n_edges: dict = {}
+    for e in design.edges:
+        n_edges[(e.src, e.src_port)] = n_edges.get((e.src, e.src_port), 0) + 1
+
+    def new_var(nid, port=0, base=None):
+        # a chain reuses its input's name (x = self.conv(x)): the old value dies as it would in
+        # hand-written code; otherwise a fresh name, deleted after its last use (see below)
+        if ins[nid] and base is None:
+            e = ins[nid][0]
+            src_var = var[(e.src, e.src_port)]
+            if n_edges.get((e.src, e.src_port)) == 1 and src_var.isidentifier() and nodes[e.src].type != "Split":
+                var[(nid, port)] = src_var
+                return src_var
+        v = _ident((base or attr[nid]), var_used, {"self", "torch", "nn", "F"})
+        var[(nid, port)] = v
+        return v
+
+    marks: list = []  # (index into fwd where the node's lines start, node id)
+    for nid in order:
+        marks.append((len(fwd), nid))
+        node = nodes[nid]
+        info = an.nodes[nid]
+        p = info.props
+        t = node.type
+        a = attr[nid]
+        out_spec = info.outputs[0] if info.outputs else None
+        if t == "Input":
+            v = _ident(attr[nid] if len(inputs) > 1 else "x", var_used, {"self", "torch", "nn", "F"})
+            var[(nid, 0)] = v
+            args.append(v)
+            if input_shape is None:
+                input_shape = tuple(p["shape"])
+                if p["dtype"] == "int64":
+                    token_vocab = max(int(p.get("vocab") or 0), 2)
+            continue
+        x = ref(nid) if ins[nid] else None
+        xs = in_spec(nid) if ins[nid] else None
+        line = None
+        mod = None
+        if t in ("Conv1d", "Conv2d"):
+            n = 1 if t == "Conv1d" else 2
+            pad = _conv_padding(p, xs.shape[1:], n)
+            mod = (f"nn.{t}({xs.shape[0]}, {p['out_channels']}, kernel_size={_lit(p['kernel'])}, "
+                   f"stride={_lit(p['stride'])}, padding={_lit(pad)}, dilation={_lit(p['dilation'])}, "
+                   f"groups={p['groups']}, bias={p['bias']})")
+        elif t == "ConvTranspose2d":
+            mod = (f"nn.ConvTranspose2d({xs.shape[0]}, {p['out_channels']}, kernel_size={_lit(p['kernel'])}, "
+                   f"stride={_lit(p['stride'])}, padding={_lit(p['padding'])}, "
+                   f"output_padding={_lit(p['output_padding'])}, groups={p['groups']}, bias={p['bias']}, "
+                   f"dilation={_lit(p['dilation'])})")
+        elif t == "Linear":
+            mod = f"nn.Linear({xs.shape[-1]}, {p['out_features']}, bias={p['bias']})"
+        elif t in ("BatchNorm1d", "BatchNorm2d"):
+            mod = (f"nn.{t}({xs.shape[0]}, eps={p['eps']!r}, momentum={p['momentum']!r}, affine={p['affine']}, "
+                   f"track_running_stats={p['track_running_stats']})")
+        elif t == "LayerNorm":
+            ns = tuple(p["normalized_shape"]) or (xs.shape[-1],)
+            mod = f"nn.LayerNorm({_lit(_simplify(ns) if len(ns) == 1 else ns)}, eps={p['eps']!r}, " \
+                  f"elementwise_affine={p['elementwise_affine']})"
+        elif t == "GroupNorm":
+            mod = f"nn.GroupNorm({p['num_groups']}, {xs.shape[0]}, eps={p['eps']!r}, affine={p['affine']})"
+        elif t == "Dropout":
+            mod = f"nn.Dropout(p={p['p']!r}" + (", inplace=True)" if p["inplace"] else ")")
+        elif t in ("ReLU", "ReLU6", "SiLU"):
+            mod = f"nn.{t}(" + ("inplace=True)" if p.get("inplace") else ")")
+        elif t == "LeakyReLU":
+            mod = f"nn.LeakyReLU({p['negative_slope']!r}" + (", inplace=True)" if p.get("inplace") else ")")
+        elif t == "GELU":
+            mod = "nn.GELU(" + (f"approximate={p['approximate']!r})" if p["approximate"] != "none" else ")")
+        elif t in ("Sigmoid", "Tanh"):
+            mod = f"nn.{t}()"
+        elif t == "Softmax":
+            mod = f"nn.Softmax(dim={p['dim']})"
+        elif t in ("MaxPool1d", "MaxPool2d", "AvgPool2d"):
+            n = 1 if t == "MaxPool1d" else 2
+            pad = p["padding"]
+            if pad in ("SAME", "VALID"):
+                cfg = dict(p, stride=p["stride"] or p["kernel"], dilation=1)
+                pad = _conv_padding(cfg, xs.shape[1:], n)
+            mod = (f"nn.{t}(kernel_size={_lit(p['kernel'])}, stride={_lit(p['stride'] or p['kernel'])}, "
+                   f"padding={_lit(pad)}, ceil_mode={p['ceil_mode']})")
+        elif t == "AdaptiveAvgPool2d":
+            mod = f"nn.AdaptiveAvgPool2d({_lit(p['output_size'])})"
+        elif t == "Upsample":
+            mod = f"nn.Upsample(scale_factor={p['scale_factor']!r}, mode={p['mode']!r})"
+        elif t == "Embedding":
+            mod = f"nn.Embedding({p['num_embeddings']}, {p['embedding_dim']})"
+        elif t in ("LSTM", "GRU"):
+            mod = (f"nn.{t}({xs.shape[-1]}, {p['hidden_size']}, num_layers={p['num_layers']}, bias={p['bias']}, "
+                   f"batch_first=True, bidirectional={p['bidirectional']})")
+            v = new_var(nid)
+            fwd.append(f"{v}, _ = self.{a}({x})")
+            if not p["return_sequences"]:
+                fwd.append(f"{v} = {v}[:, -1]")
+            init.append(f"self.{a} = {mod}")
+            continue
+        elif t == "MultiHeadAttention":
+            init.append(f"self.{a} = nn.MultiheadAttention({xs.shape[-1]}, {p['num_heads']}, dropout={p['dropout']!r}, "
+                        f"bias={p['bias']}, batch_first=True)")
+            v = new_var(nid)
+            fwd.append(f"{v}, _ = self.{a}({x}, {x}, {x}, need_weights={p['need_weights']})")
+            continue
+        elif t == "Flatten":
+            line = f"torch.flatten({x}, {p['start_dim']})"
+        elif t == "Reshape":
+            line = f"{x}.reshape({x}.shape[0], {', '.join(str(d) for d in out_spec.shape)})"
+        elif t == "Add":
+            others = [ref(nid, k) for k in range(1, len(ins[nid]))]
+            if p["inplace"] and len(others) == 1:
+                v = new_var(nid)
+                if v != x:
+                    fwd.append(f"{v} = {x}")
+                fwd.append(f"{v} += {others[0]}")
+                continue
+            line = " + ".join([x] + others)
+        elif t == "Multiply":
+            line = f"{x} * {ref(nid, 1)}"
+        elif t == "Concat":
+            line = f"torch.cat([{', '.join(ref(nid, k) for k in range(len(ins[nid])))}], dim={p['dim']})"
+        elif t == "Transpose":
+            line = f"{x}.transpose({p['dim0']}, {p['dim1']})"
+        elif t == "Permute":
+            line = f"{x}.permute({', '.join(str(d) for d in p['dims'])})"
+        elif t == "Split":
+            v = _ident("v_" + a, var_used)
+            fwd.append(f"{v} = torch.chunk({x}, {p['chunks']}, dim={p['dim']})")
+            for j in range(p["chunks"]):
+                var[(nid, j)] = f"{v}[{j}]"
+            continue
+        elif t == "Select":
+            line = f"{x}[{', '.join([':'] * p['dim'] + [str(p['index'])])}]"
+        elif t == "Scale":
+            line = f"{x} * {p['factor']!r}"
+        elif t == "MatMul":
+            line = f"{x} @ {ref(nid, 1)}"
+        elif t == "Mean":
+            line = f"{x}.mean(dim={p['dim']}" + (", keepdim=True)" if p["keepdim"] else ")")
+        elif t == "ClassToken":
+            init.append(f"self.{a} = nn.Parameter(torch.zeros(1, {p['tokens']}, {xs.shape[-1]}))")
+            line = f"torch.cat([self.{a}.expand({x}.shape[0], -1, -1), {x}], dim=1)"
+        elif t == "PositionEmbedding":
+            init.append(f"self.{a} = nn.Parameter(torch.zeros(1, {', '.join(str(d) for d in xs.shape)}))")
+            line = f"{x} + self.{a}"
+        elif t == "ScaledDotProductAttention":
+            line = (f"F.scaled_dot_product_attention({x}, {ref(nid, 1)}, {ref(nid, 2)}"
+                    + (", is_causal=True)" if p["causal"] else ")"))
+        elif t == "Loss":
+            if p["kind"] == "cross_entropy":
+                line = f"F.cross_entropy({x}, torch.zeros({x}.shape[0], dtype=torch.long, device={x}.device))"
+            else:
+                line = f"F.mse_loss({x}, torch.zeros_like({x}))"
+        elif t == "Generic":
+            dt = {"float": "", "int64": ", dtype=torch.long", "bool": ", dtype=torch.bool"}[p["dtype"]]
+            src = x or args[0]
+            shape = ", ".join(str(d) for d in p["out_shape"])
+            warnings.append(f"{node.name}: Generic op {p['op']!r} is written as a zeros placeholder")
+            line = f"{src}.new_zeros(({src}.shape[0], {shape}){dt})  # TODO: Generic op {p['op']!r}"
+        else:
+            raise ExportError(f"{nid}: no PyTorch export for layer type {t}")
+        if mod is not None:
+            init.append(f"self.{a} = {mod}")
+            line = f"self.{a}({x})"
+        v = new_var(nid)
+        fwd.append(f"{v} = {line}")
+
+    sinks = [var[(nid, 0)] for nid in order if consumers[nid] == 0 and nodes[nid].type != "Input"]
+    fwd = _insert_dels(fwd, marks, ins, var, set(sinks))
+    ret = sinks[0] if len(sinks) == 1 else "(" + ", ".join(sinks) + ("," if len(sinks) == 1 else "") + ")"
+    if not sinks:
+        ret = args[0]
+    cname = class_name or _class_name(design.name)
+    out = []
+    out.append(f'"""{design.name}: exported by memdesigner (PyTorch {_lit(input_shape)} input per sample)."""')
+    out.append("")
+    out.append("import torch")
+    out.append("import torch.nn as nn")
+    out.append("import torch.nn.functional as F")
+    out.append("")
+    out.append("")
+    out.append(f"class {cname}(nn.Module):")
+    out.append("    def __init__(self):")
+    out.append("        super().__init__()")
+    if token_vocab:
+        out.append(f"        self.truth_input = (\"tokens\", {token_vocab})")
+    for ln in init:
+        out.append("        " + ln)
+    out.append("")
+    out.append(f"    def forward(self, {', '.join(args)}):")
+    for ln in fwd:
+        out.append("        " + ln)
+    out.append(f"        return {ret}")
+    out.append("")
+    out.append("")
+    out.append("def make():")
+    out.append(f"    return {cname}(), {_lit(input_shape)}")
+    out.append("")
+    for w in warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    return "\n".join(out)
+
+
+def add_torch_export_parser(subparsers):
+    p = subparsers.add_parser("torch", help="write a design as PyTorch code",
+                              description="Write DESIGN.json as a Python file with an nn.Module and make().")
+    p.add_argument("design", help="design file")
+    p.add_argument("-o", "--output", required=True, help="Python file to write")
+    p.add_argument("--class-name", default=None)
+    p.set_defaults(func=cli_export_torch)
+    return p
+
+
+def cli_export_torch(args) -> int:
+    from memdesigner.io.design_file import DesignFileError, load_design
+
+    try:
+        d = load_design(args.design)
+        code = to_python(d, getattr(args, "class_name", None))
+    except (DesignFileError, ExportError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    with open(args.output, "w", encoding="utf-8") as f:
+        f.write(code)
+    print(f"wrote {args.output}")
+    return 0
+
+
+__all__ = ["ExportError", "add_torch_export_parser", "cli_export_torch", "to_python"]

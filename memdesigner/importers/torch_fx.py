@@ -1,0 +1,1162 @@
+"""Import a PyTorch ``nn.Module`` as a design (torch.fx trace + shape propagation).
+
+    from memdesigner.importers.torch_fx import from_module, import_file
+    design = from_module(model, (3, 224, 224))
+    design = import_file("zoo.py:resnet18")
+
+The module is traced with ``torch.fx.symbolic_trace`` (falling back to ``torch.export`` where fx
+cannot trace), every node's output shape and dtype is found by running the graph on meta tensors
+of batch 2 (no memory is used; build big models under ``with torch.device("meta")``), and modules
+and functional ops are mapped onto registry layers. An op with no mapping becomes a ``Generic``
+node that still counts its output; ``design.import_warnings`` names each one.
+
+torch is imported lazily: this module can be imported without torch installed.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import operator
+import os
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from memdesigner.model import registry
+from memdesigner.model.design import Design
+from memdesigner.model.registry import LayerError, ShapeCtx, TensorSpec
+
+META_BATCH = 2
+
+
+class TorchImportError(ValueError):
+    """The module could not be traced or the factory could not be loaded."""
+
+
+# ----------------------------------------------------------------------------------------------
+# values flowing through the traced graph
+# ----------------------------------------------------------------------------------------------
+@dataclass
+class Val:
+    """A tensor of the traced graph as it appears in the design.
+
+    The design keeps the batch first and may keep singleton dims that the real tensor squeezed
+    (unbind); ``dmap[i]`` is the design dimension (batch = 0) of real dimension ``i``.
+    """
+
+    nid: str
+    port: int
+    spec: TensorSpec  # design per-sample shape
+    dmap: tuple  # real dim -> design dim
+
+    @property
+    def drank(self) -> int:
+        return len(self.spec.shape) + 1
+
+    def ddim(self, d: int, real_rank: int) -> int:
+        if d < 0:
+            d += real_rank
+        return self.dmap[d]
+
+    @property
+    def identity(self) -> bool:
+        return self.dmap == tuple(range(self.drank))
+
+
+@dataclass
+class Multi:
+    """A tuple result (LSTM, MultiheadAttention, split): getitem picks an element."""
+
+    items: list
+
+
+@dataclass
+class ParamVal:
+    """A parameter reached through get_attr (class token, position embedding, F.linear weights)."""
+
+    name: str
+    shape: tuple
+    expanded: bool = False
+
+
+class Other:
+    """A non-tensor Python value (a size, a shape, a constant)."""
+
+    def __init__(self, value=None):
+        self.value = value
+
+
+@dataclass
+class _State:
+    design: Design
+    torch: Any
+    module: Any
+    warnings: list = field(default_factory=list)
+    vals: dict = field(default_factory=dict)  # fx node -> Val | Multi | ParamVal | Other
+    used_ids: set = field(default_factory=set)
+    used_params: set = field(default_factory=set)  # parameter names mapped onto design params
+    depth: dict = field(default_factory=dict)  # nid -> layout depth
+
+
+def _sanitize(name: str) -> str:
+    return "".join(c if (c.isalnum() or c in "._-") else "_" for c in name) or "node"
+
+
+# ----------------------------------------------------------------------------------------------
+# public entry points
+# ----------------------------------------------------------------------------------------------
+def from_module(module, input_shape, input_dtype: str = "float", name: str | None = None) -> Design:
+    """Trace ``module`` on an input of per-sample ``input_shape`` and build a design.
+
+    input_dtype: "float" (the run's dtype) or "int64" (token ids). A module with
+    ``truth_input = ("tokens", vocab)`` gets int64 ids whatever input_dtype says.
+    """
+    import torch
+
+    input_shape = tuple(int(d) for d in input_shape)
+    spec = getattr(module, "truth_input", None)
+    vocab = 0
+    if spec is not None and spec[0] == "tokens":
+        input_dtype = "int64"
+        vocab = int(spec[1])
+    input_dtype = {"long": "int64", "int": "int64", "float32": "float", "fp32": "float",
+                   None: "float"}.get(input_dtype, input_dtype)
+    if input_dtype not in ("float", "int64"):
+        raise TorchImportError(f"input_dtype: {input_dtype!r} is not float or int64")
+    if not vocab and input_dtype == "int64":
+        vocab = _guess_vocab(module)
+
+    x = _meta_input(torch, input_shape, input_dtype, max(vocab, 1))
+    gm = _trace(torch, module, x)
+    _propagate(torch, gm, x)
+
+    design = Design(name=name or type(module).__name__)
+    st = _State(design, torch, module)
+    _build(st, gm, input_shape, input_dtype, vocab)
+    _python_locals(st, gm)
+    _layout(st)
+    _check_params(st)
+    design.import_warnings = st.warnings
+    return design
+
+
+def import_file(target: str, input_shape=None, input_dtype=None, name: str | None = None) -> Design:
+    """``"FILE.py:FACTORY"``: FACTORY() returns an nn.Module or ``(module, input_shape)``.
+
+    The module is built on the meta device, so importing a model with gigabytes of weights
+    costs no memory.
+    """
+    module, shape, factory_name = load_factory_module(target, meta=True)
+    if input_shape is not None:
+        shape = tuple(input_shape)
+    if shape is None:
+        raise TorchImportError(f"{target}: the factory returned no input shape; pass --input-shape")
+    return from_module(module, shape, input_dtype or "float", name=name or factory_name)
+
+
+def load_factory(target: str):
+    """Resolve "FILE.py:FACTORY" to the factory callable."""
+    if ":" not in target:
+        raise TorchImportError(f"{target!r}: expected FILE.py:FACTORY")
+    path, fname = target.rsplit(":", 1)
+    p = Path(path)
+    if not p.exists():
+        raise TorchImportError(f"{path}: no such file")
+    mod_name = f"_memdesigner_user_{abs(hash(str(p.resolve())))}"
+    if mod_name in sys.modules:
+        mod = sys.modules[mod_name]
+    else:
+        spec = importlib.util.spec_from_file_location(mod_name, str(p))
+        mod = importlib.util.module_from_spec(spec)
+        sys.path.insert(0, str(p.parent.resolve()))
+        try:
+            sys.modules[mod_name] = mod
+            spec.loader.exec_module(mod)
+        except Exception:
+            sys.modules.pop(mod_name, None)
+            raise
+        finally:
+            try:
+                sys.path.remove(str(p.parent.resolve()))
+            except ValueError:
+                pass
+    fn = getattr(mod, fname, None)
+    if fn is None and hasattr(mod, "MODELS"):
+        fn = mod.MODELS.get(fname)
+    if fn is None or not callable(fn):
+        raise TorchImportError(f"{path}: no factory {fname!r}")
+    return fn
+
+
+def load_factory_module(target: str, meta: bool = True):
+    """Build the module of "FILE.py:FACTORY" (on the meta device by default)."""
+    import torch
+
+    fn = load_factory(target)
+    if meta:
+        with torch.device("meta"):
+            built = fn()
+    else:
+        built = fn()
+    if isinstance(built, tuple):
+        module, shape = built[0], tuple(built[1])
+    else:
+        module, shape = built, None
+    return module, shape, target.rsplit(":", 1)[1]
+
+
+# ----------------------------------------------------------------------------------------------
+# tracing and shapes
+# ----------------------------------------------------------------------------------------------
+def _guess_vocab(module) -> int:
+    import torch
+
+    for m in module.modules():
+        if isinstance(m, torch.nn.Embedding):
+            return m.num_embeddings
+    return 2
+
+
+def _meta_input(torch, shape, dtype, vocab):
+    full = (META_BATCH, *shape)
+    if dtype == "int64":
+        return torch.zeros(full, dtype=torch.int64, device="meta")
+    return torch.empty(full, dtype=torch.float32, device="meta")
+
+
+def _trace(torch, module, example=None):
+    import torch.fx
+
+    try:
+        # stack traces let the mapping see the source line ("out += identity" is in place)
+        tracer = torch.fx.Tracer()
+        tracer.record_stack_traces = True
+        graph = tracer.trace(module)
+        return torch.fx.GraphModule(tracer.root, graph, type(module).__name__)
+    except Exception as fx_err:  # noqa: BLE001 - data-dependent control flow and friends
+        try:
+            from memdesigner.importers._torch_export import export_graph_module
+        except ImportError:
+            raise TorchImportError(f"torch.fx cannot trace {type(module).__name__}: {fx_err}") from None
+        try:
+            return export_graph_module(torch, module, fx_err, example)
+        except TorchImportError:
+            raise
+        except Exception as ex_err:  # noqa: BLE001
+            raise TorchImportError(f"neither torch.fx ({fx_err}) nor torch.export ({ex_err}) can trace "
+                                   f"{type(module).__name__}") from None
+
+
+def _propagate(torch, gm, x):
+    """Shape propagation on meta tensors: a meta module runs as is; a real one is run through
+    FakeTensorMode so that no memory is used either way."""
+    from torch.fx.passes.shape_prop import ShapeProp
+
+    real = any(p.device.type != "meta" for p in gm.parameters()) or \
+        any(b.device.type != "meta" for b in gm.buffers())
+    if not real:
+        ShapeProp(gm).propagate(x)
+        return
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    fake = FakeTensorMode(allow_non_fake_inputs=True)
+    with fake:
+        fx = torch.empty(x.shape, dtype=x.dtype)
+    ShapeProp(gm, fake_mode=fake).propagate(fx)
+
+
+def _tmeta(n):
+    """(shape, dtype) of an fx node's output, or None for non-tensors."""
+    tm = n.meta.get("tensor_meta")
+    if tm is None or not hasattr(tm, "shape"):
+        return None
+    return tuple(int(d) for d in tm.shape), tm.dtype
+
+
+# ----------------------------------------------------------------------------------------------
+# graph construction
+# ----------------------------------------------------------------------------------------------
+def _owner(n) -> str:
+    stack = n.meta.get("nn_module_stack")
+    if stack:
+        path = list(stack.values())[-1]
+        if isinstance(path, tuple):
+            path = path[0]
+        return str(path)
+    return ""
+
+
+def _call_chain(n) -> str:
+    """The module calls an op ran in, outermost first, '/'-joined (containers such as
+    ModuleList are never called and do not appear)."""
+    return "/".join(str(k) for k in (n.meta.get("nn_module_stack") or {}))
+
+
+def _new_id(st: _State, base: str) -> str:
+    base = _sanitize(base)
+    cand, k = base, 1
+    while cand in st.used_ids or cand in st.design.nodes:
+        k += 1
+        cand = f"{base}_{k}"
+    st.used_ids.add(cand)
+    return cand
+
+
+def _add(st: _State, fxn, type_name: str, props: dict, inputs: list, name: str | None = None) -> list:
+    """Add a design node fed by ``inputs`` (Vals), check its shape rule and return its output
+    specs. Raises LayerError if the rule rejects it."""
+    lt = registry.get(type_name)
+    values = lt.coerce_props(props)
+    specs = lt.shape(ShapeCtx(values, [v.spec for v in inputs], name or "")) if lt.shape else []
+    if name is None:
+        if fxn.op == "call_module":
+            name = str(fxn.target)
+        else:
+            own = _owner(fxn)
+            base = re.sub(r"_\d+$", "", fxn.name)
+            name = f"{own}.{base}" if own else base
+    nid = _new_id(st, name)
+    st.design.add_node(lt.name, props, id=nid, name=name, scope=_call_chain(fxn))
+    for port, v in enumerate(inputs):
+        st.design.add_edge(v.nid, nid, v.port, port)
+    st.depth[nid] = 1 + max((st.depth.get(v.nid, 0) for v in inputs), default=-1)
+    return nid, specs
+
+
+def _single(st, fxn, type_name, props, inputs, dmap=None, name=None) -> Val:
+    nid, specs = _add(st, fxn, type_name, props, inputs, name)
+    spec = specs[0]
+    if dmap is None:
+        dmap = tuple(range(len(spec.shape) + 1))
+    return Val(nid, 0, spec, dmap)
+
+
+def _generic(st: _State, fxn, op: str, inputs: list, why: str = "", saves_input: bool = True):
+    """A node for an op with no rule: its traced output shape and dtype count."""
+    torch = st.torch
+    tm = _tmeta(fxn)
+    if tm is None:
+        return Other()
+    shape, dtype = tm
+    per = shape[1:] if shape else ()
+    if not per:
+        per = (1,)
+    kind = "int64" if dtype in (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8) else \
+        ("bool" if dtype == torch.bool else "float")
+    msg = f"{fxn.name}: {op} has no memdesigner rule; imported as a Generic node (output {tuple(shape)})"
+    if why:
+        msg += f" ({why})"
+    st.warnings.append(msg)
+    ins = [v for v in inputs if isinstance(v, Val)]
+    return _single(st, fxn, "Generic", {"op": op, "out_shape": per, "dtype": kind, "saves_input": saves_input},
+                   ins)
+
+
+def _build(st: _State, gm, input_shape, input_dtype, vocab):
+    torch = st.torch
+    for fxn in gm.graph.nodes:
+        if fxn.op == "placeholder":
+            if any(isinstance(v, Val) and st.design.nodes[v.nid].type == "Input" for v in st.vals.values()):
+                st.vals[fxn] = Other()
+                st.warnings.append(f"{fxn.name}: only the first input is imported")
+                continue
+            props = {"shape": input_shape, "dtype": input_dtype}
+            if vocab:
+                props["vocab"] = vocab
+            st.vals[fxn] = _single(st, fxn, "Input", props, [], name=str(fxn.target))
+            continue
+        if fxn.op == "output":
+            continue
+        if fxn.op == "get_attr":
+            obj = _get_attr(gm, fxn.target)
+            if isinstance(obj, torch.Tensor):
+                st.vals[fxn] = ParamVal(str(fxn.target), tuple(obj.shape))
+            else:
+                st.vals[fxn] = Other(obj)
+            continue
+        try:
+            st.vals[fxn] = _map(st, gm, fxn)
+        except LayerError as err:
+            ins = [v for v in _flat_vals(st, (fxn.args, fxn.kwargs)) if isinstance(v, Val)]
+            st.vals[fxn] = _generic(st, fxn, _op_name(fxn), ins, f"{err.field}: {err.message}")
+
+
+_FRAME = re.compile(r'\s*File "([^"]+)", line (\d+), in (\w+)')
+
+
+def _forward_frames(fxn) -> list:
+    """The ``forward`` frames an op ran in, outermost first: [(owner module key, file, line,
+    code)]. The i-th forward frame belongs to the root module (i = 0) or to the i-th entry of the
+    op's nn_module_stack; a leaf module called by the op has no frame of its own."""
+    trace = fxn.meta.get("stack_trace") or ""
+    lines = str(trace).splitlines()
+    stack = list((fxn.meta.get("nn_module_stack") or {}).keys())
+    owners = [""] + stack
+    out = []
+    for i, ln in enumerate(lines):
+        m = _FRAME.match(ln)
+        if not m or m.group(3) != "forward" or i + 1 >= len(lines) or "/torch/fx/" in m.group(1):
+            continue
+        k = len(out)
+        if k >= len(owners):
+            break
+        out.append((owners[k], m.group(1), int(m.group(2)), lines[i + 1].strip()))
+    return out
+
+
+def _assigned_names(code: str) -> list:
+    """Names that a single-line ``a = <tensor expression>`` binds (not tuples, lists, sizes)."""
+    import ast
+
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return []
+    if len(tree.body) != 1 or not isinstance(tree.body[0], ast.Assign):
+        return []
+    value = tree.body[0].value
+    if not isinstance(value, (ast.Call, ast.BinOp, ast.UnaryOp, ast.Subscript)):
+        return []
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in (
+            "pop", "size", "dim", "numel", "item", "tolist"):
+        return []
+    return [t.id for t in tree.body[0].targets if isinstance(t, ast.Name)]
+
+
+def _python_locals(st: _State, gm) -> None:
+    """Eager PyTorch frees a tensor when its last Python reference goes, not after its last op:
+    ``q = q * self.scale`` keeps q until q is rebound or ``forward`` returns. From the source
+    lines in each op's stack trace, find the values bound to local names in every forward frame
+    and set ``keep_until`` on their design nodes: the end of the statement that rebinds the
+    name, or the frame's last op."""
+    frames: dict = {}  # (owner, file) -> list of [line, code, last design node of the run]
+    frame_end: dict = {}
+    for fxn in gm.graph.nodes:
+        if fxn.op not in ("call_module", "call_function", "call_method"):
+            continue
+        v = st.vals.get(fxn)
+        nid = v.nid if isinstance(v, Val) else None
+        for owner, file, line, code in _forward_frames(fxn):
+            key = (owner, file)
+            runs = frames.setdefault(key, [])
+            if runs and runs[-1][0] == line:
+                if nid:
+                    runs[-1][2] = nid
+            else:
+                runs.append([line, code, nid])
+            if nid:
+                frame_end[key] = nid
+    for key, runs in frames.items():
+        end = frame_end.get(key)
+        bound: dict = {}  # name -> design node holding its value
+        for line, code, last in runs:
+            names = _assigned_names(code)
+            if not names or not last:
+                continue
+            for name in names:
+                old = bound.pop(name, None)
+                if old is not None and old != last:
+                    _keep(st, old, last)
+                bound[name] = last
+        for nid in set(bound.values()):
+            if end and nid != end:
+                _keep(st, nid, end)
+
+
+def _keep(st: _State, nid: str, until: str) -> None:
+    node = st.design.nodes.get(nid)
+    if node is None or until not in st.design.nodes:
+        return
+    order = list(st.design.nodes)
+    if order.index(until) > order.index(nid) and (
+            not node.keep_until or order.index(until) > order.index(node.keep_until)):
+        node.keep_until = until
+
+
+def _get_attr(gm, target):
+    obj = gm
+    for part in str(target).split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _flat_vals(st, obj):
+    out = []
+    if isinstance(obj, (list, tuple)):
+        for o in obj:
+            out += _flat_vals(st, o)
+    elif isinstance(obj, dict):
+        for o in obj.values():
+            out += _flat_vals(st, o)
+    elif hasattr(obj, "op") and hasattr(obj, "graph"):
+        out.append(st.vals.get(obj))
+    return out
+
+
+def _v(st, a):
+    """The value of an fx argument (a node's value, or a Python constant)."""
+    if hasattr(a, "op") and hasattr(a, "graph"):
+        return st.vals.get(a, Other())
+    if isinstance(a, (list, tuple)):
+        return type(a)(_v(st, x) for x in a)
+    return a
+
+
+def _op_name(fxn) -> str:
+    t = fxn.target
+    if fxn.op == "call_module":
+        return str(t)
+    if isinstance(t, str):
+        return t
+    schema = getattr(t, "_schema", None)
+    if schema is not None:  # an aten OpOverload (torch.export fallback): aten::relu_ -> relu_
+        return schema.name.split("::")[-1]
+    return getattr(t, "__name__", str(t))
+
+
+def _arg(fxn, i, name, default=None):
+    if len(fxn.args) > i:
+        return fxn.args[i]
+    return fxn.kwargs.get(name, default)
+
+
+def _pair(v):
+    if isinstance(v, (tuple, list)):
+        v = tuple(int(x) for x in v)
+        return v[0] if len(set(v)) == 1 else v
+    return int(v)
+
+
+def _real_rank(fxn_arg) -> int | None:
+    tm = _tmeta(fxn_arg) if hasattr(fxn_arg, "meta") else None
+    return len(tm[0]) if tm else None
+
+
+# -- op families --------------------------------------------------------------------------------
+_ACT_MODULES = {"ReLU": "ReLU", "ReLU6": "ReLU6", "LeakyReLU": "LeakyReLU", "GELU": "GELU", "SiLU": "SiLU",
+                "Sigmoid": "Sigmoid", "Tanh": "Tanh"}
+_ACT_FUNCS = {"relu": "ReLU", "relu_": "ReLU", "relu6": "ReLU6", "leaky_relu": "LeakyReLU", "leaky_relu_": "LeakyReLU",
+              "gelu": "GELU", "silu": "SiLU", "silu_": "SiLU", "sigmoid": "Sigmoid", "sigmoid_": "Sigmoid",
+              "tanh": "Tanh", "tanh_": "Tanh", "hardtanh": "ReLU6"}
+_PASSTHROUGH_METHODS = {"detach"}  # (detach is rare inside models; treated as a view)
+
+
+def _map(st: _State, gm, fxn):
+    if fxn.op == "call_module":
+        mod = gm.get_submodule(str(fxn.target))
+        return _map_module(st, fxn, mod)
+    name = _op_name(fxn)
+    args = [_v(st, a) for a in fxn.args]
+    x = args[0] if args else None
+
+    # non-tensor plumbing -------------------------------------------------------------------
+    if fxn.op == "call_function" and fxn.target is getattr:
+        return Other()
+    if name in ("size", "dim", "numel") or (fxn.op == "call_function" and _tmeta(fxn) is None
+                                            and fxn.target is not operator.getitem
+                                            and not any(isinstance(a, (Val, Multi, ParamVal))
+                                                        for a in _flat_vals(st, (fxn.args, fxn.kwargs)))):
+        return Other()
+    if fxn.target is operator.getitem:
+        return _map_getitem(st, fxn, x, fxn.args[1])
+
+    # parameters reached by get_attr ---------------------------------------------------------
+    if isinstance(x, ParamVal) and name in ("expand", "expand_as", "repeat", "to", "type_as"):
+        return ParamVal(x.name, x.shape, True)
+
+    # element-wise merges --------------------------------------------------------------------
+    if name in ("add", "iadd", "add_", "__add__", "__iadd__", "__radd__"):
+        return _map_add(st, fxn, args, inplace=name in ("iadd", "add_", "__iadd__") or _augmented(fxn, "+="))
+    if name in ("mul", "mul_", "__mul__", "__rmul__", "multiply"):
+        return _map_mul(st, fxn, args, div=False)
+    if name in ("truediv", "div", "div_", "__truediv__"):
+        return _map_mul(st, fxn, args, div=True)
+    if name in ("matmul", "bmm", "__matmul__"):
+        return _map_matmul(st, fxn, args)
+    if name == "cat" or name == "concat" or name == "concatenate":
+        return _map_cat(st, fxn)
+
+    if not isinstance(x, Val):
+        return _generic(st, fxn, name, _flat_vals(st, (fxn.args, fxn.kwargs)))
+    rank = _real_rank(fxn.args[0]) or (len(x.dmap))
+
+    # activations ------------------------------------------------------------------------------
+    if name in _ACT_FUNCS:
+        t = _ACT_FUNCS[name]
+        if name == "hardtanh":
+            lo, hi = _arg(fxn, 1, "min_val", -1.0), _arg(fxn, 2, "max_val", 1.0)
+            if (lo, hi) != (0.0, 6.0):
+                return _generic(st, fxn, name, [x], "only hardtanh(0, 6) maps to ReLU6")
+        props = {}
+        lt = registry.get(t)
+        if any(p.name == "inplace" for p in lt.props):
+            props["inplace"] = bool(name.endswith("_") or fxn.kwargs.get("inplace", False)
+                                    or (name in ("relu", "relu6", "silu", "leaky_relu") and fxn.op == "call_function"
+                                        and _arg(fxn, 2 if name == "leaky_relu" else 1, "inplace", False) is True))
+        if t == "LeakyReLU":
+            props["negative_slope"] = float(_arg(fxn, 1, "negative_slope", 0.01))
+        if t == "GELU":
+            props["approximate"] = fxn.kwargs.get("approximate", "none")
+        return _same(st, fxn, t, props, x)
+    if name in ("softmax", "_softmax"):
+        d = _arg(fxn, 1, "dim", None)
+        if d is None:
+            return _generic(st, fxn, name, [x], "softmax without dim")
+        return _same(st, fxn, "Softmax", {"dim": x.ddim(int(d), rank)}, x)
+    if name in ("dropout", "dropout_", "feature_dropout"):
+        p = float(_arg(fxn, 1, "p", 0.5))
+        training = _arg(fxn, 2, "training", True)
+        inplace = bool(_arg(fxn, 3, "inplace", False)) or name.endswith("_")
+        if training is False:
+            return x
+        return _same(st, fxn, "Dropout", {"p": p, "inplace": inplace}, x)
+
+    # views and layout -----------------------------------------------------------------------
+    if name in _PASSTHROUGH_METHODS:
+        return x
+    if name in ("contiguous",):
+        return _reshape_like(st, fxn, x)
+    if name in ("to", "type", "float", "type_as", "half", "bfloat16", "double"):
+        tm = _tmeta(fxn)
+        if tm is not None and tm[1] == _tmeta(fxn.args[0])[1]:
+            return x
+        return _generic(st, fxn, name, [x], "dtype conversion", saves_input=False)
+    if name in ("view", "reshape", "view_as", "reshape_as", "unflatten"):
+        return _map_reshape(st, fxn, x)
+    if name in ("flatten",):
+        s = int(_arg(fxn, 1, "start_dim", 0))
+        e = int(_arg(fxn, 2, "end_dim", -1))
+        return _map_flatten(st, fxn, x, s, e, rank)
+    if name in ("transpose", "swapaxes", "swapdims"):
+        a, b = int(_arg(fxn, 1, "dim0")), int(_arg(fxn, 2, "dim1"))
+        perm = list(range(rank))
+        a, b = a % rank, b % rank
+        perm[a], perm[b] = perm[b], perm[a]
+        return _map_permute(st, fxn, x, perm)
+    if name == "t":
+        return _map_permute(st, fxn, x, [1, 0] if rank == 2 else [0])
+    if name == "permute":
+        dims = fxn.args[1:] if len(fxn.args) > 2 else _arg(fxn, 1, "dims")
+        if isinstance(dims, int):
+            dims = [dims]
+        return _map_permute(st, fxn, x, [int(d) % rank for d in dims])
+    if name in ("chunk", "split", "unbind", "tensor_split"):
+        return _map_split(st, fxn, x, name, rank)
+    if name in ("mean",):
+        d = _arg(fxn, 1, "dim", None)
+        keep = bool(_arg(fxn, 2, "keepdim", False))
+        if isinstance(d, (list, tuple)) and len(d) == 1:
+            d = d[0]
+        if isinstance(d, int):
+            return _single(st, fxn, "Mean", {"dim": x.ddim(d, rank), "keepdim": keep}, [x],
+                           _drop_dim(x.dmap, d % rank) if not keep else x.dmap)
+        if isinstance(d, (list, tuple)) and len(d) == 2 and sorted(int(i) % rank for i in d) == [rank - 2, rank - 1] \
+                and x.identity and rank == 4:
+            # mean over H, W: global average pooling
+            v = _single(st, fxn, "AdaptiveAvgPool2d", {"output_size": 1}, [x])
+            return v if keep else _reshape_to(st, fxn, v, _tmeta(fxn)[0][1:])
+        return _generic(st, fxn, name, [x], "mean over several dims or all", saves_input=False)
+    if name in ("adaptive_avg_pool2d",):
+        return _single(st, fxn, "AdaptiveAvgPool2d", {"output_size": _pair(_arg(fxn, 1, "output_size"))}, [x])
+    if name in ("max_pool2d", "max_pool1d", "avg_pool2d"):
+        k = _arg(fxn, 1, "kernel_size")
+        s = _arg(fxn, 2, "stride", None) or k
+        p = _arg(fxn, 3, "padding", 0)
+        ceil = bool(fxn.kwargs.get("ceil_mode", False))
+        t = {"max_pool2d": "MaxPool2d", "max_pool1d": "MaxPool1d", "avg_pool2d": "AvgPool2d"}[name]
+        if name.startswith("max"):
+            dil = _arg(fxn, 4, "dilation", 1)
+            if _pair(dil) != 1:
+                return _generic(st, fxn, name, [x], "dilated pooling")
+            ceil = bool(_arg(fxn, 5, "ceil_mode", False))
+        return _single(st, fxn, t, {"kernel": _pair(k), "stride": _pair(s), "padding": _pair(p), "ceil_mode": ceil}, [x])
+    if name in ("interpolate", "upsample"):
+        return _map_upsample(st, fxn, x, _arg(fxn, 2, "scale_factor"), _arg(fxn, 3, "mode", "nearest"))
+    if name == "scaled_dot_product_attention":
+        q, k, v = args[0], args[1], args[2]
+        if not all(isinstance(t, Val) and t.identity for t in (q, k, v)) or _arg(fxn, 3, "attn_mask") is not None:
+            return _generic(st, fxn, name, [t for t in (q, k, v) if isinstance(t, Val)], "mask or layout")
+        return _single(st, fxn, "ScaledDotProductAttention",
+                       {"kernel": "fused", "causal": bool(_arg(fxn, 5, "is_causal", False))}, [q, k, v])
+    if name == "linear" and len(args) > 1 and isinstance(args[1], ParamVal):
+        w = args[1]
+        b = args[2] if len(args) > 2 else fxn.kwargs.get("bias")
+        st.used_params.add(w.name)
+        if isinstance(b, ParamVal):
+            st.used_params.add(b.name)
+        return _single(st, fxn, "Linear", {"out_features": w.shape[0], "bias": isinstance(b, ParamVal)}, [x],
+                       x.dmap)
+    if name in ("layer_norm",) and isinstance(_v(st, _arg(fxn, 2, "weight")), ParamVal):
+        w, b = _v(st, _arg(fxn, 2, "weight")), _v(st, _arg(fxn, 3, "bias"))
+        if isinstance(b, ParamVal):
+            st.used_params.update((w.name, b.name))
+            ns = tuple(_arg(fxn, 1, "normalized_shape"))
+            return _same(st, fxn, "LayerNorm", {"normalized_shape": ns, "eps": float(_arg(fxn, 4, "eps", 1e-5))}, x)
+    if name in ("identity",):
+        return x
+    return _generic(st, fxn, name, _flat_vals(st, (fxn.args, fxn.kwargs)))
+
+
+def _augmented(fxn, op: str) -> bool:
+    """Whether the user source line that made this node is an augmented assignment (``a += b``):
+    torch.fx records ``a += b`` as operator.add, but eager PyTorch runs it in place."""
+    import torch
+
+    trace = fxn.meta.get("stack_trace") or ""
+    torch_dir = os.path.dirname(torch.__file__)
+    code = None
+    lines = str(trace).splitlines()
+    for i, ln in enumerate(lines):
+        m = re.match(r'\s*File "([^"]+)"', ln)
+        if m and i + 1 < len(lines) and not m.group(1).startswith(torch_dir):
+            code = lines[i + 1].strip()
+    if not code:
+        return False
+    return re.match(r"^[A-Za-z_][\w.]*(\[[^\]]*\])?\s*" + re.escape(op), code) is not None
+
+
+def _same(st, fxn, t, props, x):
+    return _single(st, fxn, t, props, [x], x.dmap)
+
+
+def _drop_dim(dmap, real_d):
+    """dmap after the real dim ``real_d`` is removed and the design dim removed as well."""
+    gone = dmap[real_d]
+    return tuple(d - (1 if d > gone else 0) for i, d in enumerate(dmap) if i != real_d)
+
+
+# -- modules ------------------------------------------------------------------------------------
+def _map_module(st: _State, fxn, mod):
+    torch = st.torch
+    nn = torch.nn
+    cls = type(mod).__name__
+    x = _v(st, fxn.args[0]) if fxn.args else _v(st, next(iter(fxn.kwargs.values()), None))
+    path = str(fxn.target)
+    if not isinstance(x, Val):
+        return _generic(st, fxn, cls, _flat_vals(st, (fxn.args, fxn.kwargs)))
+
+    def own():
+        for pn, _ in mod.named_parameters():
+            st.used_params.add(f"{path}.{pn}")
+
+    if isinstance(mod, nn.Identity):
+        return x
+    if isinstance(mod, (nn.Conv1d, nn.Conv2d)) and type(mod) in (nn.Conv1d, nn.Conv2d):
+        if mod.padding_mode != "zeros":
+            st.warnings.append(f"{path}: padding_mode {mod.padding_mode!r} is imported as zero padding")
+        pad = mod.padding
+        pad = pad.upper() if isinstance(pad, str) else _pair(pad)
+        own()
+        return _single(st, fxn, type(mod).__name__, {
+            "out_channels": mod.out_channels, "kernel": _pair(mod.kernel_size), "stride": _pair(mod.stride),
+            "padding": pad, "dilation": _pair(mod.dilation), "groups": mod.groups, "bias": mod.bias is not None}, [x])
+    if type(mod) is nn.ConvTranspose2d:
+        own()
+        return _single(st, fxn, "ConvTranspose2d", {
+            "out_channels": mod.out_channels, "kernel": _pair(mod.kernel_size), "stride": _pair(mod.stride),
+            "padding": _pair(mod.padding), "output_padding": _pair(mod.output_padding),
+            "dilation": _pair(mod.dilation), "groups": mod.groups, "bias": mod.bias is not None}, [x])
+    if isinstance(mod, nn.Linear) and type(mod) in (nn.Linear,):
+        own()
+        return _single(st, fxn, "Linear", {"out_features": mod.out_features, "bias": mod.bias is not None}, [x],
+                       x.dmap)
+    if type(mod) in (nn.BatchNorm1d, nn.BatchNorm2d):
+        own()
+        mom = mod.momentum
+        if mom is None:
+            st.warnings.append(f"{path}: momentum None (cumulative average) imported as 0.1")
+            mom = 0.1
+        return _single(st, fxn, type(mod).__name__, {"eps": float(mod.eps), "momentum": float(mom),
+                                                     "affine": mod.affine,
+                                                     "track_running_stats": mod.track_running_stats}, [x])
+    if type(mod) is nn.LayerNorm:
+        own()
+        if mod.elementwise_affine and getattr(mod, "bias", True) is None:
+            st.warnings.append(f"{path}: LayerNorm(bias=False) is imported with a bias")
+        ns = tuple(mod.normalized_shape)
+        return _same(st, fxn, "LayerNorm", {"normalized_shape": ns if len(ns) > 1 else (), "eps": float(mod.eps),
+                                            "elementwise_affine": mod.elementwise_affine}, x)
+    if type(mod) is nn.GroupNorm:
+        own()
+        return _single(st, fxn, "GroupNorm", {"num_groups": mod.num_groups, "eps": float(mod.eps),
+                                              "affine": mod.affine}, [x])
+    if type(mod) is nn.Dropout:
+        return _same(st, fxn, "Dropout", {"p": float(mod.p), "inplace": bool(mod.inplace)}, x)
+    if cls in _ACT_MODULES and type(mod).__module__.startswith("torch.nn"):
+        t = _ACT_MODULES[cls]
+        props = {}
+        if hasattr(mod, "inplace") and any(p.name == "inplace" for p in registry.get(t).props):
+            props["inplace"] = bool(mod.inplace)
+        if t == "LeakyReLU":
+            props["negative_slope"] = float(mod.negative_slope)
+        if t == "GELU":
+            props["approximate"] = mod.approximate
+        return _same(st, fxn, t, props, x)
+    if type(mod) is nn.Softmax:
+        if mod.dim is None:
+            return _generic(st, fxn, cls, [x], "Softmax without dim")
+        return _same(st, fxn, "Softmax", {"dim": x.ddim(mod.dim, len(x.dmap))}, x)
+    if type(mod) in (nn.MaxPool1d, nn.MaxPool2d):
+        if _pair(mod.dilation) != 1 or mod.return_indices:
+            return _generic(st, fxn, cls, [x], "dilation or return_indices")
+        return _single(st, fxn, cls, {"kernel": _pair(mod.kernel_size), "stride": _pair(mod.stride or mod.kernel_size),
+                                      "padding": _pair(mod.padding), "ceil_mode": bool(mod.ceil_mode)}, [x])
+    if type(mod) is nn.AvgPool2d:
+        return _single(st, fxn, "AvgPool2d", {"kernel": _pair(mod.kernel_size),
+                                              "stride": _pair(mod.stride or mod.kernel_size),
+                                              "padding": _pair(mod.padding), "ceil_mode": bool(mod.ceil_mode)}, [x])
+    if type(mod) is nn.AdaptiveAvgPool2d:
+        os_ = mod.output_size
+        if isinstance(os_, (tuple, list)) and any(o is None for o in os_) or os_ is None:
+            return _generic(st, fxn, cls, [x], "output_size with None")
+        return _single(st, fxn, "AdaptiveAvgPool2d", {"output_size": _pair(os_)}, [x])
+    if type(mod) is nn.Flatten:
+        return _map_flatten(st, fxn, x, mod.start_dim, mod.end_dim, len(x.dmap))
+    if type(mod) is nn.Upsample:
+        return _map_upsample(st, fxn, x, mod.scale_factor, mod.mode)
+    if type(mod) is nn.Embedding:
+        own()
+        return _single(st, fxn, "Embedding", {"num_embeddings": mod.num_embeddings,
+                                              "embedding_dim": mod.embedding_dim}, [x])
+    if type(mod) in (nn.LSTM, nn.GRU):
+        if not mod.batch_first:
+            st.warnings.append(f"{path}: batch_first=False; imported as batch first (same memory, "
+                               "the sequence must be dim 1 of the design's input)")
+        if getattr(mod, "proj_size", 0):
+            return _generic(st, fxn, cls, [x], "proj_size")
+        if len(fxn.args) > 1 and fxn.args[1] is not None:
+            st.warnings.append(f"{path}: the initial state argument is ignored")
+        own()
+        v = _single(st, fxn, cls, {"hidden_size": mod.hidden_size, "num_layers": mod.num_layers,
+                                   "bias": mod.bias, "bidirectional": mod.bidirectional,
+                                   "return_sequences": True}, [x])
+        if mod.dropout and mod.num_layers > 1:
+            st.warnings.append(f"{path}: inter-layer dropout {mod.dropout} is not modelled")
+        return Multi([v, Other()])
+    if type(mod) is nn.MultiheadAttention:
+        return _map_mha(st, fxn, mod, path, own)
+    return _module_generic(st, fxn, mod, cls, path)
+
+
+def _module_generic(st, fxn, mod, cls, path):
+    n_params = sum(p.numel() for p in mod.parameters())
+    why = ""
+    if n_params:
+        why = f"its {n_params:,} parameters are not counted"
+    out = _generic(st, fxn, cls, _flat_vals(st, (fxn.args, fxn.kwargs)), why)
+    return out
+
+
+def _map_mha(st, fxn, mod, path, own):
+    q = _v(st, _arg(fxn, 0, "query"))
+    k = _v(st, _arg(fxn, 1, "key"))
+    v = _v(st, _arg(fxn, 2, "value"))
+    same = q is k is v or (isinstance(q, Val) and isinstance(k, Val) and isinstance(v, Val)
+                           and (q.nid, q.port) == (k.nid, k.port) == (v.nid, v.port))
+    if not mod.batch_first or not same or _arg(fxn, 4, "need_weights", True) is None:
+        out = _module_generic(st, fxn, mod, "MultiheadAttention", path)
+        return out
+    if mod.bias_k is not None or not mod._qkv_same_embed_dim:
+        return _module_generic(st, fxn, mod, "MultiheadAttention", path)
+    if _arg(fxn, 3, "key_padding_mask") is not None or _arg(fxn, 5, "attn_mask") is not None:
+        st.warnings.append(f"{path}: attention masks are not modelled")
+    own()
+    need = bool(_arg(fxn, 4, "need_weights", True))
+    out = _single(st, fxn, "MultiHeadAttention", {"num_heads": mod.num_heads, "dropout": float(mod.dropout),
+                                                  "bias": mod.in_proj_bias is not None, "kernel": "math",
+                                                  "need_weights": need}, [q], q.dmap)
+    return Multi([out, Other()])
+
+
+# -- helpers for specific ops -------------------------------------------------------------------
+def _map_getitem(st, fxn, x, idx):
+    if isinstance(x, Multi):
+        if isinstance(idx, int) and -len(x.items) <= idx < len(x.items):
+            return x.items[idx]
+        return Other()
+    if isinstance(x, (Other, ParamVal)) or x is None:
+        return Other()
+    if not isinstance(x, Val):
+        return Other()
+    rank = _real_rank(fxn.args[0]) or len(x.dmap)
+    if not isinstance(idx, tuple):
+        idx = (idx,)
+    # expand an Ellipsis
+    if any(i is Ellipsis for i in idx):
+        k = idx.index(Ellipsis)
+        fill = rank - (len(idx) - 1)
+        idx = idx[:k] + (slice(None),) * fill + idx[k + 1:]
+    ints = [(d, i) for d, i in enumerate(idx) if isinstance(i, int)]
+    full = all(isinstance(i, slice) and i == slice(None) for d, i in enumerate(idx) if not isinstance(i, int))
+    if len(ints) == 1 and full and not any(i is None for i in idx):
+        d, i = ints[0]
+        if x.dmap[d] == 0:
+            return _generic(st, fxn, "getitem", [x], "indexes the batch dimension", saves_input=False)
+        return _single(st, fxn, "Select", {"dim": x.dmap[d], "index": i}, [x], _drop_dim(x.dmap, d))
+    return _generic(st, fxn, "getitem", [x], f"index {idx!r}", saves_input=False)
+
+
+def _map_add(st, fxn, args, inplace):
+    a, b = args[0], args[1] if len(args) > 1 else _v(st, fxn.kwargs.get("other"))
+    if isinstance(a, ParamVal) and isinstance(b, Val):
+        a, b = b, a
+    if isinstance(a, Val) and isinstance(b, ParamVal):
+        if tuple(b.shape) == (1,) + a.spec.shape or tuple(b.shape) == a.spec.shape:
+            st.used_params.add(b.name)
+            return _single(st, fxn, "PositionEmbedding", {}, [a], a.dmap, name=_pname(fxn, b.name))
+        return _generic(st, fxn, "add", [a], f"adds parameter {b.name} of shape {b.shape}")
+    if isinstance(a, Val) and isinstance(b, Val):
+        if a.dmap != b.dmap and len(a.dmap) == len(b.dmap):
+            return _generic(st, fxn, "add", [a, b], "operands laid out differently")
+        return _single(st, fxn, "Add", {"inplace": bool(inplace)}, [a, b], a.dmap if len(a.dmap) >= len(b.dmap)
+                       else b.dmap)
+    t = a if isinstance(a, Val) else b
+    if isinstance(t, Val):
+        return _generic(st, fxn, "add_scalar", [t], saves_input=False)
+    return Other()
+
+
+def _pname(fxn, pname):
+    return pname
+
+
+def _map_mul(st, fxn, args, div):
+    a = args[0]
+    b = args[1] if len(args) > 1 else _v(st, fxn.kwargs.get("other"))
+    if not div and isinstance(b, Val) and isinstance(a, (int, float)):
+        a, b = b, a
+    if isinstance(a, Val) and isinstance(b, (int, float)) and not isinstance(b, bool):
+        f = 1.0 / b if div else float(b)
+        return _same(st, fxn, "Scale", {"factor": f}, a)
+    if isinstance(a, Val) and isinstance(b, Val):
+        if div:
+            return _generic(st, fxn, "div", [a, b])
+        return _single(st, fxn, "Multiply", {}, [a, b], a.dmap if len(a.dmap) >= len(b.dmap) else b.dmap)
+    ins = [v for v in (a, b) if isinstance(v, Val)]
+    if ins:
+        return _generic(st, fxn, "div" if div else "mul", ins)
+    return Other()
+
+
+def _map_matmul(st, fxn, args):
+    a, b = args[0], args[1]
+    if not (isinstance(a, Val) and isinstance(b, Val)):
+        return _generic(st, fxn, "matmul", [v for v in (a, b) if isinstance(v, Val)])
+    ra, rb = len(a.dmap), len(b.dmap)
+    if ra != rb or ra < 3:
+        return _generic(st, fxn, "matmul", [a, b], "operands of different rank")
+    # the real matrix dims must be the design's last two dims, in order
+    for v, r in ((a, ra), (b, rb)):
+        if v.dmap[-2:] != (v.drank - 2, v.drank - 1):
+            return _generic(st, fxn, "matmul", [a, b], "matrix dims are not the last two")
+    return _single(st, fxn, "MatMul", {}, [a, b], a.dmap)
+
+
+def _map_cat(st, fxn):
+    tensors = _arg(fxn, 0, "tensors")
+    d = int(_arg(fxn, 1, "dim", 0))
+    vals = [_v(st, t) for t in tensors]
+    params = [v for v in vals if isinstance(v, ParamVal)]
+    tens = [v for v in vals if isinstance(v, Val)]
+    if params and len(tens) == 1 and len(params) == 1 and isinstance(vals[0], ParamVal):
+        p, x = params[0], tens[0]
+        rank = len(x.dmap)
+        if rank == 3 and d % rank == 1 and x.identity and len(p.shape) == 3 and p.shape[0] == 1:
+            st.used_params.add(p.name)
+            return _single(st, fxn, "ClassToken", {"tokens": int(p.shape[1])}, [x], name=p.name)
+    if params or len(tens) != len(vals):
+        return _generic(st, fxn, "cat", tens, "concatenates parameters or constants")
+    if len(tens) == 1:
+        return tens[0]
+    if any(t.dmap != tens[0].dmap for t in tens):
+        return _generic(st, fxn, "cat", tens, "operands laid out differently")
+    rank = len(tens[0].dmap)
+    return _single(st, fxn, "Concat", {"dim": tens[0].ddim(d, rank)}, tens, tens[0].dmap)
+
+
+def _reshape_to(st, fxn, x, per_sample, name=None):
+    return _single(st, fxn, "Reshape", {"shape": tuple(per_sample) or (1,)}, [x], name=name)
+
+
+def _reshape_like(st, fxn, x):
+    """contiguous(): a copy only when the input is not contiguous; modelled as a same-shape Reshape
+    in the design's layout (a view when contiguous, a copy otherwise)."""
+    return _single(st, fxn, "Reshape", {"shape": x.spec.shape}, [x], x.dmap)
+
+
+def _map_reshape(st, fxn, x):
+    tm = _tmeta(fxn)
+    if tm is None:
+        return _generic(st, fxn, "reshape", [x])
+    shape = tm[0]
+    if x.dmap[0] != 0 or not shape or shape[0] != META_BATCH:
+        return _generic(st, fxn, "reshape", [x], "merges or moves the batch dimension", saves_input=False)
+    if not x.identity:
+        # the real tensor's layout differs from the design's: the real reshape copies exactly
+        # when the design's would not be contiguous in the real order; keep the design's reshape
+        pass
+    per = shape[1:]
+    if not per:
+        return _generic(st, fxn, "reshape", [x], "to a scalar per sample", saves_input=False)
+    return _reshape_to(st, fxn, x, per)
+
+
+def _map_flatten(st, fxn, x, s, e, rank):
+    s %= rank
+    e %= rank
+    if s == 0:
+        return _generic(st, fxn, "flatten", [x], "flattens the batch dimension", saves_input=False)
+    if s >= e:
+        return x
+    if e == rank - 1 and x.identity:
+        return _single(st, fxn, "Flatten", {"start_dim": s}, [x])
+    return _map_reshape(st, fxn, x)
+
+
+def _map_permute(st, fxn, x, perm):
+    """A real permute in the design's terms: the batch stays first; singleton dims the real tensor
+    squeezed stay right after it. Identity in the design: no node, only the mapping changes."""
+    rank = len(perm)
+    if sorted(perm) != list(range(rank)) or len(x.dmap) != rank:
+        return _generic(st, fxn, "permute", [x], "bad permutation")
+    real_src_design = [x.dmap[p] for p in perm]  # design dims in the real output order
+    squeezed = [d for d in range(x.drank) if d not in x.dmap]
+    order = [0] + squeezed + [d for d in real_src_design if d != 0]
+    new_dmap = tuple(order.index(d) for d in real_src_design)
+    if order == list(range(x.drank)):
+        return Val(x.nid, x.port, x.spec, new_dmap)
+    swaps = [i for i in range(len(order)) if order[i] != i]
+    if len(swaps) == 2 and len(order) > 2:
+        return _single(st, fxn, "Transpose", {"dim0": swaps[0], "dim1": swaps[1]}, [x], new_dmap)
+    return _single(st, fxn, "Permute", {"dims": tuple(order)}, [x], new_dmap)
+
+
+def _map_split(st, fxn, x, name, rank):
+    tm_in = _tmeta(fxn.args[0])
+    if name == "unbind":
+        d = int(_arg(fxn, 1, "dim", 0)) % rank
+        n = tm_in[0][d]
+        squeeze = True
+    else:
+        d = int(_arg(fxn, 2, "dim", 0)) % rank
+        size = tm_in[0][d]
+        a1 = _arg(fxn, 1, "chunks" if name == "chunk" else "split_size_or_sections")
+        if name == "chunk":
+            n = int(a1)
+            if size % n:
+                return Multi([_generic(st, fxn, name, [x], "uneven chunks")])
+        elif isinstance(a1, int):
+            if size % a1:
+                return Multi([_generic(st, fxn, name, [x], "uneven split")])
+            n = size // a1
+        else:
+            sizes = list(a1)
+            if len(set(sizes)) != 1:
+                st.warnings.append(f"{fxn.name}: split into unequal sizes {sizes}; imported as a Generic node")
+                return Multi([_generic(st, fxn, name, [x], "unequal sizes")])
+            n = len(sizes)
+        squeeze = False
+    dd = x.dmap[d]
+    if dd == 0:
+        return Multi([_generic(st, fxn, name, [x], "splits the batch dimension")])
+    nid, specs = _add(st, fxn, "Split", {"chunks": n, "dim": dd}, [x])
+    if squeeze:
+        dmap = tuple(m for i, m in enumerate(x.dmap) if i != d)  # the design keeps a singleton dim
+    else:
+        dmap = x.dmap
+    return Multi([Val(nid, j, specs[j], dmap) for j in range(n)])
+
+
+def _map_upsample(st, fxn, x, scale, mode):
+    if mode not in ("nearest", "bilinear"):
+        return _generic(st, fxn, "upsample", [x], f"mode {mode!r}")
+    tm = _tmeta(fxn)
+    if scale is None and tm is not None:
+        scale = tm[0][-1] / max(x.spec.shape[-1], 1)
+    if isinstance(scale, (tuple, list)):
+        if len(set(scale)) != 1:
+            return _generic(st, fxn, "upsample", [x], "different scale per dim")
+        scale = scale[0]
+    return _single(st, fxn, "Upsample", {"scale_factor": float(scale), "mode": mode}, [x])
+
+
+# ----------------------------------------------------------------------------------------------
+# layout, checks
+# ----------------------------------------------------------------------------------------------
+def _layout(st: _State) -> None:
+    rows: dict[int, int] = {}
+    for nid in st.design.nodes:
+        d = st.depth.get(nid, 0)
+        k = rows.get(d, 0)
+        rows[d] = k + 1
+        st.design.nodes[nid].pos = (float(k * 220), float(d * 90))
+
+
+def _check_params(st: _State) -> None:
+    from memdesigner.model.analysis import analyze
+
+    an = analyze(st.design)
+    for iss in an.issues:
+        st.warnings.append(f"{iss}")
+    design_params = sum(info.n_params for info in an.nodes.values() if info.ok)
+    real = sum(p.numel() for p in st.module.parameters())
+    st.design.import_params = real
+    if design_params != real:
+        missing = [n for n, p in st.module.named_parameters() if n not in st.used_params]
+        st.warnings.append(f"parameter count: the design has {design_params:,}, the module {real:,}"
+                           + (f" (not mapped: {', '.join(missing[:8])}{'...' if len(missing) > 8 else ''})"
+                              if missing else ""))
+
+
+# ----------------------------------------------------------------------------------------------
+# CLI glue (the lead's CLI calls these)
+# ----------------------------------------------------------------------------------------------
+def _parse_shape(text):
+    if text is None:
+        return None
+    return tuple(int(p) for p in str(text).replace("x", ",").split(",") if p.strip())
+
+
+def add_torch_import_parser(subparsers):
+    p = subparsers.add_parser("torch", help="import a PyTorch nn.Module from FILE.py:FACTORY",
+                              description="Trace FILE.py:FACTORY (an nn.Module or (module, input_shape)) "
+                                          "with torch.fx and write a design file.")
+    p.add_argument("target", help="FILE.py:FACTORY")
+    p.add_argument("-o", "--output", required=True, help="design file to write")
+    p.add_argument("--input-shape", default=None, help="per-sample input shape, e.g. 3,224,224")
+    p.add_argument("--input-dtype", default=None, choices=("float", "int64"), help="float or int64 (token ids)")
+    p.add_argument("--name", default=None)
+    p.set_defaults(func=cli_import_torch)
+    return p
+
+
+def cli_import_torch(args) -> int:
+    from memdesigner.io.design_file import save_design
+
+    try:
+        d = import_file(args.target, _parse_shape(getattr(args, "input_shape", None)),
+                        getattr(args, "input_dtype", None), name=getattr(args, "name", None))
+    except ImportError as err:
+        print(f"error: {err} (memdesigner import torch needs PyTorch: pip install torch)", file=sys.stderr)
+        return 2
+    except (TorchImportError, OSError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    for w in d.import_warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    save_design(d, args.output)
+    print(f"wrote {args.output}: {len(d.nodes)} nodes, {d.import_params:,} parameters")
+    return 0
+
+
+__all__ = [
+    "TorchImportError",
+    "add_torch_import_parser",
+    "cli_import_torch",
+    "from_module",
+    "import_file",
+    "load_factory",
+    "load_factory_module",
+]

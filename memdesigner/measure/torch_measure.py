@@ -1,0 +1,273 @@
+"""Measure a design with real PyTorch: build the exported module and run one step the way
+shared/truth/measure.py does (two steps; the second, steady one is reported with the first).
+
+    from memdesigner.measure.torch_measure import measure_design
+    res = measure_design(design, Settings(mode="train", batch=8, optimizer="adam", backend="cpu"))
+    res["peak_bytes"], res["phase_peaks"], res["timeline"]
+
+When the truth harness is found (MEMDESIGNER_TRUTH_DIR, or ../shared/truth next to the
+repository) its ``measure(methods="a")`` is used; otherwise a self-contained TorchDispatchMode
+storage tracker (the same method, simplified) runs the step. torch is imported lazily.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import os
+import sys
+import threading
+import weakref
+from pathlib import Path
+
+OPT_NAMES = {"sgd": "sgd", "momentum": "sgd_momentum", "adam": "adam", "adamw": "adamw", "none": "sgd"}
+REPO = Path(__file__).resolve().parent.parent.parent
+
+
+def truth_dir() -> Path | None:
+    """The shared/truth folder, if there is one."""
+    env = os.environ.get("MEMDESIGNER_TRUTH_DIR")
+    cands = [Path(env)] if env else []
+    cands.append((REPO / ".." / "shared" / "truth").resolve())
+    for c in cands:
+        if (c / "measure.py").exists():
+            return c
+    return None
+
+
+def _load_truth_measure():
+    d = truth_dir()
+    if d is None:
+        return None
+    name = "_memdesigner_truth_measure"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, str(d / "measure.py"))
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    try:
+        spec.loader.exec_module(mod)
+    except Exception:  # noqa: BLE001 - fall back to the built-in tracker
+        sys.modules.pop(name, None)
+        return None
+    return mod
+
+
+def factory_from_design(design):
+    """A zoo-style factory ``() -> (module, input_shape)`` built from the exported code."""
+    from memdesigner.exporters.torch_code import to_python
+
+    code = to_python(design)
+    ns: dict = {"__name__": "_memdesigner_exported"}
+    exec(compile(code, f"<memdesigner export of {design.name}>", "exec"), ns)  # noqa: S102 - our own code
+    return ns["make"]
+
+
+def measure_design(design, settings=None, *, method: str = "auto", steps: int = 2, seed: int = 0) -> dict:
+    """Run one real step of ``design`` and return what the storage tracker saw.
+
+    Returns ``{"peak_bytes", "phase_peaks": {forward, backward, optimizer_step}, "timeline": [bytes
+    after each op], "device", "method", "record"}``. phase_peaks follow the engine's phases: the
+    forward includes the loss. method: "auto" (the truth harness if found, else built-in),
+    "truth" or "builtin".
+    """
+    import torch
+
+    from memdesigner.engine.settings import Settings
+
+    s = settings or Settings(backend="cpu")
+    device = "cuda" if s.backend == "cuda" and torch.cuda.is_available() else "cpu"
+    factory = factory_from_design(design)
+    opt = OPT_NAMES.get(s.optimizer, s.optimizer)
+    truth = _load_truth_measure() if method in ("auto", "truth") else None
+    if method == "truth" and truth is None:
+        raise RuntimeError("the truth harness (shared/truth/measure.py) was not found")
+    if truth is not None:
+        rec = truth.measure(factory, batch=s.batch, mode=s.mode, optimizer=opt, dtype=s.dtype, device=device,
+                            steps=steps, seed=seed, methods="a", foreach=s.foreach, timeline=True, amp=s.amp)
+        a = rec["method_a"]
+        steady = a["steady"]
+        tl = [cur for (ph, _what, _delta, cur) in (a.get("timeline") or []) if ph is not None and ph[0] == steps]
+        return {"peak_bytes": a["peak_overall"], "phase_peaks": _phases(steady, s.mode), "timeline": tl,
+                "device": device, "method": "truth", "record": rec}
+    res = _builtin_measure(factory, s, device, opt, steps, seed)
+    res["method"] = "builtin"
+    return res
+
+
+def _phases(steady: dict, mode: str) -> dict:
+    if mode != "train":
+        return {"forward": steady.get("peak_forward", 0)}
+    return {"forward": max(steady.get("peak_forward", 0), steady.get("peak_loss", 0)),
+            "backward": steady.get("peak_backward", 0), "optimizer_step": steady.get("peak_step", 0)}
+
+
+# ----------------------------------------------------------------------------------------------
+# built-in tracker (method (a) of shared/truth, simplified)
+# ----------------------------------------------------------------------------------------------
+def _make_tracker(torch, device_type: str):
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_leaves
+
+    class StorageTracker(TorchDispatchMode):
+        """Counts live untyped storages on ``device_type``; a weakref on each storage's Python
+        object fires when the StorageImpl is freed."""
+
+        def __init__(self):
+            super().__init__()
+            self.live: dict = {}
+            self.cur = 0
+            self.peak = 0
+            self.phase = None
+            self.phase_peak: dict = {}
+            self.timeline: list = []
+            self.lock = threading.RLock()
+
+        def _bump(self, delta):
+            self.cur += delta
+            self.peak = max(self.peak, self.cur)
+            if self.phase is not None and self.cur > self.phase_peak.get(self.phase, 0):
+                self.phase_peak[self.phase] = self.cur
+
+        def _free(self, key, wr):
+            with self.lock:
+                ent = self.live.get(key)
+                if ent is not None and ent[1] is wr:
+                    del self.live[key]
+                    self._bump(-ent[0])
+
+        def see(self, t):
+            if not isinstance(t, torch.Tensor) or t.device.type != device_type:
+                return
+            try:
+                st = t.untyped_storage()
+            except Exception:  # noqa: BLE001 - opaque tensors have no storage
+                return
+            key, nb = st._cdata, st.nbytes()
+            with self.lock:
+                ent = self.live.get(key)
+                if ent is None:
+                    wr = weakref.ref(st, functools.partial(self._free, key))
+                    self.live[key] = [nb, wr]
+                    self._bump(nb)
+                elif ent[0] != nb:
+                    self._bump(nb - ent[0])
+                    ent[0] = nb
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            for a in tree_leaves((args, kwargs)):
+                self.see(a)
+            out = func(*args, **kwargs)
+            for o in tree_leaves(out):
+                self.see(o)
+            with self.lock:
+                self.timeline.append(self.cur)
+            return out
+
+        def enter(self, step, phase):
+            with self.lock:
+                self.phase = (step, phase)
+                self.phase_peak[self.phase] = self.cur
+
+        def leave(self):
+            with self.lock:
+                self.phase = None
+
+    return StorageTracker()
+
+
+def _builtin_measure(factory, s, device, opt_name, steps, seed) -> dict:
+    import torch
+
+    torch.manual_seed(seed)
+    model, shape = factory()
+    dtype = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[s.dtype]
+    model = model.to(device=device)
+    if dtype != torch.float32:
+        model = model.to(dtype=dtype)
+    train = s.mode == "train"
+    model.train(train)
+    torch.manual_seed(seed + 1)
+    spec = getattr(model, "truth_input", None)
+    full = (s.batch, *tuple(shape))
+    if spec is not None and spec[0] == "tokens":
+        x = torch.randint(0, int(spec[1]), full, device=device, dtype=torch.int64)
+    else:
+        x = torch.randn(full, device=device, dtype=dtype)
+    params = list(model.parameters())
+    opt = None
+    if train:
+        kw = {"foreach": s.foreach}
+        if opt_name == "sgd":
+            opt = torch.optim.SGD(params, lr=1e-3, **kw)
+        elif opt_name == "sgd_momentum":
+            opt = torch.optim.SGD(params, lr=1e-3, momentum=0.9, **kw)
+        elif opt_name == "adam":
+            opt = torch.optim.Adam(params, lr=1e-4, **kw)
+        else:
+            opt = torch.optim.AdamW(params, lr=1e-4, weight_decay=0.01, **kw)
+    amp_dtype = None
+    if s.amp:
+        amp_dtype = torch.bfloat16 if device == "cpu" else torch.float16
+    tr = _make_tracker(torch, device)
+    for t in list(model.parameters()) + list(model.buffers()) + [x]:
+        tr.see(t)
+
+    def loss_of(out):
+        if isinstance(out, torch.Tensor):
+            return out.mean()
+        leaves = [t for t in out if isinstance(t, torch.Tensor) and t.is_floating_point()]
+        loss = leaves[0].mean()
+        for t in leaves[1:]:
+            loss = loss + t.mean()
+        return loss
+
+    steady_tl_start = 0
+    with tr:
+        for step in range(1, steps + 1):
+            if step == steps:
+                steady_tl_start = len(tr.timeline)
+            if train:
+                tr.enter(step, "zero_grad")
+                opt.zero_grad(set_to_none=True)
+                tr.enter(step, "forward")
+                if amp_dtype is not None:
+                    with torch.autocast(device, dtype=amp_dtype):
+                        out = model(x)
+                        tr.enter(step, "loss")
+                        loss = loss_of(out)
+                else:
+                    out = model(x)
+                    tr.enter(step, "loss")
+                    loss = loss_of(out)
+                tr.enter(step, "backward")
+                loss.backward()
+                tr.enter(step, "step")
+                opt.step()
+                tr.enter(step, "release")
+                del out, loss
+                tr.leave()
+            else:
+                with torch.no_grad():
+                    tr.enter(step, "forward")
+                    if amp_dtype is not None:
+                        with torch.autocast(device, dtype=amp_dtype):
+                            out = model(x)
+                    else:
+                        out = model(x)
+                    tr.enter(step, "release")
+                    del out
+                    tr.leave()
+    pp = tr.phase_peak
+    last = steps
+    if train:
+        phases = {"forward": max(pp.get((last, "forward"), 0), pp.get((last, "loss"), 0)),
+                  "backward": pp.get((last, "backward"), 0), "optimizer_step": pp.get((last, "step"), 0)}
+    else:
+        phases = {"forward": pp.get((last, "forward"), 0)}
+    return {"peak_bytes": tr.peak, "phase_peaks": phases, "timeline": tr.timeline[steady_tl_start:],
+            "device": device}
+
+
+__all__ = ["factory_from_design", "measure_design", "truth_dir"]
