@@ -19,6 +19,7 @@ from memdesigner.model.analysis import Analysis
 from memdesigner.model.design import Design
 from memdesigner.model.oprules import In, MemCtx, OpMem, Out, Param, T
 from memdesigner.engine.settings import Settings
+from memdesigner.model.layout import contiguous_strides, dense_like
 from memdesigner.units import DTYPE_BYTES
 
 # categories, in the order of the by_category tuples
@@ -204,7 +205,7 @@ class Simulation:
         # -- forward ---------------------------------------------------------------------
         val_sid: dict[tuple, int] = {}
         val_dtype: dict[tuple, str] = {}
-        val_contig: dict[tuple, bool] = {}
+        val_strides: dict[tuple, tuple] = {}
         val_rg: dict[tuple, bool] = {}
         saved_of: dict[str, list[int]] = {}
         grad_mode: dict[str, OpMem] = {}
@@ -237,9 +238,9 @@ class Simulation:
             in_dtypes = [val_dtype[k] for k in keys]
             in_rg = [val_rg[k] for k in keys]
             out_kinds = [o.kind for o in info.outputs]
-            in_contig = [val_contig[k] for k in keys]
+            in_strides = [val_strides[k] for k in keys]
             mkey = (lt.name, id(info.props), id(info.outputs), id(info.params), tuple(in_shapes), tuple(in_dtypes),
-                    tuple(in_rg), tuple(in_contig), settings_key)
+                    tuple(in_rg), tuple(in_strides), settings_key)
             hit = _RULES.get(mkey)
             if hit is not None and hit[2] is info.props and hit[3] is info.outputs and hit[4] is info.params:
                 m, op = hit[0], hit[1]
@@ -248,7 +249,7 @@ class Simulation:
                     props=info.props, in_shapes=in_shapes, in_dtypes=in_dtypes,
                     out_shapes=[(batch,) + o.shape for o in info.outputs], out_kinds=out_kinds,
                     params=info.params, dtype=dtype, grad=train, training=train, in_rg=in_rg,
-                    backend=s.backend, amp=amp, batch=batch, in_contig=in_contig,
+                    backend=s.backend, amp=amp, batch=batch, in_strides=in_strides,
                 )
                 op = lt.memory(m)
                 if len(_RULES) > 20000:
@@ -310,7 +311,7 @@ class Simulation:
                 for sid in extra_sids.values():
                     mem.decref(sid)
             # outputs become values; each consumer holds one reference
-            contig = op.out_contig
+            ostr = op.out_strides
             for j, sid in enumerate(out_sids):
                 key = (nid, j)
                 refs = n_cons.get(key, 0)
@@ -322,11 +323,19 @@ class Simulation:
                     refs += 1  # the caller keeps the batch alive
                 val_sid[key] = sid
                 val_dtype[key] = op.out_dtypes[min(j, len(op.out_dtypes) - 1)]
-                if contig is not None:
-                    val_contig[key] = contig[j]
+                oshape = (batch,) + info.outputs[j].shape
+                if ostr is not None and ostr[j] is not None:
+                    val_strides[key] = ostr[j]
                 else:
                     o = op.outputs[j]
-                    val_contig[key] = True if isinstance(o, T) else val_contig[keys[o.i]]
+                    if isinstance(o, T):
+                        if op.elementwise and in_strides and in_shapes[0] == oshape:
+                            val_strides[key] = dense_like(oshape, in_strides[0])
+                        else:
+                            val_strides[key] = contiguous_strides(oshape)
+                    else:
+                        src = in_strides[o.i]
+                        val_strides[key] = src if in_shapes[o.i] == oshape else contiguous_strides(oshape)
                 val_rg[key] = records and val_dtype[key] in FLOATS
                 mem.incref(sid, refs)
                 mem.decref(sid)  # drop the op's own reference

@@ -79,7 +79,8 @@ class OpMem:
     param_grads: bool = True
     casts: list = field(default_factory=list)
     notes: list = field(default_factory=list)
-    out_contig: list | None = None  # per output; None: new storages contiguous, aliases inherit
+    out_strides: list | None = None  # per output strides (full shape); None entries: default
+    elementwise: bool = False  # new outputs take the input's memory order (TensorIterator)
     bwd_stages: list = field(default_factory=list)  # [(temps, param indices, saved indices to release)]
 
 
@@ -100,7 +101,18 @@ class MemCtx:
     backend: str = "cuda"  # cuda | cpu | mps
     amp: str | None = None  # autocast dtype, or None
     batch: int = 1
-    in_contig: list = field(default_factory=list)  # per input: laid out contiguously
+    in_strides: list = field(default_factory=list)  # per input: strides of the full shape
+
+    def contiguous(self, i: int = 0) -> bool:
+        from memdesigner.model.layout import is_contiguous
+
+        return not self.in_strides or is_contiguous(self.in_shapes[i], self.in_strides[i])
+
+    def viewable(self, i: int, new_shape) -> bool:
+        """Whether input i can be viewed as ``new_shape`` without a copy."""
+        from memdesigner.model.layout import view_strides
+
+        return not self.in_strides or view_strides(self.in_shapes[i], self.in_strides[i], new_shape) is not None
 
     @staticmethod
     def numel(shape) -> int:

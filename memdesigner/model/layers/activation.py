@@ -11,7 +11,7 @@ def _same(c):
     return [TensorSpec(x.shape)]
 
 
-def _act_mem(saves: str, inplace_clone: bool):
+def _act_mem(saves: str, inplace_clone: bool, elementwise: bool = True):
     """saves: 'out' (backward uses the result: ReLU, Sigmoid, Tanh, Softmax) or 'in' (GELU, SiLU,
     ReLU6, LeakyReLU). An in-place op whose backward needs the input makes autograd clone it first."""
 
@@ -21,14 +21,14 @@ def _act_mem(saves: str, inplace_clone: bool):
         inplace = bool(m.props.get("inplace", False))
         out = In(0) if inplace else T(n, dt, "output")
         if not m.records:
-            return OpMem(outputs=[out], out_dtypes=[dt], grad_in=["new"])
+            return OpMem(outputs=[out], out_dtypes=[dt], grad_in=["new"], elementwise=elementwise)
         if saves == "out" or (inplace and not inplace_clone):
             saved = [Out(0)]
         elif inplace:
             saved = [T(n, dt, "clone of the input (in-place op needs the original)")]
         else:
             saved = [In(0)]
-        return OpMem(outputs=[out], out_dtypes=[dt], saved=saved, grad_in=["new"])
+        return OpMem(outputs=[out], out_dtypes=[dt], saved=saved, grad_in=["new"], elementwise=elementwise)
 
     return rule
 
@@ -70,6 +70,6 @@ def _softmax_shape(c):
 Softmax = register(LayerType(
     name="Softmax", family="activation", doc="Softmax along a dimension (batch is dimension 0).",
     props=(Prop("dim", "int", -1),), shape=_softmax_shape, flops=lambda c, o: 5 * o[0].numel,
-    memory=_act_mem("out", False), aliases=("softmax",), torch_ops=("Softmax", "softmax"),
+    memory=_act_mem("out", False, elementwise=False), aliases=("softmax",), torch_ops=("Softmax", "softmax"),
     keeps_for_backward="its output",
 ))

@@ -26,12 +26,13 @@ def _linear_flops(c, outs):
 def _linear_mem(m):
     """addmm/mm saves the input for dW (if the weight trains) and the weight for dx (if x needs grad).
 
-    A non-contiguous 3-D input is copied by the reshape inside matmul; that copy is what is saved.
+    A 3-D input that cannot be viewed as 2-D (a transposed one) is copied by the reshape inside
+    matmul; that copy is what is saved.
     """
     dt = f_dtype(m)
     saved, temps = [], []
     x = In(0)
-    if len(m.in_shapes[0]) > 2 and not m.in_contig[0]:
+    if len(m.in_shapes[0]) > 2 and not m.viewable(0, (-1, m.in_shapes[0][-1])):
         x = T(m.in_elems(0), m.in_dtypes[0], "contiguous copy of the input")
         temps.append(x)
     if m.records:
@@ -92,8 +93,14 @@ def _flatten_shape(c):
 
 
 def _reshape_mem(m):
-    if m.in_contig[0]:
-        return view(m)
+    """A view when the strides allow it (PyTorch's computeStride), else a contiguous copy."""
+    from memdesigner.model.layout import view_strides
+
+    st = view_strides(m.in_shapes[0], m.in_strides[0], m.out_shapes[0]) if m.in_strides else None
+    if st is not None or not m.in_strides:
+        mem = view(m)
+        mem.out_strides = [st]
+        return mem
     t = T(m.in_elems(0), m.in_dtypes[0], "contiguous copy")
     return OpMem(outputs=[t], out_dtypes=[m.in_dtypes[0]], grad_in=["alias"])
 

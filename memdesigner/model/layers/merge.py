@@ -26,7 +26,7 @@ def _add_mem(m):
              for i in range(len(m.in_shapes))]
     if m.props.get("inplace") and m.in_elems(0) == n:
         return OpMem(outputs=[In(0)], out_dtypes=[dt], grad_in=grads)
-    return OpMem(outputs=[T(n, dt, "sum")], out_dtypes=[dt], grad_in=grads)
+    return OpMem(outputs=[T(n, dt, "sum")], out_dtypes=[dt], grad_in=grads, elementwise=True)
 
 
 Add = register(LayerType(
@@ -49,7 +49,7 @@ def _mul_mem(m):
     grads = ["new" if m.in_elems(i) == m.out_elems(0) else T(m.in_elems(i), m.in_dtypes[i], "reduced gradient")
              for i in range(len(m.in_shapes))]
     return OpMem(outputs=[T(m.out_elems(0), m.float_in, "product")], out_dtypes=[m.float_in], saved=saved,
-                 grad_in=grads)
+                 grad_in=grads, elementwise=True)
 
 
 Multiply = register(LayerType(

@@ -152,8 +152,8 @@ def _dropout_mem(m):
         mask = T(n, "bool", "dropout mask")
     out = In(0) if m.props["inplace"] else T(n, dt, "output")
     if m.records:
-        return OpMem(outputs=[out], out_dtypes=[dt], saved=[mask], grad_in=["new"])
-    return OpMem(outputs=[out], out_dtypes=[dt], temps=[mask], grad_in=["new"])
+        return OpMem(outputs=[out], out_dtypes=[dt], saved=[mask], grad_in=["new"], elementwise=True)
+    return OpMem(outputs=[out], out_dtypes=[dt], temps=[mask], grad_in=["new"], elementwise=True)
 
 
 Dropout = register(LayerType(

@@ -1,7 +1,7 @@
 """Recurrent layers (batch_first). Output: the full sequence of hidden states, or the last step."""
 
 from memdesigner.model.layers._common import amp_casts, fmt
-from memdesigner.model.oprules import In, OpMem, Param, T
+from memdesigner.model.oprules import In, OpMem, Out, Param, T
 from memdesigner.model.registry import LayerError, LayerType, ParamSpec, Prop, TensorSpec, register
 
 
@@ -93,29 +93,26 @@ def _lstm_mem(m):
                 temps.append(outs[layer])
         return amp_casts(m, OpMem(outputs=[last_out], out_dtypes=[dt], temps=temps, grad_in=["new"]))
     saved = [x_tm] + states
-    layer_idx = []  # per layer: (index of its input in saved, indices of its ws/h_n/c_n)
-    inp, inp_idx = i0, 0
+    layer_idx = []  # per layer: (its own saved indices: output, workspace, h_n, c_n; input width)
+    inp = i0
     for layer in range(L):
-        own = []
-        if layer < L - 1 or not rs:
-            saved.append(outs[layer])
-            out_idx = len(saved) - 1
-        else:
-            out_idx = None
+        # every layer's output is kept for its own backward (the last one is the op's output)
+        saved.append(Out(0) if (rs and layer == L - 1) else outs[layer])
+        own = [len(saved) - 1]
         for tt in (T(d * onednn_lstm_workspace(t, b, inp, h), "uint8", f"layer {layer} workspace"),
                    T(d * b * h, dt, f"layer {layer} h_n"), T(d * b * h, dt, f"layer {layer} c_n")):
             saved.append(tt)
             own.append(len(saved) - 1)
-        layer_idx.append((inp_idx, own, inp))
-        inp, inp_idx = d * h, out_idx
+        layer_idx.append((own, inp))
+        inp = d * h
     saved += [Param(k) for k in range(len(m.params))]
     stages = []
     for layer in reversed(range(L)):
-        inp_idx, own, width = layer_idx[layer]
+        own, width = layer_idx[layer]
         temps = [T(2 * d * b * h, dt, f"layer {layer} dh, dc")]
         if layer > 0 or not m.in_rg[0]:
             temps.insert(0, T(t * b * width, dt, f"layer {layer} input gradient"))
-        release = own + [inp_idx] + ([1, 2] if layer == 0 else [])
+        release = own + ([0, 1, 2] if layer == 0 else [])
         stages.append((temps, list(range(layer * per_layer, (layer + 1) * per_layer)), release))
     bwd = [] if rs else [T(t * b * d * h, dt, "select_backward: full-size gradient of the sequence")]
     return amp_casts(m, OpMem(outputs=[last_out], out_dtypes=[dt], saved=saved, grad_in=["new"],

@@ -24,13 +24,29 @@ def _transpose_shape(c):
     return [TensorSpec(tuple(s), x.kind)]
 
 
-def _noncontig_view(m):
-    return OpMem(outputs=[In(0)], out_dtypes=[m.in_dtypes[0]], grad_in=["alias"], out_contig=[False])
+def _view_with(m, strides):
+    return OpMem(outputs=[In(0)], out_dtypes=[m.in_dtypes[0]], grad_in=["alias"], out_strides=[strides])
+
+
+def _transpose_mem(m):
+    st = list(m.in_strides[0]) if m.in_strides else None
+    if st is None:
+        return _view_with(m, None)
+    nd = len(st)
+    a, b = m.props["dim0"] % nd, m.props["dim1"] % nd
+    st[a], st[b] = st[b], st[a]
+    return _view_with(m, tuple(st))
+
+
+def _permute_mem(m):
+    if not m.in_strides:
+        return _view_with(m, None)
+    return _view_with(m, tuple(m.in_strides[0][d] for d in m.props["dims"]))
 
 
 Transpose = register(LayerType(
     name="Transpose", family="tensor", doc="Swap two dimensions (a view; later reshapes may copy).",
-    props=(Prop("dim0", "int", 1), Prop("dim1", "int", 2)), shape=_transpose_shape, memory=_noncontig_view,
+    props=(Prop("dim0", "int", 1), Prop("dim1", "int", 2)), shape=_transpose_shape, memory=_transpose_mem,
     torch_ops=("transpose",), keeps_for_backward="nothing",
 ))
 
@@ -48,7 +64,7 @@ def _permute_shape(c):
 Permute = register(LayerType(
     name="Permute", family="tensor", doc="Reorder dimensions (a view), batch stays first.",
     props=(Prop("dims", "ints", (0, 2, 1), doc="a permutation including the batch dimension 0"),),
-    shape=_permute_shape, memory=_noncontig_view, torch_ops=("permute",), keeps_for_backward="nothing",
+    shape=_permute_shape, memory=_permute_mem, torch_ops=("permute",), keeps_for_backward="nothing",
 ))
 
 
@@ -68,8 +84,8 @@ def _split_shape(c):
 def _split_mem(m):
     """Views of the input; backward stacks the pieces' gradients into one new input-sized tensor."""
     n = len(m.out_shapes)
-    return OpMem(outputs=[In(0)] * n, out_dtypes=[m.in_dtypes[0]] * n, grad_in=["new"],
-                 out_contig=[n == 1 and m.in_contig[0]] * n)
+    st = m.in_strides[0] if m.in_strides else None
+    return OpMem(outputs=[In(0)] * n, out_dtypes=[m.in_dtypes[0]] * n, grad_in=["new"], out_strides=[st] * n)
 
 
 Split = register(LayerType(
@@ -78,6 +94,11 @@ Split = register(LayerType(
     shape=_split_shape, memory=_split_mem, torch_ops=("chunk", "split", "unbind"),
     keeps_for_backward="nothing", n_outputs=-1,
 ))
+
+
+def _drop(strides, d):
+    d %= len(strides)
+    return tuple(x for i, x in enumerate(strides) if i != d)
 
 
 def _select_shape(c):
@@ -94,14 +115,15 @@ def _select_shape(c):
 Select = register(LayerType(
     name="Select", family="tensor", doc="Pick one index along a dimension, e.g. x[:, 0] (a view).",
     props=(Prop("dim", "int", 1), Prop("index", "int", 0)), shape=_select_shape,
-    memory=lambda m: OpMem(outputs=[In(0)], out_dtypes=[m.in_dtypes[0]], grad_in=["new"], out_contig=[False]),
+    memory=lambda m: OpMem(outputs=[In(0)], out_dtypes=[m.in_dtypes[0]], grad_in=["new"],
+                           out_strides=[_drop(m.in_strides[0], m.props["dim"]) if m.in_strides else None]),
     torch_ops=("select", "getitem"), keeps_for_backward="nothing (backward scatters into a zero tensor)",
 ))
 
 
 def _scale_mem(m):
     return OpMem(outputs=[T(m.in_elems(0), m.float_in, "scaled")], out_dtypes=[m.float_in], grad_in=["new"],
-                 out_contig=[m.in_contig[0]])
+                 elementwise=True)
 
 
 Scale = register(LayerType(
@@ -123,12 +145,14 @@ def _matmul_shape(c):
 
 
 def _matmul_mem(m):
-    """bmm on operands reshaped to 3-D: a non-contiguous operand is copied, and the copy is what
-    backward keeps. Each operand is kept for the other's gradient."""
+    """bmm on operands reshaped to 3-D: an operand whose strides do not allow that view is copied,
+    and the copy is what backward keeps. Each operand is kept for the other's gradient."""
     dt = f_dtype(m)
     ops = []
     for i in range(2):
-        if m.in_contig[i]:
+        shp = m.in_shapes[i]
+        # 4-D and up are folded to 3-D for bmm (a copy unless viewable); 2-D/3-D run as they are
+        if len(shp) <= 3 or m.viewable(i, (-1,) + tuple(shp[-2:])):
             ops.append(In(i))
         else:
             ops.append(T(m.in_elems(i), m.in_dtypes[i], f"contiguous copy of operand {i}"))
