@@ -47,6 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--max-batch", action="store_true", help="also find the largest batch that fits the device")
     e.add_argument("--format", choices=("table", "json"), default="table")
     e.add_argument("--timeline", action="store_true", help="table format: also print the timeline")
+    e.add_argument("--explain", action="store_true", help="list every tensor alive at the peak (JSON: peak_contents)")
     sub.add_parser("devices", help="list device profiles").add_argument("--format", choices=("table", "json"),
                                                                         default="table")
     sub.add_parser("layers", help="list layer types")
@@ -122,6 +123,11 @@ def cmd_estimate(args) -> int:
     if args.max_batch and dev is None:
         raise CliError("--max-batch needs --device")
     rep = estimate(design, settings, device=dev, max_batch=args.max_batch)
+    contents = None
+    if args.explain and not rep.issues:
+        from memdesigner.engine.estimate import explain_peak
+
+        contents = explain_peak(design, settings, device=dev)
     if rep.issues:
         for iss in rep.issues:
             sys.stderr.write(f"memdesigner: error: {args.design}: {iss}\n")
@@ -129,9 +135,18 @@ def cmd_estimate(args) -> int:
             print(json.dumps(rep.to_dict(), indent=2))
         return EXIT_USAGE
     if args.format == "json":
-        print(json.dumps(rep.to_dict(), indent=2))
+        d = rep.to_dict()
+        if contents is not None:
+            d["peak_contents"] = contents
+        print(json.dumps(d, indent=2))
     else:
         print(render_table(rep, design, timeline=args.timeline))
+        if contents is not None:
+            print()
+            print(f"alive at the peak ({format_bytes(rep.peak_bytes, 2)}):")
+            for r in contents:
+                who = r["name"] or "-"
+                print(f"  {format_bytes(r['bytes']):>11}  {r['category']:<16} {who[:28]:<28} {r['tensor']}")
     return 0
 
 

@@ -176,3 +176,13 @@ def test_module_call_holds_its_input():
         d.nodes[nid].scope = "body"
     held = md.estimate(d, mode="inference", batch=2, backend="cpu")
     assert held.peak_bytes == params + 4 * act  # n0's output is held until body's last op ran
+
+
+def test_explain_peak_lists_every_live_tensor():
+    from memdesigner.engine.estimate import explain_peak
+
+    d = sequential((1000,), [("Linear", {"out_features": 100})])
+    rows = explain_peak(d, mode="train", batch=256, optimizer="adam", backend="cpu")
+    assert sum(r["bytes"] for r in rows) == 3_528_012  # the Adam step peak, tensor by tensor
+    temps = [r for r in rows if r["tensor"].startswith("Adam step temporary")]
+    assert sorted(r["bytes"] for r in temps) == [W, W]  # sqrt and denominator of the weight

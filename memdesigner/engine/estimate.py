@@ -137,3 +137,33 @@ def largest_batch(design: Design, settings: Settings, dev: Device, an: Analysis 
         else:
             hi = mid
     return lo
+
+
+CATEGORY_NAMES = ("weights", "gradients", "optimizer_state", "activations", "workspace")
+
+
+def explain_peak(design: Design, settings: Settings | None = None, *, device=None, **kw) -> list[dict]:
+    """What is alive at the peak, tensor by tensor: [{layer, name, tensor, bytes, category}],
+    largest first. Runs the step twice: once to find the peak, once to capture its live set."""
+    dev = _resolve_device(device)
+    if settings is None:
+        settings = Settings(**kw)
+    elif kw:
+        settings = settings.with_(**kw)
+    if dev is not None and settings.backend != dev.kind:
+        settings = settings.with_(backend=dev.kind)
+    an = analyze(design)
+    rounding = dev.allocator_rounding if dev is not None else (512 if settings.backend == "cuda" else 1)
+    peak = Simulation(design, an, settings, rounding).run().mem.peak
+    snap = Simulation(design, an, settings, rounding, capture=peak).run().mem.captured or []
+    rows = []
+    for what, nbytes, cat in snap:
+        if isinstance(what, tuple):
+            nid, label = what
+        else:
+            nid, label = None, str(what)
+        node = design.nodes.get(nid) if nid else None
+        rows.append({"layer": nid, "name": node.name if node else "", "tensor": label, "bytes": nbytes,
+                     "category": CATEGORY_NAMES[cat]})
+    rows.sort(key=lambda r: -r["bytes"])
+    return rows

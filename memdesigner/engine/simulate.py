@@ -47,7 +47,7 @@ class _Mem:
     """The live set: storages with refcounts and a running total per category."""
 
     __slots__ = ("nb", "cat", "rc", "rnb", "cur", "by", "rcur", "peak", "peak_by", "peak_at", "round", "what",
-                 "ppeak", "rpeak")
+                 "ppeak", "rpeak", "capture", "captured")
 
     def __init__(self, rounding: int):
         self.nb: list[int] = []
@@ -64,6 +64,8 @@ class _Mem:
         self.round = rounding
         self.ppeak = 0  # peak of the current phase
         self.rpeak = 0  # peak with allocator rounding
+        self.capture = None  # snapshot the live set when the total first reaches this value
+        self.captured = None
 
     def alloc(self, nbytes: int, cat: int, refs: int = 1, what="") -> int:
         sid = len(self.nb)
@@ -112,6 +114,8 @@ class _Mem:
             self.peak = self.cur
             self.peak_by = tuple(self.by)
             self.peak_at = where
+        if self.capture is not None and self.cur == self.capture and self.captured is None:
+            self.captured = [(self.what[i], self.nb[i], self.cat[i]) for i in range(len(self.nb)) if self.rc[i] > 0]
 
 
 def _release(mem, saved: list) -> None:
@@ -138,7 +142,9 @@ def _param_bytes(p, dtype: str, bits: int | None) -> int:
 class Simulation:
     """Runs the step once and keeps the events, per-layer rows and phase peaks."""
 
-    def __init__(self, design: Design, analysis: Analysis, settings: Settings, rounding: int = 1):
+    def __init__(self, design: Design, analysis: Analysis, settings: Settings, rounding: int = 1,
+                 capture: int | None = None):
+        self.capture = capture
         self.design = design
         self.an = analysis
         self.s = settings
@@ -156,6 +162,7 @@ class Simulation:
         pdtype = "float32" if s.amp else dtype
         amp = s.amp_dtype
         mem = _Mem(self.rounding)
+        mem.capture = self.capture
         self.mem = mem
         events = self.events
         batch = s.batch
@@ -198,9 +205,9 @@ class Simulation:
                         state_r += state_per_param * (tb if rnd <= 1 else -(-tb // rnd) * rnd) + step_tensor
             self.rows[nid] = {"param_bytes": pb, "activation_bytes": 0, "kept_bytes": 0}
         # weights and optimizer state live all step long: one block each (already rounded)
-        mem.alloc_exact(weights_total, weights_r, W, "parameters and buffers")
+        mem.alloc_exact(weights_total, weights_r, W, "parameters and buffers (all layers)")
         if state_total:
-            mem.alloc_exact(state_total, state_r, O, "optimizer state")
+            mem.alloc_exact(state_total, state_r, O, f"{opt} state (all parameters)")
 
         # -- forward ---------------------------------------------------------------------
         val_sid: dict[tuple, int] = {}
@@ -517,7 +524,7 @@ class Simulation:
         if opt in ("adam", "adamw"):
             if s.use_foreach:
                 total = sum(nb for _, nb, _ in trainable)
-                t = mem.alloc(total, K, 1, "_foreach_sqrt(exp_avg_sq)")
+                t = mem.alloc(total, K, 1, "Adam step temporary: _foreach_sqrt of every exp_avg_sq")
                 mem.mark(("optimizer_step", None))
                 events.append(Event("optimizer_step", None, "adam (foreach)", mem.cur, tuple(mem.by), mem.rcur))
                 mem.decref(t)
@@ -526,8 +533,8 @@ class Simulation:
                 # previous parameter's denominator is only freed when the next one is made
                 prev = None
                 for nid, nb, _ in trainable:
-                    t1 = mem.alloc(nb, K, 1, "sqrt(exp_avg_sq)")
-                    t2 = mem.alloc(nb, K, 1, "denominator")
+                    t1 = mem.alloc(nb, K, 1, (nid, "Adam step temporary: sqrt(exp_avg_sq)"))
+                    t2 = mem.alloc(nb, K, 1, (nid, "Adam step temporary: denominator"))
                     mem.mark(("optimizer_step", nid))
                     last = events[-1]
                     if last.phase == "optimizer_step" and last.node == nid:
