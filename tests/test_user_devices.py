@@ -22,11 +22,11 @@ def test_user_profile_is_listed_and_used(user_file, capsys):
     assert json.loads(user_file.read_text())["devices"][0]["id"] == "lab-gpu-2g"
     ids = [d.id for d in devices.all_devices()]
     assert "lab-gpu-2g" in ids and "rtx3080-10gb" in ids
-    assert main(["estimate", str(EXAMPLES / "resnet18.json"), "--mode", "train", "--batch", "64",
+    assert main(["estimate", str(EXAMPLES / "resnet18.json"), "--mode", "train", "--batch", "128",
                  "--device", "lab-gpu-2g", "--max-batch", "--format", "json"]) == 0
     r = json.loads(capsys.readouterr().out)
     assert r["device"]["id"] == "lab-gpu-2g" and r["device"]["fits"] is False
-    assert 0 < r["max_batch"] < 64
+    assert 0 < r["max_batch"] < 128
     assert main(["devices"]) == 0
     assert "(user)" in capsys.readouterr().out
 
