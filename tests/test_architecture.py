@@ -25,3 +25,12 @@ def test_engine_runs_without_qt_loaded():
             "assert not any(m.startswith(('PySide6', 'pyqtgraph')) for m in sys.modules), 'Qt imported'")
     res = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
+
+
+def test_ruff_lint_is_clean():
+    exe = shutil.which("ruff")
+    if exe is None:
+        pytest.skip("ruff is not installed")
+    res = subprocess.run([exe, "check", "memdesigner", "tests", "benchmarks"], cwd=ROOT, capture_output=True,
+                         text=True)
+    assert res.returncode == 0, res.stdout

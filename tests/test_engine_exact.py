@@ -1,8 +1,9 @@
 """Byte-exact checks of the engine against hand-derived PyTorch numbers (shared/truth README,
 nn.Linear(1000, 100) at batch 256, fp32, CPU semantics), and the liveness rules."""
 
-import memdesigner as md
 from helpers import sequential
+
+import memdesigner as md
 
 W, B_ = 400_000, 400
 P = W + B_
@@ -186,3 +187,13 @@ def test_explain_peak_lists_every_live_tensor():
     assert sum(r["bytes"] for r in rows) == 3_528_012  # the Adam step peak, tensor by tensor
     temps = [r for r in rows if r["tensor"].startswith("Adam step temporary")]
     assert sorted(r["bytes"] for r in temps) == [W, W]  # sqrt and denominator of the weight
+
+
+def test_cuda_autocast_runs_layernorm_in_fp32():
+    d = sequential((16, 64), [("Linear", {"out_features": 64}), ("LayerNorm", {})])
+    cuda = md.estimate(d, mode="inference", batch=4, amp=True, backend="cuda")
+    cpu = md.estimate(d, mode="inference", batch=4, amp=True, backend="cpu")
+    ln_out = 4 * 16 * 64
+    # CUDA: fp16 linear output is cast to fp32 for layer_norm, whose output is fp32 too
+    assert cuda.layers[-1].activation_bytes == ln_out * 4
+    assert cpu.layers[-1].activation_bytes == ln_out * 2

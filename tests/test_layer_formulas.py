@@ -4,8 +4,8 @@ modules (or the Keras formula where PyTorch has no equivalent, e.g. SAME padding
 import math
 
 import pytest
-
 from helpers import sequential
+
 from memdesigner.model import registry
 from memdesigner.model.analysis import analyze
 

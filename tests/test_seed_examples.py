@@ -3,6 +3,7 @@
 import json
 
 from helpers import EXAMPLES
+
 from memdesigner.cli import main
 
 

@@ -3,8 +3,8 @@
 import json
 
 import pytest
-
 from helpers import EXAMPLES
+
 from memdesigner.cli import main
 from memdesigner.engine import devices
 

@@ -62,7 +62,7 @@ class Settings:
             return self.foreach
         return self.backend == "cuda"
 
-    def with_(self, **kw) -> "Settings":
+    def with_(self, **kw) -> Settings:
         return replace(self, **kw)
 
     def to_dict(self) -> dict:

@@ -15,11 +15,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from memdesigner.engine.settings import Settings
 from memdesigner.model.analysis import Analysis
 from memdesigner.model.design import Design
-from memdesigner.model.oprules import In, MemCtx, OpMem, Out, Param, T
-from memdesigner.engine.settings import Settings
 from memdesigner.model.layout import contiguous_strides, dense_like
+from memdesigner.model.oprules import In, MemCtx, OpMem, Out, Param, T
 from memdesigner.units import DTYPE_BYTES
 
 # categories, in the order of the by_category tuples
@@ -154,7 +154,7 @@ class Simulation:
         self.rows: dict[str, dict] = {}
 
     # ----------------------------------------------------------------------------------
-    def run(self) -> "Simulation":
+    def run(self) -> Simulation:
         s = self.s
         design, an = self.design, self.an
         train = s.training
@@ -274,7 +274,7 @@ class Simulation:
             tmp_sids = [mem.alloc(_nbytes(t), K, 1, t.what) for t in op.temps]
             out_sids = []
             out_bytes = 0
-            for j, o in enumerate(op.outputs):
+            for o in op.outputs:
                 if isinstance(o, T):
                     nb = _nbytes(o)
                     out_bytes += nb
@@ -379,7 +379,7 @@ class Simulation:
         grads: dict[tuple, int] = {}
         if not has_loss_node:
             for nid in order:
-                for j, o in enumerate(an.nodes[nid].outputs):
+                for j in range(len(an.nodes[nid].outputs)):
                     key = (nid, j)
                     if n_cons.get(key, 0) == 0 and j == 0 and key in val_sid and val_rg.get(key):
                         ldt = val_dtype[key]

@@ -451,7 +451,7 @@ def _python_locals(st: _State, gm) -> None:
     for key, runs in frames.items():
         end = frame_end.get(key)
         bound: dict = {}  # name -> design node holding its value
-        for line, code, last in runs:
+        for _line, code, last in runs:
             names = _assigned_names(code)
             if not names or not last:
                 continue
@@ -948,7 +948,7 @@ def _map_matmul(st, fxn, args):
     if ra != rb or ra < 3:
         return _generic(st, fxn, "matmul", [a, b], "operands of different rank")
     # the real matrix dims must be the design's last two dims, in order
-    for v, r in ((a, ra), (b, rb)):
+    for v, _r in ((a, ra), (b, rb)):
         if v.dmap[-2:] != (v.drank - 2, v.drank - 1):
             return _generic(st, fxn, "matmul", [a, b], "matrix dims are not the last two")
     return _single(st, fxn, "MatMul", {}, [a, b], a.dmap)

@@ -8,8 +8,9 @@ node to an input port of another.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from memdesigner.model import registry
 
@@ -218,7 +219,7 @@ class Design:
             raise ValueError(f"{stuck}: the graph has a cycle through this node")
         return order
 
-    def copy(self) -> "Design":
+    def copy(self) -> Design:
         from memdesigner.io.design_file import design_from_dict, design_to_dict
 
         return design_from_dict(design_to_dict(self))

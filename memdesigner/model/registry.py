@@ -9,8 +9,9 @@ and the engine all read this registry, so adding a layer type touches one module
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 FAMILIES = (
     "inputs",

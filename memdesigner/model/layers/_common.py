@@ -107,7 +107,7 @@ def amp_casts(m: MemCtx, mem: OpMem, n_inputs: int = 1, save_inputs: bool = True
         else:
             new_saved.append(s)
     used = {id(t) for t in new_saved}
-    for i, t in cast_of.items():
+    for t in cast_of.values():
         if id(t) not in used:
             mem.temps.insert(0, t)
     mem.saved = new_saved
@@ -119,3 +119,23 @@ def amp_casts(m: MemCtx, mem: OpMem, n_inputs: int = 1, save_inputs: bool = True
 
 def f_dtype(m: MemCtx) -> str:
     return m.amp if m.amp else m.float_in
+
+
+def amp_fp32(m: MemCtx, mem: OpMem) -> OpMem:
+    """CUDA autocast's fp32 list (layer_norm, group_norm, softmax, losses, upsample): a half input
+    is cast to fp32 (the cast is what the op keeps) and the output is fp32. CPU autocast leaves
+    these ops alone, so they keep their input dtype there."""
+    if m.amp is None or m.backend != "cuda":
+        return mem
+    casts = {}
+    for i, d in enumerate(m.in_dtypes):
+        if d in HALF:
+            casts[i] = T(m.in_elems(i), "float32", f"autocast fp32 copy of input {i}")
+    if not casts:
+        return mem
+    mem.saved = [casts[s.i] if isinstance(s, In) and s.i in casts else s for s in mem.saved]
+    used = {id(t) for t in mem.saved}
+    mem.temps = [t for i, t in casts.items() if id(t) not in used] + list(mem.temps)
+    mem.out_dtypes = ["float32" if d in HALF else d for d in mem.out_dtypes]
+    mem.outputs = [T(o.elems, "float32", o.what) if isinstance(o, T) and o.dtype in HALF else o for o in mem.outputs]
+    return mem

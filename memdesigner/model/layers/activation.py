@@ -1,5 +1,6 @@
 """Element-wise activations and softmax."""
 
+from memdesigner.model.layers._common import amp_fp32
 from memdesigner.model.oprules import In, OpMem, Out, T
 from memdesigner.model.registry import LayerError, LayerType, Prop, TensorSpec, register
 
@@ -70,6 +71,6 @@ def _softmax_shape(c):
 Softmax = register(LayerType(
     name="Softmax", family="activation", doc="Softmax along a dimension (batch is dimension 0).",
     props=(Prop("dim", "int", -1),), shape=_softmax_shape, flops=lambda c, o: 5 * o[0].numel,
-    memory=_act_mem("out", False, elementwise=False), aliases=("softmax",), torch_ops=("Softmax", "softmax"),
+    memory=lambda m: amp_fp32(m, _act_mem("out", False, elementwise=False)(m)), aliases=("softmax",), torch_ops=("Softmax", "softmax"),
     keeps_for_backward="its output",
 ))

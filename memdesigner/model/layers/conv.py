@@ -93,7 +93,6 @@ def _convt_params(c):
 
 
 def _convt_flops(c, outs):
-    cin = c.inputs[0].shape[0]
     k = as_tuple(c["kernel"], 2)
     return 2 * c.inputs[0].numel * (c["out_channels"] // c["groups"]) * k[0] * k[1]
 

@@ -1,6 +1,6 @@
 """Loss nodes. Without one, a design trains on out.mean() of its outputs (as the truth harness)."""
 
-from memdesigner.model.oprules import In, OpMem, Out, T
+from memdesigner.model.oprules import In, OpMem, T
 from memdesigner.model.registry import LayerError, LayerType, Prop, TensorSpec, register
 
 

@@ -1,7 +1,7 @@
 """Normalization and dropout."""
 
-from memdesigner.model.layers._common import fmt, need_rank
-from memdesigner.model.oprules import In, OpMem, T, simple
+from memdesigner.model.layers._common import amp_fp32, fmt, need_rank
+from memdesigner.model.oprules import In, OpMem, T
 from memdesigner.model.registry import LayerError, LayerType, ParamSpec, Prop, TensorSpec, register
 
 
@@ -96,8 +96,8 @@ def _ln_mem(m):
     stats = [T(rows, sd, "mean"), T(rows, sd, "rstd")]
     out = T(m.in_elems(0), m.float_in, "output")
     if m.records:
-        return OpMem(outputs=[out], out_dtypes=[out.dtype], saved=[In(0)] + stats, grad_in=["new"])
-    return OpMem(outputs=[out], out_dtypes=[out.dtype], temps=stats, grad_in=["new"])
+        return amp_fp32(m, OpMem(outputs=[out], out_dtypes=[out.dtype], saved=[In(0)] + stats, grad_in=["new"]))
+    return amp_fp32(m, OpMem(outputs=[out], out_dtypes=[out.dtype], temps=stats, grad_in=["new"]))
 
 
 LayerNorm = register(LayerType(
@@ -123,8 +123,8 @@ def _gn_mem(m):
     stats = [T(rows, sd, "mean"), T(rows, sd, "rstd")]
     out = T(m.in_elems(0), m.float_in, "output")
     if m.records:
-        return OpMem(outputs=[out], out_dtypes=[out.dtype], saved=[In(0)] + stats, grad_in=["new"])
-    return OpMem(outputs=[out], out_dtypes=[out.dtype], temps=stats, grad_in=["new"])
+        return amp_fp32(m, OpMem(outputs=[out], out_dtypes=[out.dtype], saved=[In(0)] + stats, grad_in=["new"]))
+    return amp_fp32(m, OpMem(outputs=[out], out_dtypes=[out.dtype], temps=stats, grad_in=["new"]))
 
 
 GroupNorm = register(LayerType(

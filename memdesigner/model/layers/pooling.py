@@ -1,6 +1,6 @@
 """Pooling and resampling."""
 
-from memdesigner.model.layers._common import as_tuple, need_rank, window_out
+from memdesigner.model.layers._common import amp_fp32, as_tuple, need_rank, window_out
 from memdesigner.model.oprules import In, OpMem, T, simple
 from memdesigner.model.registry import LayerError, LayerType, Prop, TensorSpec, register
 
@@ -112,6 +112,6 @@ Upsample = register(LayerType(
     props=(Prop("scale_factor", "float", 2.0, min=0.01), Prop("mode", "choice", "nearest",
                                                                  choices=("nearest", "bilinear"))),
     shape=_upsample_shape, flops=lambda c, outs: outs[0].numel * (1 if c["mode"] == "nearest" else 8),
-    memory=lambda m: simple(m), aliases=("UpSampling2D",), torch_ops=("Upsample", "interpolate"),
+    memory=lambda m: amp_fp32(m, simple(m)), aliases=("UpSampling2D",), torch_ops=("Upsample", "interpolate"),
     keeps_for_backward="nothing (only sizes)",
 ))

@@ -40,7 +40,7 @@ def _rnn_flops(gates):
         h = c["hidden_size"]
         d = 2 if c["bidirectional"] else 1
         total = 0
-        for layer in range(c["num_layers"]):
+        for _layer in range(c["num_layers"]):
             total += d * t * 2 * gates * h * (inp + h)
             inp = d * h
         return total

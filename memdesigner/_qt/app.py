@@ -1,0 +1,37 @@
+"""``memdesigner`` with no sub-command: open the designer window."""
+
+from __future__ import annotations
+
+import sys
+
+from PySide6.QtCore import Qt, QTimer
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    from PySide6.QtGui import QGuiApplication
+    from PySide6.QtWidgets import QApplication
+
+    QGuiApplication.setHighDpiScaleFactorRoundingPolicy(Qt.HighDpiScaleFactorRoundingPolicy.PassThrough)
+    app = QApplication.instance() or QApplication([sys.argv[0] if sys.argv else "memdesigner", *argv])
+    app.setApplicationName("memdesigner")
+    app.setOrganizationName("memdesigner")
+    app.setApplicationDisplayName("memdesigner")
+    from memdesigner._qt.icons import family_icon
+    from memdesigner._qt.main_window import MainWindow
+
+    app.setWindowIcon(family_icon("dense"))
+    win = MainWindow()
+    win.show()
+    path = next((a for a in argv if not a.startswith("-")), None)
+
+    def start():
+        if not win.offer_recovery() and path:
+            win.open_path(path)
+
+    QTimer.singleShot(0, start)
+    return app.exec()
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,137 @@
+"""Undoable edits. Every change the window makes to the design is one of these commands, and each
+command only calls Design methods, so the canvas, the inspector and the estimate follow through
+the design's change notifications."""
+
+from __future__ import annotations
+
+from PySide6.QtGui import QUndoCommand
+
+from memdesigner.model.design import Design, Edge, Node
+
+
+class AddNodeCmd(QUndoCommand):
+    def __init__(self, design: Design, type_name: str, props: dict | None = None, pos=(0.0, 0.0),
+                 name: str | None = None, bits: int | None = None, node_id: str | None = None):
+        super().__init__(f"Add {type_name}")
+        self.design = design
+        self.args = (type_name, dict(props or {}), tuple(pos), name, bits, node_id)
+        self.node: Node | None = None
+
+    def redo(self):
+        if self.node is None:
+            t, props, pos, name, bits, nid = self.args
+            self.node = self.design.add_node(t, props, id=nid, name=name, pos=pos, bits=bits)
+        else:
+            self.design.insert_node(self.node)
+
+    def undo(self):
+        self.design.remove_node(self.node.id)
+
+
+class RemoveNodeCmd(QUndoCommand):
+    """Removes a node with its edges; undo puts both back exactly."""
+
+    def __init__(self, design: Design, node_id: str):
+        super().__init__(f"Delete {design.nodes[node_id].name}")
+        self.design = design
+        self.node_id = node_id
+        self.node: Node | None = None
+        self.edges: list[Edge] = []
+
+    def redo(self):
+        self.node, self.edges = self.design.remove_node(self.node_id)
+
+    def undo(self):
+        self.design.insert_node(self.node)
+        for e in self.edges:
+            if e not in self.design.edges:
+                self.design.add_edge(e.src, e.dst, e.src_port, e.dst_port)
+
+
+class AddEdgeCmd(QUndoCommand):
+    def __init__(self, design: Design, src: str, dst: str, src_port: int = 0, dst_port: int = 0):
+        super().__init__("Connect")
+        self.design = design
+        self.edge = Edge(src, dst, src_port, dst_port)
+
+    def redo(self):
+        e = self.edge
+        self.design.add_edge(e.src, e.dst, e.src_port, e.dst_port)
+
+    def undo(self):
+        self.design.remove_edge(self.edge)
+
+
+class RemoveEdgeCmd(QUndoCommand):
+    def __init__(self, design: Design, edge: Edge):
+        super().__init__("Disconnect")
+        self.design = design
+        self.edge = edge
+
+    def redo(self):
+        self.design.remove_edge(self.edge)
+
+    def undo(self):
+        e = self.edge
+        self.design.add_edge(e.src, e.dst, e.src_port, e.dst_port)
+
+
+class SetPropCmd(QUndoCommand):
+    def __init__(self, design: Design, node_id: str, key: str, value):
+        super().__init__(f"Set {key}")
+        self.design = design
+        self.node_id = node_id
+        self.key = key
+        self.new = value
+        self.old = design.nodes[node_id].props.get(key)
+
+    def redo(self):
+        self.design.set_prop(self.node_id, self.key, self.new)
+
+    def undo(self):
+        self.design.set_prop(self.node_id, self.key, self.old)
+
+
+class SetNameCmd(QUndoCommand):
+    def __init__(self, design: Design, node_id: str, name: str):
+        super().__init__("Rename")
+        self.design, self.node_id, self.new = design, node_id, name
+        self.old = design.nodes[node_id].name
+
+    def redo(self):
+        self.design.set_name(self.node_id, self.new)
+
+    def undo(self):
+        self.design.set_name(self.node_id, self.old)
+
+
+class SetBitsCmd(QUndoCommand):
+    def __init__(self, design: Design, node_id: str, bits: int | None):
+        super().__init__("Set precision")
+        self.design, self.node_id, self.new = design, node_id, bits
+        self.old = design.nodes[node_id].bits
+
+    def redo(self):
+        self.design.set_bits(self.node_id, self.new)
+
+    def undo(self):
+        self.design.set_bits(self.node_id, self.old)
+
+
+class MoveNodesCmd(QUndoCommand):
+    """Positions before and after a drag (one step for a whole selection)."""
+
+    def __init__(self, design: Design, moves: dict, text: str = "Move"):
+        super().__init__(text)
+        self.design = design
+        self.moves = moves  # id -> (old_pos, new_pos)
+
+    def redo(self):
+        for nid, (_, new) in self.moves.items():
+            if nid in self.design.nodes:
+                self.design.move_node(nid, new)
+
+    def undo(self):
+        for nid, (old, _) in self.moves.items():
+            if nid in self.design.nodes:
+                self.design.move_node(nid, old)

@@ -1,0 +1,242 @@
+"""Live estimation off the UI thread.
+
+Edits restart a short debounce timer; when it fires, a cheap snapshot of the design goes to ONE
+worker thread tagged with a generation number. Results of older generations are dropped, so the
+widgets only ever show the estimate of the latest design. Signals from the worker arrive through
+queued connections, i.e. on the UI thread.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from PySide6.QtCore import QObject, QThread, QTimer, Signal, Slot
+
+from memdesigner.engine.devices import Device
+from memdesigner.engine.estimate import estimate, peak_for_batch
+from memdesigner.engine.settings import Settings
+from memdesigner.model.analysis import Analysis, analyze
+from memdesigner.model.design import Design, Node
+
+
+def snapshot(design: Design) -> Design:
+    """A detached copy for the worker. Much cheaper than Design.copy() (no JSON round trip and
+    schema validation), which matters: it runs on the UI thread for every edit."""
+    d = Design(design.name, design.channels_last)
+    d.settings = dict(design.settings)
+    d.nodes = {nid: Node(n.id, n.type, n.name, dict(n.props), n.pos, n.bits) for nid, n in design.nodes.items()}
+    d.edges = list(design.edges)
+    return d
+
+
+@dataclass
+class EstimateRequest:
+    gen: int
+    design: Design
+    settings: Settings
+    device: Device | None
+    sweep: bool = True
+    t0: float = field(default_factory=time.perf_counter)
+
+
+@dataclass
+class EstimateResult:
+    gen: int
+    report: object | None  # engine Report
+    analysis: Analysis | None
+    error: str | None = None
+    t0: float = 0.0
+    seconds: float = 0.0
+
+
+@dataclass
+class BatchSweep:
+    """Peak device memory for a few batch sizes, and the largest batch that fits."""
+
+    gen: int
+    batches: list
+    peaks: list  # bytes, one per batch
+    max_batch: int | None
+    capacity: int | None
+
+
+def compute(req: EstimateRequest) -> EstimateResult:
+    t = time.perf_counter()
+    try:
+        an = analyze(req.design)
+        rep = estimate(req.design, req.settings, device=req.device, analysis=an)
+        return EstimateResult(req.gen, rep, an, None, req.t0, time.perf_counter() - t)
+    except Exception as exc:  # an engine bug must not take the window down: show it instead  # noqa: BLE001
+        return EstimateResult(req.gen, None, None, f"{type(exc).__name__}: {exc}", req.t0, time.perf_counter() - t)
+
+
+def sweep(req: EstimateRequest, an: Analysis, is_stale=lambda: False) -> BatchSweep | None:
+    """Largest batch by doubling then bisection (as engine.largest_batch does, the engine being
+    monotonic in the batch), but checking between engine calls whether a newer edit has made this
+    work pointless, so the worker is free again quickly. None when abandoned."""
+    dev, s = req.device, req.settings
+    if not an.ok:
+        return None
+    cache: dict[int, int] = {}
+
+    def peak(b):
+        if b not in cache:
+            if is_stale():
+                raise _Stale
+            cache[b] = peak_for_batch(req.design, s, dev, an, b)
+        return cache[b]
+
+    try:
+        best = None
+        if dev is not None:
+            cap = dev.memory_bytes
+            if peak(1) > cap:
+                best = 0
+            else:
+                lo, hi = 1, 2
+                while hi <= (1 << 20) and peak(hi) <= cap:
+                    lo, hi = hi, hi * 2
+                while hi - lo > 1 and hi <= (1 << 20):
+                    mid = (lo + hi) // 2
+                    if peak(mid) <= cap:
+                        lo = mid
+                    else:
+                        hi = mid
+                best = lo
+        top = max(2 * s.batch, 2 * (best or 1), 8)
+        batches, b = [], 1
+        while b <= top:
+            batches.append(b)
+            b *= 2
+        extra = {s.batch} | ({best, best + 1} if best else set())
+        batches = sorted(set(batches) | extra)
+        peaks = [peak(b) for b in batches]
+        return BatchSweep(req.gen, batches, peaks, best, dev.memory_bytes if dev else None)
+    except _Stale:
+        return None
+
+
+class _Stale(Exception):
+    pass
+
+
+class _Worker(QObject):
+    finished = Signal(object)  # EstimateResult
+    swept = Signal(object)  # BatchSweep
+
+    def __init__(self, latest: list):
+        super().__init__()
+        self.latest = latest  # [gen]: written by the UI thread, read here (an int: atomic under the GIL)
+        self._done: tuple | None = None  # (request, analysis) of the last estimate, for its sweep
+
+    @Slot(object)
+    def run(self, req: EstimateRequest):
+        if req.gen != self.latest[0]:
+            return  # a newer request is queued behind this one
+        res = compute(req)
+        self._done = (req, res.analysis)
+        self.finished.emit(res)
+
+    @Slot(int)
+    def run_sweep(self, gen: int):
+        """Separate from run(): the UI asks for it once it has shown the estimate and gone idle,
+        because this pure-Python work competes with the UI thread for the GIL."""
+        if self._done is None or self._done[0].gen != gen or gen != self.latest[0] or self._done[1] is None:
+            return
+        req, an = self._done
+        sw = sweep(req, an, lambda: req.gen != self.latest[0])
+        if sw is not None:
+            self.swept.emit(sw)
+
+
+class EstimateService(QObject):
+    """Owns the worker thread. ``provider()`` returns (design, settings, device) at fire time."""
+
+    result_ready = Signal(object)
+    sweep_ready = Signal(object)
+    busy_changed = Signal(bool)
+    _submit = Signal(object)
+    _submit_sweep = Signal(int)
+
+    def __init__(self, provider, parent=None, delay_ms: int = 40, sweep_delay_ms: int = 350):
+        super().__init__(parent)
+        self.provider = provider
+        self.gen = 0
+        self._latest = [0]
+        self.busy = False
+        self.last_result: EstimateResult | None = None
+        self._timer = QTimer(self)
+        self._timer.setSingleShot(True)
+        self._timer.setInterval(delay_ms)
+        self._timer.timeout.connect(self.fire)
+        self._sweep_timer = QTimer(self)
+        self._sweep_timer.setSingleShot(True)
+        self._sweep_timer.setInterval(sweep_delay_ms)
+        self._sweep_timer.timeout.connect(lambda: self._submit_sweep.emit(self.gen))
+        self._thread = QThread(self)
+        self._thread.setObjectName("memdesigner-estimate")
+        self._worker = _Worker(self._latest)
+        self._worker.moveToThread(self._thread)
+        self._submit.connect(self._worker.run)
+        self._submit_sweep.connect(self._worker.run_sweep)
+        self._worker.finished.connect(self._on_finished)
+        self._worker.swept.connect(self._on_swept)
+        self._thread.finished.connect(self._worker.deleteLater)
+        self._thread.start()
+
+    def schedule(self) -> None:
+        """Coalesce a burst of edits into one estimate."""
+        self._sweep_timer.stop()
+        self._timer.start()
+
+    def fire(self) -> int:
+        self._timer.stop()
+        design, settings, device = self.provider()
+        self.gen += 1
+        self._latest[0] = self.gen
+        self._set_busy(True)
+        self._submit.emit(EstimateRequest(self.gen, snapshot(design), settings, device))
+        return self.gen
+
+    def run_sync(self, sweep_too: bool = True) -> EstimateResult:
+        """Estimate on the calling thread (headless render, scripts)."""
+        design, settings, device = self.provider()
+        self.gen += 1
+        self._latest[0] = self.gen
+        req = EstimateRequest(self.gen, snapshot(design), settings, device)
+        res = compute(req)
+        self._on_finished(res)
+        self._sweep_timer.stop()
+        if sweep_too and res.analysis is not None:
+            sw = sweep(req, res.analysis)
+            if sw is not None:
+                self._on_swept(sw)
+        return res
+
+    @Slot(object)
+    def _on_finished(self, res: EstimateResult):
+        if res.gen != self.gen:
+            return  # stale: a newer edit is already on its way
+        self.last_result = res
+        self._set_busy(False)
+        self.result_ready.emit(res)
+        if res.analysis is not None and res.analysis.ok:
+            self._sweep_timer.start()
+
+    @Slot(object)
+    def _on_swept(self, sw: BatchSweep):
+        if sw.gen == self.gen:
+            self.sweep_ready.emit(sw)
+
+    def _set_busy(self, busy: bool):
+        if busy != self.busy:
+            self.busy = busy
+            self.busy_changed.emit(busy)
+
+    def shutdown(self) -> None:
+        self._timer.stop()
+        self._sweep_timer.stop()
+        self._latest[0] = -1
+        self._thread.quit()
+        self._thread.wait(5000)

@@ -1,0 +1,57 @@
+"""Pictures and tables out of the window: canvas as PNG/SVG, timeline as PNG, table as CSV."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QRectF, QSize, Qt
+from PySide6.QtGui import QColor, QImage, QPainter
+
+
+def svg_available() -> bool:
+    try:
+        from PySide6.QtSvg import QSvgGenerator  # noqa: F401  (absent from some PySide6 builds)
+        return True
+    except ImportError:
+        return False
+
+
+def _scene_rect(scene) -> QRectF:
+    rect = QRectF()
+    for it in scene.items():
+        if it.parentItem() is None:
+            rect = rect.united(it.sceneBoundingRect())
+    return rect.adjusted(-30, -30, 30, 30) if not rect.isNull() else QRectF(0, 0, 400, 300)
+
+
+def canvas_png(scene, path: str, scale: float = 2.0) -> None:
+    rect = _scene_rect(scene)
+    size = QSize(max(1, int(rect.width() * scale)), max(1, int(rect.height() * scale)))
+    while size.width() * size.height() > 12000 * 12000:  # stay within what QImage can allocate
+        scale /= 2
+        size = QSize(max(1, int(rect.width() * scale)), max(1, int(rect.height() * scale)))
+    img = QImage(size, QImage.Format_ARGB32_Premultiplied)
+    img.fill(scene.backgroundBrush().color() if scene.backgroundBrush().style() else QColor("white"))
+    p = QPainter(img)
+    p.setRenderHints(QPainter.Antialiasing | QPainter.TextAntialiasing)
+    scene.render(p, QRectF(0, 0, size.width(), size.height()), rect, Qt.KeepAspectRatio)
+    p.end()
+    if not img.save(path):
+        raise OSError(f"cannot write {path}")
+
+
+def canvas_svg(scene, path: str, title: str = "memdesigner") -> None:
+    from PySide6.QtSvg import QSvgGenerator
+
+    rect = _scene_rect(scene)
+    gen = QSvgGenerator()
+    gen.setFileName(path)
+    gen.setSize(QSize(int(rect.width()), int(rect.height())))
+    gen.setViewBox(QRectF(0, 0, rect.width(), rect.height()))
+    gen.setTitle(title)
+    p = QPainter(gen)
+    scene.render(p, QRectF(0, 0, rect.width(), rect.height()), rect)
+    p.end()
+
+
+def widget_png(widget, path: str) -> None:
+    if not widget.grab().save(path):
+        raise OSError(f"cannot write {path}")

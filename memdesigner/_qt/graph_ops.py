@@ -1,0 +1,97 @@
+"""Multi-node edits (delete a selection, copy, paste, duplicate), each one undo step (a macro)."""
+
+from __future__ import annotations
+
+import json
+
+from PySide6.QtCore import QMimeData
+from PySide6.QtWidgets import QApplication
+
+from memdesigner._qt.commands import AddEdgeCmd, AddNodeCmd, RemoveEdgeCmd, RemoveNodeCmd
+from memdesigner.model.design import Design
+from memdesigner.model.registry import LayerError
+
+NODES_MIME = "application/x-memdesigner-nodes"
+
+
+def delete(design: Design, stack, node_ids, edges=()) -> None:
+    node_ids = [n for n in node_ids if n in design.nodes]
+    edges = [e for e in edges if e in design.edges and e.src not in node_ids and e.dst not in node_ids]
+    if not node_ids and not edges:
+        return
+    n = len(node_ids) + len(edges)
+    stack.beginMacro(f"Delete {n} item{'s' if n != 1 else ''}")
+    try:
+        for e in edges:
+            stack.push(RemoveEdgeCmd(design, e))
+        for nid in node_ids:
+            stack.push(RemoveNodeCmd(design, nid))
+    finally:
+        stack.endMacro()
+
+
+def _plain(v):
+    return list(v) if isinstance(v, tuple) else v
+
+
+def copy_data(design: Design, node_ids) -> dict:
+    ids = [n for n in node_ids if n in design.nodes]
+    nodes = [{"id": n.id, "type": n.type, "name": n.name, "props": {k: _plain(v) for k, v in n.props.items()},
+              "pos": list(n.pos), "bits": n.bits} for n in (design.nodes[i] for i in ids)]
+    keep = set(ids)
+    edges = [{"from": e.src, "to": e.dst, "from_port": e.src_port, "to_port": e.dst_port}
+             for e in design.edges if e.src in keep and e.dst in keep]
+    return {"nodes": nodes, "edges": edges}
+
+
+def to_clipboard(data: dict) -> None:
+    md = QMimeData()
+    text = json.dumps(data)
+    md.setData(NODES_MIME, text.encode())
+    md.setText(text)
+    QApplication.clipboard().setMimeData(md)
+
+
+def from_clipboard() -> dict | None:
+    md = QApplication.clipboard().mimeData()
+    if md is None or not md.hasFormat(NODES_MIME):
+        return None
+    try:
+        return json.loads(bytes(md.data(NODES_MIME)).decode())
+    except (ValueError, UnicodeDecodeError):
+        return None
+
+
+def paste(design: Design, stack, data: dict, offset=(40.0, 40.0)) -> list[str]:
+    """Add copies with fresh ids and their internal edges; returns the new ids."""
+    if not data or not data.get("nodes"):
+        return []
+    mapping: dict[str, str] = {}
+    stack.beginMacro(f"Paste {len(data['nodes'])} layer(s)")
+    try:
+        for nd in data["nodes"]:
+            props = dict(nd.get("props", {}))
+            try:
+                props = design_layer_coerce(nd["type"], props)
+            except (LayerError, KeyError):
+                pass  # keep the raw values: the analysis will flag them on the node
+            name = nd.get("name")
+            if name and any(n.name == name for n in design.nodes.values()):
+                name = None  # a fresh id-based name avoids two layers with one name
+            cmd = AddNodeCmd(design, nd["type"], props, (nd["pos"][0] + offset[0], nd["pos"][1] + offset[1]),
+                             name=name, bits=nd.get("bits"))
+            stack.push(cmd)
+            mapping[nd["id"]] = cmd.node.id
+        for ed in data.get("edges", []):
+            src, dst = mapping.get(ed["from"]), mapping.get(ed["to"])
+            if src and dst and design.check_edge(src, dst, ed.get("from_port", 0), ed.get("to_port", 0)) is None:
+                stack.push(AddEdgeCmd(design, src, dst, ed.get("from_port", 0), ed.get("to_port", 0)))
+    finally:
+        stack.endMacro()
+    return list(mapping.values())
+
+
+def design_layer_coerce(type_name: str, props: dict) -> dict:
+    from memdesigner.model import registry
+
+    return registry.get(type_name).coerce_props(props)

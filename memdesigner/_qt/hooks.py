@@ -1,0 +1,37 @@
+"""Optional features that live in other packages (PyTorch/Keras import, measuring with PyTorch),
+imported only when the user asks, so the window works without torch installed."""
+
+from __future__ import annotations
+
+
+class MissingFeature(Exception):
+    """The module or its dependency is not installed; the message says what to install."""
+
+
+def import_torch(path_spec: str, input_shape=None):
+    try:
+        from memdesigner.importers.torch_fx import import_file
+    except ImportError as err:
+        raise MissingFeature(f"PyTorch import is not available ({err}). Install PyTorch: "
+                             "pip install 'memdesigner[torch]'") from None
+    try:
+        return import_file(path_spec, input_shape=input_shape)
+    except ImportError as err:
+        raise MissingFeature(f"PyTorch import needs torch ({err}). Install it: pip install 'memdesigner[torch]'") from None
+
+
+def import_keras(path: str):
+    try:
+        from memdesigner.importers.keras_json import load_keras_json
+    except ImportError as err:
+        raise MissingFeature(f"Keras import is not available in this installation ({err}).") from None
+    return load_keras_json(path)
+
+
+def measure(design, settings) -> dict:
+    """Run the design for real with PyTorch; returns {'peak_bytes': int, 'timeline': [bytes, ...]}."""
+    try:
+        from memdesigner.measure.torch_measure import measure_design
+    except ImportError as err:
+        raise MissingFeature(f"Measuring needs PyTorch ({err}). Install it: pip install 'memdesigner[torch]'") from None
+    return measure_design(design, settings)

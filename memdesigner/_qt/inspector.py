@@ -1,0 +1,339 @@
+"""The inspector: typed editors generated from the selected layer's Prop declarations. A value
+the registry refuses stays out of the design and the reason appears under the field."""
+
+from __future__ import annotations
+
+import re
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QDoubleSpinBox,
+    QFormLayout,
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QScrollArea,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
+)
+
+from memdesigner._qt import theme
+from memdesigner._qt.commands import SetBitsCmd, SetNameCmd, SetPropCmd
+from memdesigner._qt.icons import family_pixmap
+from memdesigner.model.design import BITS, Design
+from memdesigner.model.registry import LayerError, Prop
+
+INT_LIMIT = 2**31 - 1
+
+
+def display(prop: Prop, value) -> str:
+    """How a value reads in a text field (and parses back with parse())."""
+    if value is None:
+        return ""
+    if prop.kind == "shape" and isinstance(value, (list, tuple)):
+        return " × ".join(map(str, value))
+    if isinstance(value, (list, tuple)):
+        return ", ".join(map(str, value))
+    if prop.kind == "float":
+        return f"{float(value):g}"
+    return str(value)
+
+
+def parse(prop: Prop, text: str):
+    """Text -> a value for Prop.coerce; pairs and pads accept '3', '3, 3', '3x3', 'same'."""
+    t = text.strip()
+    if not t and prop.optional:
+        return None
+    if prop.kind in ("pair", "pad"):
+        if prop.kind == "pad" and t.upper() in ("SAME", "VALID"):
+            return t.upper()
+        parts = [p for p in re.split(r"[,x×\s]+", t) if p]
+        try:
+            vals = [int(p) for p in parts]
+        except ValueError:
+            extra = ", SAME or VALID" if prop.kind == "pad" else ""
+            raise LayerError(prop.name, f"{t!r} is not a number or two numbers{extra}") from None
+        if not vals:
+            raise LayerError(prop.name, "a value is required")
+        return vals[0] if len(vals) == 1 else vals
+    if prop.kind in ("shape", "ints"):
+        return [p for p in re.split(r"[,x×\s]+", t) if p]
+    return t
+
+
+class FieldRow(QWidget):
+    """An editor with an error line under it."""
+
+    committed = Signal(str, object)  # prop name, raw value
+
+    def __init__(self, prop: Prop, parent=None):
+        super().__init__(parent)
+        self.prop = prop
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.setSpacing(2)
+        self.editor = self._make_editor()
+        self.error = QLabel()
+        self.error.setWordWrap(True)
+        self.error.setStyleSheet(f"color: {theme.BAD_COLOR}; font-size: 11px;")
+        self.error.hide()
+        lay.addWidget(self.editor)
+        lay.addWidget(self.error)
+        tip = prop.doc or prop.name
+        if prop.min is not None or prop.max is not None:
+            tip += f"  (range {prop.min if prop.min is not None else '−∞'} … {prop.max if prop.max is not None else '∞'})"
+        self.editor.setToolTip(tip)
+        self.refused = False
+
+    def _make_editor(self):
+        p = self.prop
+        if p.kind == "int":
+            w = QSpinBox()
+            w.setRange(int(p.min) if p.min is not None else -INT_LIMIT, int(p.max) if p.max is not None else INT_LIMIT)
+            w.setKeyboardTracking(False)
+            w.setAccelerated(True)
+            w.valueChanged.connect(lambda v: self.committed.emit(p.name, int(v)))
+            return w
+        if p.kind == "float" and p.min is not None and p.max is not None and p.max - p.min <= 1000:
+            w = QDoubleSpinBox()
+            w.setRange(p.min, p.max)
+            w.setDecimals(4)
+            w.setSingleStep(0.05 if p.max - p.min <= 1 else 0.5)
+            w.setKeyboardTracking(False)
+            w.valueChanged.connect(lambda v: self.committed.emit(p.name, float(v)))
+            return w
+        if p.kind == "bool":
+            w = QCheckBox()
+            w.toggled.connect(lambda v: self.committed.emit(p.name, bool(v)))
+            return w
+        if p.kind == "choice":
+            w = QComboBox()
+            for c in p.choices:
+                w.addItem(str(c), c)
+            w.activated.connect(lambda i: self.committed.emit(p.name, w.itemData(i)))
+            return w
+        w = QLineEdit()
+        hints = {"shape": "e.g. 3 × 224 × 224", "ints": "e.g. 0, 2, 1", "pad": "e.g. 1, 2×2, SAME or VALID",
+                 "pair": "e.g. 3 or 3×3", "float": "a number"}
+        w.setPlaceholderText(hints.get(p.kind, ""))
+        w.editingFinished.connect(lambda: w.isModified() and self._text_committed(w))
+        return w
+
+    def _text_committed(self, w: QLineEdit):
+        w.setModified(False)
+        try:
+            value = parse(self.prop, w.text())
+        except LayerError as err:
+            self.show_error(err.message)
+            return
+        self.committed.emit(self.prop.name, value)
+
+    def set_value(self, value):
+        w = self.editor
+        w.blockSignals(True)
+        try:
+            if isinstance(w, QSpinBox):
+                w.setValue(int(value))
+            elif isinstance(w, QDoubleSpinBox):
+                w.setValue(float(value))
+            elif isinstance(w, QCheckBox):
+                w.setChecked(bool(value))
+            elif isinstance(w, QComboBox):
+                i = w.findData(value)
+                w.setCurrentIndex(max(i, 0))
+            else:
+                w.setText(display(self.prop, value))
+                w.setModified(False)
+        except (TypeError, ValueError):
+            if isinstance(w, QLineEdit):
+                w.setText(str(value))
+        finally:
+            w.blockSignals(False)
+
+    def show_error(self, message: str | None, kind: str = "refused"):
+        """kind 'refused': the value was not taken; 'issue': the design's analysis flags this field."""
+        self.refused = bool(message) and kind == "refused"
+        if message:
+            self.error.setText(("Refused: " if kind == "refused" else "") + message)
+            self.error.show()
+            self.editor.setProperty("invalid", True)
+        else:
+            self.error.hide()
+            self.editor.setProperty("invalid", False)
+        self.editor.style().unpolish(self.editor)
+        self.editor.style().polish(self.editor)
+
+
+class Inspector(QScrollArea):
+    message = Signal(str)
+
+    def __init__(self, stack, parent=None):
+        super().__init__(parent)
+        self.stack = stack
+        self.design: Design | None = None
+        self.node_id: str | None = None
+        self.fields: dict[str, FieldRow] = {}
+        self._issue = None
+        self.setWidgetResizable(True)
+        self.setFrameShape(QFrame.NoFrame)
+        self.setMinimumWidth(260)
+        self.setStyleSheet(f"*[invalid=\"true\"] {{ border: 1.5px solid {theme.BAD_COLOR}; border-radius: 3px; }}")
+        self._show_empty("Select a layer to edit its properties.")
+
+    def set_design(self, design: Design):
+        if self.design is not None:
+            self.design.unsubscribe(self._on_design)
+        self.design = design
+        design.subscribe(self._on_design)
+        self.show_node(None)
+
+    # -- building ---------------------------------------------------------------------------
+    def _show_empty(self, text: str):
+        w = QLabel(text)
+        w.setAlignment(Qt.AlignCenter)
+        w.setWordWrap(True)
+        w.setStyleSheet("color: palette(placeholder-text); padding: 24px;")
+        self.fields = {}
+        self.name_edit = self.bits_combo = None
+        self.setWidget(w)
+
+    def show_selection(self, ids: list):
+        if len(ids) == 1:
+            self.show_node(ids[0])
+        else:
+            self.node_id = None
+            self._show_empty(f"{len(ids)} layers selected." if ids else "Select a layer to edit its properties.")
+
+    def show_node(self, nid: str | None):
+        if nid is None or self.design is None or nid not in self.design.nodes:
+            self.node_id = None
+            self._show_empty("Select a layer to edit its properties.")
+            return
+        self.node_id = nid
+        node = self.design.nodes[nid]
+        lt = node.layer
+        page = QWidget()
+        outer = QVBoxLayout(page)
+        outer.setContentsMargins(10, 10, 10, 10)
+        outer.setSpacing(8)
+        head = QHBoxLayout()
+        icon = QLabel()
+        icon.setPixmap(family_pixmap(lt.family, 64).scaled(28, 28, Qt.KeepAspectRatio, Qt.SmoothTransformation))
+        title = QLabel(f"<b style='font-size:14px'>{lt.name}</b><br><span style='color:gray'>{lt.family}</span>")
+        head.addWidget(icon)
+        head.addWidget(title, 1)
+        outer.addLayout(head)
+        doc = QLabel(lt.doc)
+        doc.setWordWrap(True)
+        doc.setStyleSheet("color: palette(placeholder-text);")
+        outer.addWidget(doc)
+        self.issue_label = QLabel()
+        self.issue_label.setWordWrap(True)
+        self.issue_label.setStyleSheet(f"background: {theme.BAD_COLOR}; color: white; border-radius: 4px; padding: 6px;")
+        self.issue_label.hide()
+        outer.addWidget(self.issue_label)
+        form = QFormLayout()
+        form.setFieldGrowthPolicy(QFormLayout.AllNonFixedFieldsGrow)
+        form.setLabelAlignment(Qt.AlignRight | Qt.AlignVCenter)
+        self.name_edit = QLineEdit(node.name)
+        self.name_edit.editingFinished.connect(self._rename)
+        form.addRow("name", self.name_edit)
+        self.bits_combo = QComboBox()
+        self.bits_combo.addItem("default (run dtype)", None)
+        for b in BITS:
+            self.bits_combo.addItem(f"{b}-bit", b)
+        self.bits_combo.setToolTip("Weight precision of this layer (quantised weights), independent of the run dtype")
+        self.bits_combo.activated.connect(self._bits)
+        form.addRow("weight bits", self.bits_combo)
+        self.fields = {}
+        for p in lt.props:
+            row = FieldRow(p)
+            row.committed.connect(self.commit)
+            self.fields[p.name] = row
+            form.addRow(p.name.replace("_", " "), row)
+        outer.addLayout(form)
+        if lt.keeps_for_backward:
+            keeps = QLabel(f"<b>Kept for backward:</b> {lt.keeps_for_backward}")
+            keeps.setWordWrap(True)
+            keeps.setStyleSheet("color: palette(placeholder-text);")
+            outer.addWidget(keeps)
+        outer.addStretch(1)
+        self.setWidget(page)
+        self._load_values()
+        self._show_issue()
+
+    def _load_values(self):
+        node = self.design.nodes[self.node_id]
+        if self.name_edit.text() != node.name:
+            self.name_edit.setText(node.name)
+        i = self.bits_combo.findData(node.bits) if node.bits is not None else 0
+        self.bits_combo.setCurrentIndex(max(i, 0))
+        for name, row in self.fields.items():
+            row.set_value(node.props.get(name, row.prop.default))
+
+    # -- editing ----------------------------------------------------------------------------
+    def commit(self, key: str, raw) -> bool:
+        """Coerce through the registry; refuse at the field with the reason, or push an undoable
+        edit. The benchmark drives edits through here."""
+        if self.node_id is None:
+            return False
+        node = self.design.nodes[self.node_id]
+        row = self.fields.get(key)
+        try:
+            value = node.layer.prop(key).coerce(raw)
+        except LayerError as err:
+            if row is not None:
+                row.show_error(err.message)
+            self.message.emit(f"{node.name}.{key}: {err.message}")
+            return False
+        if row is not None:
+            row.show_error(None)
+        if node.props.get(key) == value:
+            return True
+        self.stack.push(SetPropCmd(self.design, self.node_id, key, value))
+        return True
+
+    def _rename(self):
+        if self.node_id is None:
+            return
+        name = self.name_edit.text().strip()
+        if name and name != self.design.nodes[self.node_id].name:
+            self.stack.push(SetNameCmd(self.design, self.node_id, name))
+
+    def _bits(self, index: int):
+        if self.node_id is not None:
+            bits = self.bits_combo.itemData(index)
+            if bits != self.design.nodes[self.node_id].bits:
+                self.stack.push(SetBitsCmd(self.design, self.node_id, bits))
+
+    def _on_design(self, event, payload):
+        if self.node_id is None:
+            return
+        if event == "node_changed" and payload.id == self.node_id:
+            self._load_values()
+        elif event in ("node_removed", "reset") and self.node_id not in self.design.nodes:
+            self.show_node(None)
+
+    # -- analysis feedback ------------------------------------------------------------------
+    def apply_analysis(self, analysis):
+        info = analysis.nodes.get(self.node_id) if analysis is not None and self.node_id else None
+        self._issue = info.issue if info is not None else None
+        self._blocked = info.blocked_by if info is not None else None
+        self._show_issue()
+
+    def _show_issue(self):
+        if self.node_id is None or not hasattr(self, "issue_label"):
+            return
+        iss = self._issue if self._issue is not None and self._issue.node_id == self.node_id else None
+        for name, row in self.fields.items():
+            if not row.refused:
+                row.show_error(iss.message if iss is not None and iss.field == name else None, kind="issue")
+        if iss is not None:
+            self.issue_label.setText(f"<b>Error</b> ({iss.field}): {iss.message}")
+            self.issue_label.show()
+        else:
+            self.issue_label.hide()

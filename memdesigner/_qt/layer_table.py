@@ -1,0 +1,134 @@
+"""The per-layer table: sortable by any column (numbers sort as numbers); a click selects the node."""
+
+from __future__ import annotations
+
+import csv
+
+from PySide6.QtCore import QAbstractTableModel, QSortFilterProxyModel, Qt, Signal
+from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableView
+
+from memdesigner._qt.icons import family_icon
+from memdesigner.model import registry
+from memdesigner.units import format_bytes, format_count, format_flops
+
+COLUMNS = ("Layer", "Type", "Output shape", "Params", "Weights", "Activations", "Kept for backward", "FLOPs")
+
+
+def _shape(s) -> str:
+    if s and isinstance(s[0], (list, tuple)):
+        return ", ".join(_shape(x) for x in s)
+    return "×".join(map(str, s))
+
+
+class LayerModel(QAbstractTableModel):
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.rows = []
+
+    def set_rows(self, rows):
+        self.beginResetModel()
+        self.rows = list(rows)
+        self.endResetModel()
+
+    def rowCount(self, parent=None):
+        return 0 if parent is not None and parent.isValid() else len(self.rows)
+
+    def columnCount(self, parent=None):
+        return len(COLUMNS)
+
+    def headerData(self, section, orientation, role=Qt.DisplayRole):
+        if orientation == Qt.Horizontal and role == Qt.DisplayRole:
+            return COLUMNS[section]
+        return None
+
+    def raw(self, r, col):
+        row = self.rows[r]
+        return (row.name, row.type, _shape(row.output_shape), row.params, row.param_bytes, row.activation_bytes,
+                row.kept_bytes, row.flops)[col]
+
+    def data(self, index, role=Qt.DisplayRole):
+        if not index.isValid():
+            return None
+        r, c = index.row(), index.column()
+        row = self.rows[r]
+        if role == Qt.DisplayRole:
+            v = self.raw(r, c)
+            if c == 3:
+                return format_count(v)
+            if c in (4, 5, 6):
+                return format_bytes(v) if v else "–"
+            if c == 7:
+                return format_flops(v) if v else "–"
+            return v
+        if role == Qt.UserRole:  # sort key
+            return self.raw(r, c)
+        if role == Qt.UserRole + 1:
+            return row.id
+        if role == Qt.TextAlignmentRole and c >= 3:
+            return int(Qt.AlignRight | Qt.AlignVCenter)
+        if role == Qt.DecorationRole and c == 0:
+            try:
+                return family_icon(registry.get(row.type).family)
+            except KeyError:
+                return None
+        if role == Qt.ToolTipRole and c in (3, 4, 5, 6, 7):
+            return f"{self.raw(r, c):,}"
+        return None
+
+
+class LayerTable(QTableView):
+    node_clicked = Signal(str)
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.model_ = LayerModel(self)
+        self.proxy = QSortFilterProxyModel(self)
+        self.proxy.setSourceModel(self.model_)
+        self.proxy.setSortRole(Qt.UserRole)
+        self.setModel(self.proxy)
+        self.setSortingEnabled(True)
+        self.sortByColumn(-1, Qt.AscendingOrder)  # execution order until the user picks a column
+        self.setSelectionBehavior(QAbstractItemView.SelectRows)
+        self.setSelectionMode(QAbstractItemView.SingleSelection)
+        self.setAlternatingRowColors(True)
+        self.setEditTriggers(QAbstractItemView.NoEditTriggers)
+        self.verticalHeader().hide()
+        self.verticalHeader().setDefaultSectionSize(22)
+        h = self.horizontalHeader()
+        h.setSectionResizeMode(QHeaderView.Interactive)
+        h.setStretchLastSection(True)
+        h.setHighlightSections(False)
+        for i, w in enumerate((150, 110, 130, 80, 90, 95, 120, 90)):
+            self.setColumnWidth(i, w)
+        self.clicked.connect(self._clicked)
+
+    def set_rows(self, rows):
+        self.model_.set_rows(rows)
+
+    def _clicked(self, index):
+        nid = self.proxy.data(index, Qt.UserRole + 1)
+        if nid:
+            self.node_clicked.emit(nid)
+
+    def select_node(self, nid: str | None):
+        self.blockSignals(True)
+        self.clearSelection()
+        for r, row in enumerate(self.model_.rows):
+            if row.id == nid:
+                idx = self.proxy.mapFromSource(self.model_.index(r, 0))
+                self.selectRow(idx.row())
+                self.scrollTo(idx)
+                break
+        self.blockSignals(False)
+
+    def write_csv(self, path) -> None:
+        """Exact numbers (bytes as integers), in the table's current order."""
+        with open(path, "w", newline="", encoding="utf-8") as f:
+            w = csv.writer(f)
+            w.writerow(["id", "name", "type", "output_shape", "params", "weight_bytes", "activation_bytes",
+                        "kept_bytes", "flops"])
+            for pr in range(self.proxy.rowCount()):
+                r = self.proxy.mapToSource(self.proxy.index(pr, 0)).row()
+                row = self.model_.rows[r]
+                w.writerow([row.id, row.name, row.type, _shape(row.output_shape), row.params, row.param_bytes,
+                            row.activation_bytes, row.kept_bytes, row.flops])

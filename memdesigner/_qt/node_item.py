@@ -1,0 +1,273 @@
+"""A layer on the canvas: a card with a family-coloured header, the node's name, its output shape,
+its parameter count and a memory badge; ports on the left (inputs) and right (outputs)."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QPointF, QRectF, Qt
+from PySide6.QtGui import QBrush, QColor, QFont, QFontMetricsF, QPainterPath, QPen
+from PySide6.QtWidgets import QGraphicsEllipseItem, QGraphicsItem
+
+from memdesigner._qt import theme
+from memdesigner._qt.icons import family_pixmap
+from memdesigner.model.design import Node
+
+WIDTH = 200.0
+HEADER = 26.0
+LINE = 18.0
+PORT_R = 6.0
+PORT_GAP = 20.0
+
+
+class PortItem(QGraphicsEllipseItem):
+    """A connection point; ``is_output`` ports start drags, input ports accept them."""
+
+    def __init__(self, parent: NodeItem, index: int, is_output: bool, label: str = ""):
+        super().__init__(-PORT_R, -PORT_R, 2 * PORT_R, 2 * PORT_R, parent)
+        self.node_item = parent
+        self.index = index
+        self.is_output = is_output
+        self.label = label
+        self.setAcceptHoverEvents(True)
+        self.setCursor(Qt.CrossCursor)
+        self.setZValue(2)
+        what = "output" if is_output else "input"
+        self.setToolTip(f"{what} {index}{': ' + label if label else ''} — drag to connect")
+        self._hover = False
+        self.restyle()
+
+    @property
+    def node_id(self) -> str:
+        return self.node_item.node_id
+
+    def restyle(self):
+        c = theme.canvas_colors()
+        fill = theme.family_color(self.node_item.family) if self.is_output else c["body"]
+        if self._hover:
+            fill = c["select"]
+        self.setBrush(QBrush(fill))
+        self.setPen(QPen(c["edge"], 1.6))
+
+    def hoverEnterEvent(self, ev):
+        self._hover = True
+        self.restyle()
+        super().hoverEnterEvent(ev)
+
+    def hoverLeaveEvent(self, ev):
+        self._hover = False
+        self.restyle()
+        super().hoverLeaveEvent(ev)
+
+    def scene_center(self) -> QPointF:
+        return self.mapToScene(QPointF(0, 0))
+
+
+class NodeItem(QGraphicsItem):
+    def __init__(self, node: Node):
+        super().__init__()
+        self.node_id = node.id
+        lt = node.layer
+        self.family = lt.family
+        self.type_name = lt.name
+        self.name = node.name
+        self.input_names = tuple(lt.input_names)
+        self.min_inputs, self.max_inputs = lt.min_inputs, lt.max_inputs
+        self.n_outputs = max(1, lt.n_outputs)
+        self.n_connected = 0
+        self.shape_text = ""
+        self.params_text = ""
+        self.mem_text = ""
+        self.mem_tip = ""
+        self.issue = ""  # the reason this node is in error
+        self.blocked = ""  # the upstream node in error
+        self.highlight = False
+        self.inputs: list[PortItem] = []
+        self.outputs: list[PortItem] = []
+        self.height = 0.0
+        self.setFlags(QGraphicsItem.ItemIsMovable | QGraphicsItem.ItemIsSelectable
+                      | QGraphicsItem.ItemSendsScenePositionChanges)
+        self.setAcceptHoverEvents(True)
+        self.setCacheMode(QGraphicsItem.DeviceCoordinateCache)
+        self.setZValue(1)
+        self.setPos(QPointF(*node.pos))
+        self._rebuild_ports()
+
+    # -- ports -----------------------------------------------------------------------------------
+    def _n_inputs(self) -> int:
+        if self.max_inputs is not None:
+            return self.max_inputs
+        return max(self.min_inputs, self.n_connected + 1)  # variadic: always one free port
+
+    def _rebuild_ports(self):
+        n_in, n_out = self._n_inputs(), self.n_outputs
+        if len(self.inputs) == n_in and len(self.outputs) == n_out and self.height:
+            return
+        self.prepareGeometryChange()
+        for p in self.inputs + self.outputs:
+            p.setParentItem(None)
+            if p.scene():
+                p.scene().removeItem(p)
+        self.height = max(HEADER + 3 * LINE + 12, HEADER + 14 + PORT_GAP * max(n_in, n_out, 1))
+        self.inputs = [PortItem(self, i, False, self.input_names[i] if i < len(self.input_names) else "")
+                       for i in range(n_in)]
+        self.outputs = [PortItem(self, i, True) for i in range(n_out)]
+        for ports, x in ((self.inputs, 0.0), (self.outputs, WIDTH)):
+            n = len(ports)
+            for i, p in enumerate(ports):
+                y = HEADER + (self.height - HEADER) * (i + 1) / (n + 1)
+                p.setPos(x, y)
+        self.update()
+
+    def set_connected_inputs(self, n: int):
+        self.n_connected = n
+        self._rebuild_ports()
+
+    def set_outputs(self, n: int):
+        self.n_outputs = max(1, n)
+        self._rebuild_ports()
+
+    # -- content ---------------------------------------------------------------------------------
+    def set_name(self, name: str):
+        self.name = name
+        self.update()
+
+    def set_info(self, shape: str, params: str, mem: str, mem_tip: str, issue: str, blocked: str):
+        if (shape, params, mem, mem_tip, issue, blocked) == (self.shape_text, self.params_text, self.mem_text,
+                                                            self.mem_tip, self.issue, self.blocked):
+            return
+        self.shape_text, self.params_text, self.mem_text, self.mem_tip = shape, params, mem, mem_tip
+        self.issue, self.blocked = issue, blocked
+        self._update_tooltip()
+        self.update()
+
+    def _update_tooltip(self):
+        lines = [f"<b>{self.name}</b> — {self.type_name}"]
+        if self.issue:
+            lines.append(f"<span style='color:{theme.BAD_COLOR}'><b>Error:</b> {self.issue}</span>")
+        elif self.blocked:
+            lines.append(f"<span style='color:{theme.WARN_COLOR}'>Not checked: upstream node "
+                         f"<b>{self.blocked}</b> has an error</span>")
+        if self.shape_text:
+            lines.append(f"output: {self.shape_text}")
+        if self.mem_tip:
+            lines.append(self.mem_tip)
+        self.setToolTip("<br>".join(lines))
+
+    @property
+    def in_error(self) -> bool:
+        return bool(self.issue)
+
+    def set_highlight(self, on: bool):
+        if on != self.highlight:
+            self.highlight = on
+            self.update()
+
+    # -- painting --------------------------------------------------------------------------------
+    def boundingRect(self) -> QRectF:
+        return QRectF(-4, -4, WIDTH + 8, self.height + 8)
+
+    def shape(self) -> QPainterPath:
+        p = QPainterPath()
+        p.addRoundedRect(QRectF(0, 0, WIDTH, self.height), 8, 8)
+        return p
+
+    def paint(self, painter, option, widget=None):
+        c = theme.canvas_colors()
+        rect = QRectF(0, 0, WIDTH, self.height)
+        fam = theme.family_color(self.family)
+        lod = option.levelOfDetailFromTransform(painter.worldTransform())
+        if lod < 0.4:  # zoomed far out: text would be unreadable specks, draw a coloured block
+            painter.setPen(QPen(QColor(theme.BAD_COLOR), 6) if self.issue else
+                           QPen(c["select"], 4) if self.isSelected() else Qt.NoPen)
+            painter.setBrush(fam)
+            painter.drawRect(rect)
+            if lod >= 0.2:  # still big enough on screen for a short label: the layer type
+                f = QFont(painter.font())
+                f.setPixelSize(max(1, int(round(8.5 / lod))))  # ~8.5 px on screen
+                f.setBold(True)
+                painter.setFont(f)
+                painter.setPen(QColor("white"))
+                fm = QFontMetricsF(f)
+                painter.drawText(rect, Qt.AlignCenter, fm.elidedText(self.type_name, Qt.ElideRight, WIDTH - 8))
+            return
+        painter.setRenderHint(painter.RenderHint.Antialiasing)
+        # body
+        painter.setPen(Qt.NoPen)
+        painter.setBrush(c["body"])
+        painter.drawRoundedRect(rect, 8, 8)
+        # header
+        head = QPainterPath()
+        head.addRoundedRect(QRectF(0, 0, WIDTH, HEADER + 8), 8, 8)
+        clip = QPainterPath()
+        clip.addRect(QRectF(0, 0, WIDTH, HEADER))
+        painter.setBrush(fam)
+        painter.drawPath(head.intersected(clip))
+        painter.drawPixmap(QRectF(7, 5, 16, 16), family_pixmap(self.family, 32), QRectF(0, 0, 32, 32))
+        f = QFont(painter.font())
+        f.setPointSizeF(9.0)
+        f.setBold(True)
+        painter.setFont(f)
+        painter.setPen(QColor("white"))
+        fm = QFontMetricsF(f)
+        painter.drawText(QRectF(28, 0, WIDTH - 34, HEADER), Qt.AlignVCenter | Qt.AlignLeft,
+                         fm.elidedText(self.type_name, Qt.ElideRight, WIDTH - 34))
+        # name
+        y = HEADER + 4
+        painter.setPen(c["text"])
+        painter.drawText(QRectF(12, y, WIDTH - 24, LINE), Qt.AlignVCenter | Qt.AlignLeft,
+                         fm.elidedText(self.name, Qt.ElideRight, WIDTH - 24))
+        f.setBold(False)
+        f.setPointSizeF(8.5)
+        painter.setFont(f)
+        fm = QFontMetricsF(f)
+        y += LINE
+        painter.setPen(c["muted"])
+        if self.issue or self.blocked:
+            painter.setPen(QColor(theme.BAD_COLOR if self.issue else theme.WARN_COLOR))
+            msg = self.issue or f"waiting for {self.blocked}"
+            painter.drawText(QRectF(12, y, WIDTH - 24, 2 * LINE), Qt.AlignTop | Qt.AlignLeft | Qt.TextWordWrap,
+                             fm.elidedText(msg, Qt.ElideRight, 2 * (WIDTH - 30)))
+        else:
+            painter.drawText(QRectF(12, y, WIDTH - 24, LINE), Qt.AlignVCenter | Qt.AlignLeft,
+                             fm.elidedText(self.shape_text, Qt.ElideRight, WIDTH - 24))
+            y += LINE
+            painter.drawText(QRectF(12, y, WIDTH - 24, LINE), Qt.AlignVCenter | Qt.AlignLeft, self.params_text)
+            if self.mem_text:
+                tw = fm.horizontalAdvance(self.mem_text) + 12
+                badge = QRectF(WIDTH - 10 - tw, y + 1, tw, LINE - 2)
+                painter.setPen(Qt.NoPen)
+                bc = QColor(theme.CATEGORY_COLORS[3])
+                bc.setAlpha(50)
+                painter.setBrush(bc)
+                painter.drawRoundedRect(badge, 8, 8)
+                painter.setPen(c["text"])
+                painter.drawText(badge, Qt.AlignCenter, self.mem_text)
+        # input port labels (attention q/k/v and the like)
+        if self.input_names:
+            painter.setPen(c["muted"])
+            f.setPointSizeF(7.0)
+            painter.setFont(f)
+            for p in self.inputs:
+                if p.label:
+                    painter.drawText(QRectF(9, p.y() - 7, 60, 14), Qt.AlignVCenter | Qt.AlignLeft, p.label[:1])
+        # outline: error > selection > highlight > normal
+        painter.setBrush(Qt.NoBrush)
+        if self.issue:
+            pen = QPen(QColor(theme.BAD_COLOR), 2.5)
+        elif self.isSelected():
+            pen = QPen(c["select"], 2.5)
+        elif self.blocked:
+            pen = QPen(QColor(theme.WARN_COLOR), 1.6, Qt.DashLine)
+        elif self.highlight:
+            pen = QPen(c["select"], 1.8, Qt.DashLine)
+        else:
+            pen = QPen(c["border"], 1.0)
+        painter.setPen(pen)
+        painter.drawRoundedRect(rect, 8, 8)
+        if self.issue and self.isSelected():
+            painter.setPen(QPen(c["select"], 1.2))
+            painter.drawRoundedRect(rect.adjusted(-3.5, -3.5, 3.5, 3.5), 10, 10)
+
+    def itemChange(self, change, value):
+        if change == QGraphicsItem.ItemScenePositionHasChanged and self.scene() is not None:
+            self.scene().node_moved_live(self)
+        return super().itemChange(change, value)

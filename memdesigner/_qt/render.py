@@ -1,0 +1,57 @@
+"""Headless render: the whole window (graph, timeline, summary) for one design, as a PNG."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from memdesigner.engine.settings import Settings
+from memdesigner.model.design import Design
+
+
+def ensure_app():
+    """A QApplication, offscreen when there is no display (CI, ssh, the CLI)."""
+    if not os.environ.get("QT_QPA_PLATFORM") and not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")) \
+            and sys.platform.startswith("linux"):
+        os.environ["QT_QPA_PLATFORM"] = "offscreen"
+    from PySide6.QtWidgets import QApplication
+
+    app = QApplication.instance()
+    if app is None:
+        app = QApplication([sys.argv[0] if sys.argv else "memdesigner"])
+        app.setApplicationName("memdesigner")
+        app.setOrganizationName("memdesigner")
+    return app
+
+
+def render_design(design: Design, out_png, settings: Settings | None = None, device_id: str | None = None,
+                  size=(1600, 1000)) -> None:
+    """Lay the design out, estimate synchronously and save a screenshot of the window."""
+    app = ensure_app()
+    from memdesigner._qt.main_window import MainWindow
+
+    settings = settings or Settings()
+    win = MainWindow(headless=True)
+    try:
+        win.resize(*size)
+        win.set_design(design, None, layout="always")
+        d = {"mode": settings.mode, "batch": settings.batch, "optimizer": settings.optimizer,
+             "dtype": settings.dtype, "amp": settings.amp, "checkpointing": settings.checkpointing}
+        if device_id is not None:
+            if not win.settings_bar.set_device(device_id):
+                raise KeyError(f"unknown device {device_id!r}")
+            d["device"] = device_id
+        win.settings_bar.apply_dict(d)
+        win.service._timer.stop()
+        win.show()
+        app.processEvents()
+        win.estimate_now()
+        win.view.fit_all()
+        app.processEvents()
+        if not win.grab().save(str(out_png)):
+            raise OSError(f"cannot write {out_png}")
+    finally:
+        win.service.shutdown()
+        win.close()
+        win.deleteLater()
+        app.processEvents()

@@ -1,0 +1,152 @@
+"""Run settings (mode, batch, optimizer, dtype, AMP, checkpointing) and the device drop-down."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Signal
+from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QLabel, QSpinBox, QWidget
+
+from memdesigner.engine import devices as devmod
+from memdesigner.engine.settings import DTYPES, MODES, OPTIMIZERS, Settings
+from memdesigner.units import format_bytes
+
+OPT_LABELS = {"none": "none", "sgd": "SGD", "momentum": "SGD + momentum", "adam": "Adam", "adamw": "AdamW"}
+
+
+def load_devices() -> list:
+    """Shipped and user profiles; an unreadable profile file leaves the list short, never broken."""
+    try:
+        return devmod.all_devices()
+    except (OSError, ValueError, KeyError, FileNotFoundError):
+        try:
+            return devmod.user_devices()
+        except (OSError, ValueError, KeyError):
+            return []
+
+
+class SettingsBar(QWidget):
+    changed = Signal()
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        lay = QHBoxLayout(self)
+        lay.setContentsMargins(6, 2, 6, 2)
+        lay.setSpacing(6)
+        self.mode = QComboBox()
+        for m in MODES:
+            self.mode.addItem("Training" if m == "train" else "Inference", m)
+        self.batch = QSpinBox()
+        self.batch.setRange(1, 1 << 20)
+        self.batch.setKeyboardTracking(False)
+        self.batch.setAccelerated(True)
+        self.optimizer = QComboBox()
+        for o in OPTIMIZERS:
+            self.optimizer.addItem(OPT_LABELS.get(o, o), o)
+        self.dtype = QComboBox()
+        for d in DTYPES:
+            self.dtype.addItem(d, d)
+        self.amp = QCheckBox("AMP")
+        self.amp.setToolTip("Automatic mixed precision: fp32 weights, fp16/bf16 compute (needs dtype fp32)")
+        self.ckpt = QCheckBox("Checkpointing")
+        self.ckpt.setToolTip("Activation checkpointing: recompute activations in backward (sqrt(n) segments)")
+        self.device = QComboBox()
+        self.device.setMinimumContentsLength(30)
+        self.device.setSizeAdjustPolicy(QComboBox.AdjustToMinimumContentsLengthWithIcon)
+        self.reload_devices()
+        for label, w in (("Mode", self.mode), ("Batch", self.batch), ("Optimizer", self.optimizer),
+                         ("dtype", self.dtype)):
+            lay.addWidget(QLabel(label))
+            lay.addWidget(w)
+        lay.addWidget(self.amp)
+        lay.addWidget(self.ckpt)
+        lay.addSpacing(12)
+        lay.addWidget(QLabel("Device"))
+        lay.addWidget(self.device)
+        lay.addStretch(1)
+        self.mode.currentIndexChanged.connect(self._changed)
+        self.batch.valueChanged.connect(self._changed)
+        self.optimizer.currentIndexChanged.connect(self._changed)
+        self.dtype.currentIndexChanged.connect(self._changed)
+        self.amp.toggled.connect(self._changed)
+        self.ckpt.toggled.connect(self._changed)
+        self.device.currentIndexChanged.connect(self._changed)
+        self._sync_enabled()
+
+    def reload_devices(self):
+        current = self.device_id()
+        self.devices = {d.id: d for d in load_devices()}
+        self.device.blockSignals(True)
+        self.device.clear()
+        self.device.addItem("No device", None)
+        for d in self.devices.values():
+            label = f"{d.name} — {format_bytes(d.memory_bytes, 0)}" + ("  (custom)" if d.user else "")
+            self.device.addItem(label, d.id)
+        i = self.device.findData(current)
+        self.device.setCurrentIndex(max(i, 0))
+        self.device.blockSignals(False)
+
+    def _sync_enabled(self):
+        training = self.mode.currentData() == "train"
+        self.optimizer.setEnabled(training)
+        self.ckpt.setEnabled(training)
+        fp32 = self.dtype.currentData() == "fp32"
+        if not fp32 and self.amp.isChecked():
+            self.amp.blockSignals(True)
+            self.amp.setChecked(False)
+            self.amp.blockSignals(False)
+        self.amp.setEnabled(fp32)
+
+    def _changed(self, *_):
+        self._sync_enabled()
+        self.changed.emit()
+
+    # -- values ---------------------------------------------------------------------------
+    def settings(self) -> Settings:
+        return Settings(mode=self.mode.currentData(), batch=self.batch.value(),
+                        optimizer=self.optimizer.currentData() if self.mode.currentData() == "train" else "none",
+                        dtype=self.dtype.currentData(), amp=self.amp.isChecked() and self.dtype.currentData() == "fp32",
+                        checkpointing=self.ckpt.isChecked() and self.mode.currentData() == "train")
+
+    def device_id(self) -> str | None:
+        return self.device.currentData() if self.device.count() else None
+
+    def current_device(self):
+        return self.devices.get(self.device_id()) if self.device_id() else None
+
+    def set_device(self, device_id: str | None) -> bool:
+        i = self.device.findData(device_id)
+        if i < 0:
+            return False
+        self.device.setCurrentIndex(i)
+        return True
+
+    def to_dict(self) -> dict:
+        s = self.settings()
+        d = {"mode": s.mode, "batch": s.batch, "optimizer": self.optimizer.currentData(), "dtype": s.dtype,
+             "amp": s.amp, "checkpointing": self.ckpt.isChecked()}
+        if self.device_id():
+            d["device"] = self.device_id()
+        return d
+
+    def apply_dict(self, d: dict) -> None:
+        """Take settings from a design file or QSettings; unknown values are skipped, never fatal."""
+        widgets = (self.mode, self.batch, self.optimizer, self.dtype, self.amp, self.ckpt, self.device)
+        for w in widgets:
+            w.blockSignals(True)
+        try:
+            for key, combo in (("mode", self.mode), ("optimizer", self.optimizer), ("dtype", self.dtype),
+                               ("device", self.device)):
+                if key in d:
+                    i = combo.findData(d[key])
+                    if i >= 0:
+                        combo.setCurrentIndex(i)
+            if isinstance(d.get("batch"), int) and d["batch"] >= 1:
+                self.batch.setValue(d["batch"])
+            if "amp" in d:
+                self.amp.setChecked(bool(d["amp"]))
+            if "checkpointing" in d:
+                self.ckpt.setChecked(bool(d["checkpointing"]))
+        finally:
+            for w in widgets:
+                w.blockSignals(False)
+        self._sync_enabled()
+        self.changed.emit()

@@ -1,0 +1,111 @@
+"""The verdict at a glance: peak, device capacity, headroom, fits or not, the largest batch that
+fits, parameters and FLOPs."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QFrame, QGridLayout, QLabel, QVBoxLayout, QWidget
+
+from memdesigner._qt import theme
+from memdesigner.units import format_bytes, format_count, format_flops
+
+
+class _Stat(QWidget):
+    def __init__(self, title: str):
+        super().__init__()
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.setSpacing(0)
+        self.title = QLabel(title.upper())
+        self.title.setStyleSheet("color: palette(placeholder-text); font-size: 10px; letter-spacing: 1px;")
+        self.value = QLabel("—")
+        self.value.setStyleSheet("font-size: 16px; font-weight: 600;")
+        self.value.setTextInteractionFlags(Qt.TextSelectableByMouse)
+        self.sub = QLabel("")
+        self.sub.setWordWrap(True)
+        self.sub.setStyleSheet("color: palette(placeholder-text); font-size: 11px;")
+        lay.addWidget(self.title)
+        lay.addWidget(self.value)
+        lay.addWidget(self.sub)
+
+    def set(self, value: str, sub: str = "", tip: str = ""):
+        self.value.setText(value)
+        self.sub.setText(sub)
+        self.setToolTip(tip)
+
+
+class SummaryPanel(QFrame):
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.verdict = QLabel("No estimate yet")
+        self.verdict.setAlignment(Qt.AlignCenter)
+        self.verdict.setMinimumHeight(30)
+        self._style_verdict(None)
+        self.peak = _Stat("Peak")
+        self.capacity = _Stat("Device")
+        self.headroom = _Stat("Headroom")
+        self.max_batch = _Stat("Largest batch")
+        self.params = _Stat("Parameters")
+        self.flops = _Stat("FLOPs / step")
+        grid = QGridLayout(self)
+        grid.setContentsMargins(12, 10, 12, 10)
+        grid.setHorizontalSpacing(18)
+        grid.setVerticalSpacing(10)
+        grid.addWidget(self.verdict, 0, 0, 1, 2)
+        for i, w in enumerate((self.peak, self.capacity, self.headroom, self.max_batch, self.params, self.flops)):
+            grid.addWidget(w, 1 + i // 2, i % 2)
+        grid.setRowStretch(5, 1)
+        self.setMinimumWidth(300)
+
+    def _style_verdict(self, fits):
+        color = {True: theme.OK_COLOR, False: theme.BAD_COLOR}.get(fits, "#8A8F98")
+        self.verdict.setStyleSheet(f"background: {color}; color: white; border-radius: 6px; font-weight: 700;"
+                                   "font-size: 13px; padding: 4px 10px;")
+
+    def set_report(self, report, error: str | None = None):
+        if report is None:
+            self.verdict.setText("Estimate failed" if error else "No estimate")
+            self.verdict.setToolTip(error or "")
+            self._style_verdict(None)
+            return
+        self.verdict.setToolTip("")
+        s = report.settings
+        overhead = report.device_peak_bytes - report.peak_bytes
+        self.peak.set(format_bytes(report.device_peak_bytes if report.device else report.peak_bytes, 2),
+                      f"{format_bytes(report.peak_bytes)} tensors + {format_bytes(overhead)} CUDA runtime"
+                      if report.device else f"{s['mode']} · batch {s['batch']} · {s['dtype']}",
+                      f"tensors {format_bytes(report.peak_bytes, 2)}; with allocator rounding and runtime overhead "
+                      f"{format_bytes(report.device_peak_bytes, 2)}")
+        dev = report.device
+        n_iss = len(report.issues)
+        if dev is None:
+            self.capacity.set("none", "pick a device above")
+            self.headroom.set("—")
+            self.verdict.setText("No device selected" if not n_iss else f"{n_iss} error(s) in the graph")
+            self._style_verdict(None if not n_iss else False)
+        else:
+            self.capacity.set(format_bytes(dev["capacity_bytes"]), dev["name"])
+            head = dev["headroom_bytes"]
+            self.headroom.set(format_bytes(head), f"{100 * head / dev['capacity_bytes']:.0f}% of capacity")
+            if n_iss:
+                self.verdict.setText(f"⚠ {n_iss} error(s) in the graph — estimate covers the valid part")
+                self._style_verdict(False)
+            else:
+                # the device name is in the DEVICE cell; the banner stays short enough never to clip
+                if dev["fits"]:
+                    self.verdict.setText(f"✓ Fits — {format_bytes(head)} to spare")
+                else:
+                    self.verdict.setText(f"✗ Does not fit — {format_bytes(-head)} over")
+                self.verdict.setToolTip(f"{'Fits on' if dev['fits'] else 'Does not fit on'} {dev['name']}")
+                self._style_verdict(dev["fits"])
+        if report.max_batch is not None:
+            self.max_batch.set(str(report.max_batch))
+        self.params.set(format_count(report.params), format_bytes(report.param_bytes) + " of weights")
+        self.flops.set(format_flops(report.flops), "forward, whole batch")
+
+    def set_max_batch(self, sweep):
+        if sweep is None or sweep.max_batch is None:
+            self.max_batch.set("—", "pick a device" if sweep is not None else "")
+        else:
+            self.max_batch.set(str(sweep.max_batch) if sweep.max_batch else "none",
+                               "fits in device memory" if sweep.max_batch else "batch 1 does not fit")

@@ -1,0 +1,353 @@
+"""Memory over one step (stacked by category, phases shaded, capacity and peak marked) and peak
+memory versus batch size. Bytes are scaled to one binary unit for display; the axis names it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QColor, QFont
+
+from memdesigner._qt import theme
+from memdesigner.units import GiB, KiB, MiB, format_bytes
+
+
+def pick_unit(max_bytes: float) -> tuple[str, int]:
+    if max_bytes >= GiB:
+        return "GiB", GiB
+    if max_bytes >= MiB:
+        return "MiB", MiB
+    return "KiB", KiB
+
+
+def _color(hex_: str, alpha: int = 255) -> QColor:
+    c = QColor(hex_)
+    c.setAlpha(alpha)
+    return c
+
+
+def _style_plot(pw: pg.PlotWidget):
+    pc = theme.plot_colors()
+    pw.setBackground(pc["bg"])
+    for ax in ("left", "bottom"):
+        a = pw.getAxis(ax)
+        a.setPen(pg.mkPen(pc["fg"]))
+        a.setTextPen(pg.mkPen(pc["fg"]))
+    pw.showGrid(x=False, y=True, alpha=0.15)
+    pw.setMenuEnabled(False)
+    pw.hideButtons()
+
+
+class TimelinePlot(pg.PlotWidget):
+    """Items are created once and updated in place: re-creating pyqtgraph items on every edit
+    costs more UI time than the estimate itself on large designs."""
+
+    node_clicked = Signal(str)
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        _style_plot(self)
+        self.setMouseEnabled(x=True, y=False)
+        self.setLabel("bottom", "ops in execution order")
+        self.setLabel("left", "memory")
+        self.events: list = []
+        self.unit, self.scale = "MiB", MiB
+        self.report = None
+        self.measured = None
+        self._highlight = []
+        fg = theme.plot_colors()["fg"]
+        self._curves = []
+        for k in reversed(range(len(theme.CATEGORY_COLORS))):  # full stack first, lower categories on top
+            c = pg.PlotDataItem(stepMode="center", fillLevel=0,
+                                brush=pg.mkBrush(_color(theme.CATEGORY_COLORS[k], 215)),
+                                pen=pg.mkPen(_color(theme.CATEGORY_COLORS[k]), width=1))
+            self.addItem(c)
+            self._curves.append((k, c))
+        self._phases = []  # (region, label) pool
+        self._cap = pg.InfiniteLine(angle=0, pen=pg.mkPen(theme.BAD_COLOR, width=2), label="capacity",
+                                    labelOpts={"position": 0.02, "color": theme.BAD_COLOR, "anchors": [(0, 1), (0, 1)]})
+        self._usable = pg.InfiniteLine(angle=0, pen=pg.mkPen(theme.WARN_COLOR, width=1.5, style=Qt.DashLine),
+                                       label="usable", labelOpts={"position": 0.98, "color": theme.WARN_COLOR,
+                                                                  "anchors": [(1, 0), (1, 0)]})
+        self._band = pg.LinearRegionItem((0, 1), orientation="horizontal", movable=False, pen=pg.mkPen(None))
+        self._band.setZValue(-15)
+        self._measured_curve = pg.PlotDataItem(pen=pg.mkPen("#111111" if not theme.is_dark() else "#FFFFFF",
+                                                            width=2, style=Qt.DashLine))
+        self._measured_line = pg.InfiniteLine(angle=0, pen=pg.mkPen("#555555", width=1, style=Qt.DotLine),
+                                              label="measured", labelOpts={"position": 0.5, "color": fg})
+        self._peak_mark = pg.ScatterPlotItem(size=11, symbol="t", brush=pg.mkBrush(theme.BAD_COLOR),
+                                             pen=pg.mkPen("white", width=1))
+        self._peak_mark.setZValue(20)
+        self.peak_label = pg.TextItem(color=fg, anchor=(0.5, 1.1), fill=pg.mkBrush(_color(theme.plot_colors()["bg"], 210)))
+        self.peak_label.setZValue(30)
+        self._empty_text = pg.TextItem("", color=fg, anchor=(0.5, 0.5))
+        for it in (self._cap, self._usable, self._band, self._measured_curve, self._measured_line, self._peak_mark,
+                   self.peak_label):
+            self.addItem(it)
+        self.addItem(self._empty_text, ignoreBounds=True)
+        self._hover_line = pg.InfiniteLine(angle=90, pen=pg.mkPen(fg, width=1, style=Qt.DotLine))
+        self._hover_text = pg.TextItem(anchor=(0, 1), fill=pg.mkBrush(theme.plot_colors()["bg"]), border=pg.mkPen(fg))
+        self._hover_text.setZValue(100)
+        self.addItem(self._hover_line, ignoreBounds=True)
+        self.addItem(self._hover_text, ignoreBounds=True)
+        self.scene().sigMouseMoved.connect(self._hover)
+        self.scene().sigMouseClicked.connect(self._click)
+        self._empty("Estimate pending…")
+
+    def _show(self, *items, on=True):
+        for it in items:
+            it.setVisible(on)
+
+    def _empty(self, text: str):
+        for _, c in self._curves:
+            c.hide()
+        for reg, lbl in self._phases:
+            self._show(reg, lbl, on=False)
+        self._show(self._cap, self._usable, self._band, self._measured_curve, self._measured_line, self._peak_mark,
+                   self.peak_label, self._hover_line, self._hover_text, on=False)
+        self.setTitle(None)
+        self._empty_text.setText(text)
+        self._empty_text.setPos(0.5, 0.5)
+        self._empty_text.show()
+        self.setLimits(xMin=None, xMax=None)
+        self.setRange(xRange=(0, 1), yRange=(0, 1), padding=0)
+
+    def set_report(self, report, measured=None):
+        """Redraw from an engine Report (plus an optional measured run to overlay)."""
+        self.report = report
+        self.measured = measured
+        self.events = list(report.timeline) if report is not None else []
+        self.highlight_node(None)
+        if report is None or not self.events:
+            self._empty("Nothing to show: " + ("fix the errors in the graph" if report is not None and report.issues
+                                                else "add an Input layer and connect layers"))
+            return
+        self._empty_text.hide()
+        self._hover_line.hide()
+        self._hover_text.hide()
+        ev = self.events
+        n = len(ev)
+        by = np.array([e.by_category for e in ev], dtype=float)
+        cum = by.cumsum(axis=1)
+        dev = report.device
+        totals = [e.bytes for e in ev]
+        peak_idx = int(np.argmax(totals))
+        peak = totals[peak_idx]
+        top = max(peak, max(measured.get("peak_bytes") or 1, 1) if measured else 0)
+        usable = capacity = None
+        show_cap = False
+        if dev is not None:
+            capacity = dev["capacity_bytes"]
+            usable = capacity - dev.get("runtime_overhead_bytes", 0)
+            show_cap = usable <= 3 * top  # otherwise the profile would be a sliver at the bottom
+            if show_cap:
+                top = max(top, capacity)
+        self.unit, self.scale = pick_unit(top)
+        s = self.scale
+        self.setLabel("left", f"memory ({self.unit})")
+        x = np.arange(n + 1, dtype=float)
+        ymax = top / s * 1.55  # room above the peak for its label, below the phase names
+        self._draw_phases(ev, ymax)
+        for k, c in self._curves:
+            if by[:, k].any():
+                c.setData(x, cum[:, k] / s)
+                c.show()
+            else:
+                c.hide()
+        self._draw_measured(measured, n)
+        self.setTitle(None)
+        self._show(self._cap, self._usable, self._band, on=False)
+        if dev is not None:
+            self._draw_capacity(report, capacity, usable, show_cap)
+        lay = report.peak_layer or (ev[peak_idx].node or ev[peak_idx].label)
+        phase = theme.PHASE_LABELS.get(report.peak_phase or ev[peak_idx].phase, "")
+        self._peak_mark.setData([peak_idx + 0.5], [peak / s])
+        self._peak_mark.show()
+        frac = peak_idx / n
+        self.peak_label.setAnchor((0.5 if 0.15 < frac < 0.85 else (0 if frac <= 0.15 else 1), 1.1))
+        self.peak_label.setHtml(f"<b>peak {format_bytes(peak, 2)}</b><br>{lay} · {phase}")
+        self.peak_label.setPos(peak_idx + 0.5, peak / s)
+        self.peak_label.show()
+        self.setLimits(xMin=None, xMax=None, yMin=None)
+        self.enableAutoRange(False)
+        self.setRange(xRange=(0, n), yRange=(0, ymax * 1.08), padding=0)
+        self.setLimits(xMin=0, xMax=n, yMin=0)
+
+    def _draw_phases(self, ev, ymax):
+        spans, start = [], 0
+        for i in range(1, len(ev) + 1):
+            if i == len(ev) or ev[i].phase != ev[start].phase:
+                spans.append((ev[start].phase, start, i))
+                start = i
+        while len(self._phases) < len(spans):
+            reg = pg.LinearRegionItem((0, 1), movable=False, pen=pg.mkPen(None))
+            reg.setZValue(-20)
+            lbl = pg.TextItem("", anchor=(0, 0))
+            f = QFont()
+            f.setBold(True)
+            lbl.setFont(f)
+            self.addItem(reg)
+            self.addItem(lbl)
+            self._phases.append((reg, lbl))
+        for j, (reg, lbl) in enumerate(self._phases):
+            if j >= len(spans):
+                self._show(reg, lbl, on=False)
+                continue
+            ph, a, b = spans[j]
+            color = theme.PHASE_COLORS.get(ph, "#888888")
+            reg.setRegion((a, b))
+            reg.setBrush(pg.mkBrush(_color(color, 22)))
+            lbl.setText(theme.PHASE_LABELS.get(ph, ph), color=color)
+            near_end = a > 0.85 * len(ev)  # a short last phase: label it from its right edge, inside the plot
+            lbl.setAnchor((1, 0) if near_end else (0, 0))
+            lbl.setPos(b if near_end else a + 0.3, ymax)
+            self._show(reg, lbl)
+
+    def _draw_capacity(self, report, capacity, usable, show_cap):
+        dev = report.device
+        fits = dev["fits"]
+        s = self.scale
+        verdict = theme.OK_COLOR if fits else theme.BAD_COLOR
+        if not show_cap:
+            self.setTitle(f"<span style='color:{verdict}'>{'fits' if fits else 'does not fit'}: capacity "
+                          f"{format_bytes(capacity)} is off this scale · headroom "
+                          f"{format_bytes(dev['headroom_bytes'])}</span>", size="9pt")
+            return
+        self._cap.setPos(capacity / s)
+        self._cap.label.setFormat(f"capacity {format_bytes(capacity)}")
+        self._cap.show()
+        if usable != capacity:
+            self._usable.setPos(usable / s)
+            self._usable.label.setFormat(f"usable {format_bytes(usable)} (after runtime overhead)")
+            self._usable.show()
+        rpeak = report.device_peak_bytes - dev.get("runtime_overhead_bytes", 0)
+        lo, hi = sorted((rpeak / s, usable / s))
+        self._band.setRegion((lo, hi))
+        self._band.setBrush(pg.mkBrush(_color(verdict, 40)))
+        self._band.show()
+
+    def _draw_measured(self, measured, n):
+        s = self.scale
+        tl = (measured or {}).get("timeline") or []
+        if tl:
+            self._measured_curve.setData(np.linspace(0, n, len(tl)), np.asarray(tl, dtype=float) / s)
+        self._measured_curve.setVisible(bool(tl))
+        pk = (measured or {}).get("peak_bytes")
+        if pk:
+            self._measured_line.setPos(pk / s)
+            self._measured_line.label.setFormat(f"measured peak {format_bytes(pk)}")
+        self._measured_line.setVisible(bool(pk))
+
+    def legend_html(self) -> str:
+        """The category key, shown above the plot so it never covers the data."""
+        if not self.events:
+            return ""
+        used = [any(e.by_category[k] for e in self.events) for k in range(len(theme.CATEGORY_COLORS))]
+        parts = [f"<span style='color:{c}'>■</span> {lbl}" for c, lbl, u in
+                 zip(theme.CATEGORY_COLORS, theme.CATEGORY_LABELS, used) if u]
+        if self.measured:
+            parts.append("<b>- - -</b> measured (PyTorch)")
+        parts.append("<span style='color:gray'>hover for details · click to select the layer</span>")
+        return "&nbsp;&nbsp;&nbsp;".join(parts)
+
+    # -- interaction ----------------------------------------------------------------------
+    def index_at(self, scene_pos) -> int | None:
+        if not self.events or not self.plotItem.vb.sceneBoundingRect().contains(scene_pos):
+            return None
+        x = self.plotItem.vb.mapSceneToView(scene_pos).x()
+        i = int(np.floor(x))
+        return i if 0 <= i < len(self.events) else None
+
+    def describe(self, i: int) -> str:
+        e = self.events[i]
+        rows = "".join(f"<tr><td><span style='color:{c}'>■</span> {lbl}</td><td align=right>&nbsp;{format_bytes(b)}</td></tr>"
+                       for c, lbl, b in zip(theme.CATEGORY_COLORS, theme.CATEGORY_LABELS, e.by_category) if b)
+        return (f"<b>{e.label}</b><br>{theme.PHASE_LABELS.get(e.phase, e.phase)} · "
+                f"total <b>{format_bytes(e.bytes)}</b><table>{rows}</table>")
+
+    def _hover(self, pos):
+        i = self.index_at(pos)
+        if i is None:
+            self._hover_line.hide()
+            self._hover_text.hide()
+            return
+        vb = self.plotItem.vb
+        p = vb.mapSceneToView(pos)
+        self._hover_line.setPos(i + 0.5)
+        self._hover_line.show()
+        self._hover_text.setHtml(f"<div style='color:{theme.plot_colors()['fg']}'>{self.describe(i)}</div>")
+        (x0, x1), _ = vb.viewRange()
+        self._hover_text.setAnchor((1, 1) if p.x() > (x0 + x1) / 2 else (0, 1))
+        self._hover_text.setPos(p.x(), p.y())
+        self._hover_text.show()
+
+    def _click(self, ev):
+        if ev.button() != Qt.LeftButton:
+            return
+        i = self.index_at(ev.scenePos())
+        if i is not None and self.events[i].node:
+            self.node_clicked.emit(self.events[i].node)
+
+    def highlight_node(self, nid: str | None):
+        """Mark the spans of the selected layer's ops (forward and backward)."""
+        for it in self._highlight:
+            self.removeItem(it)
+        self._highlight = []
+        if not nid or not self.events:
+            return
+        idx = [i for i, e in enumerate(self.events) if e.node == nid]
+        runs, start = [], None
+        for k, i in enumerate(idx):
+            if start is None:
+                start = i
+            if k == len(idx) - 1 or idx[k + 1] != i + 1:
+                runs.append((start, i + 1))
+                start = None
+        sel = theme.canvas_colors()["select"]
+        for a, b in runs:
+            reg = pg.LinearRegionItem((a, b), movable=False, brush=pg.mkBrush(_color(sel.name(), 70)),
+                                      pen=pg.mkPen(sel, width=1))
+            reg.setZValue(10)
+            self.addItem(reg)
+            self._highlight.append(reg)
+
+
+class BatchPlot(pg.PlotWidget):
+    """Peak device memory for several batch sizes; the capacity and the largest batch that fits."""
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        _style_plot(self)
+        self.setMouseEnabled(x=False, y=False)
+        self.setLabel("bottom", "batch size")
+        self.setLabel("left", "peak memory")
+        self.sweep = None
+
+    def set_sweep(self, sw, current_batch: int):
+        self.sweep = sw
+        self.clear()
+        if sw is None or not sw.batches:
+            return
+        top = max(max(sw.peaks), sw.capacity or 0) if sw.capacity and sw.capacity <= 3 * max(sw.peaks) else max(sw.peaks)
+        unit, s = pick_unit(top)
+        self.setLabel("left", f"peak memory ({unit})")
+        xs = np.array(sw.batches, dtype=float)
+        ys = np.array(sw.peaks, dtype=float) / s
+        self.addItem(pg.PlotDataItem(xs, ys, pen=pg.mkPen(theme.CATEGORY_COLORS[0], width=2.5), symbol="o",
+                                     symbolSize=6, symbolBrush=theme.CATEGORY_COLORS[0]))
+        if sw.capacity:
+            self.addItem(pg.InfiniteLine(pos=sw.capacity / s, angle=0, pen=pg.mkPen(theme.BAD_COLOR, width=2),
+                                         label=f"capacity {format_bytes(sw.capacity)}",
+                                         labelOpts={"position": 0.05, "color": theme.BAD_COLOR}))
+        if sw.max_batch:
+            self.addItem(pg.InfiniteLine(pos=sw.max_batch, angle=90, pen=pg.mkPen(theme.OK_COLOR, width=2),
+                                         label=f"largest batch that fits: {sw.max_batch}",
+                                         labelOpts={"position": 0.85, "color": theme.OK_COLOR,
+                                                    "anchors": [(1.05, 0), (1.05, 0)]}))
+        if current_batch in sw.batches:
+            i = sw.batches.index(current_batch)
+            self.addItem(pg.ScatterPlotItem([current_batch], [ys[i]], size=12, symbol="d",
+                                            brush=pg.mkBrush(theme.WARN_COLOR), pen=pg.mkPen("white")))
+        self.setRange(xRange=(0, max(sw.batches) * 1.05), yRange=(0, max(ys.max(), (sw.capacity or 0) / s
+                                                                          if sw.capacity and sw.capacity <= 3 * max(sw.peaks) * 1.0 else 0) * 1.12),
+                      padding=0)

@@ -1,0 +1,115 @@
+"""The canvas widget: zoom with the wheel, pan with the middle button (or Space+drag), rubber-band
+selection, fit to view, and drops from the palette."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QPointF, QRectF, Qt, Signal
+from PySide6.QtGui import QPainter
+from PySide6.QtWidgets import QGraphicsView
+
+LAYER_MIME = "application/x-memdesigner-layer"
+
+
+class GraphView(QGraphicsView):
+    layer_dropped = Signal(str, QPointF)  # layer type, scene position
+
+    def __init__(self, scene, parent=None):
+        super().__init__(scene, parent)
+        self.setRenderHints(QPainter.Antialiasing | QPainter.TextAntialiasing | QPainter.SmoothPixmapTransform)
+        self.setDragMode(QGraphicsView.RubberBandDrag)
+        self.setRubberBandSelectionMode(Qt.IntersectsItemShape)
+        self.setTransformationAnchor(QGraphicsView.AnchorUnderMouse)
+        self.setViewportUpdateMode(QGraphicsView.SmartViewportUpdate)
+        self.setAcceptDrops(True)
+        self.setFocusPolicy(Qt.StrongFocus)
+        self._panning = None
+        self._space = False
+        self.setSceneRect(QRectF(-50000, -50000, 100000, 100000))
+
+    # -- zoom / pan / fit -------------------------------------------------------------------
+    def zoom_by(self, factor: float):
+        s = self.transform().m11() * factor
+        if 0.05 <= s <= 4.0:
+            self.scale(factor, factor)
+
+    def wheelEvent(self, ev):
+        if ev.modifiers() & Qt.ShiftModifier or ev.angleDelta().y() == 0:
+            return super().wheelEvent(ev)
+        self.zoom_by(1.0015 ** ev.angleDelta().y())
+        ev.accept()
+
+    def fit_all(self):
+        items = [it for it in self.scene().items() if it.parentItem() is None]
+        if not items:
+            self.resetTransform()
+            self.centerOn(0, 0)
+            return
+        rect = QRectF()
+        for it in items:
+            rect = rect.united(it.sceneBoundingRect())
+        self.fitInView(rect.adjusted(-40, -40, 40, 40), Qt.KeepAspectRatio)
+        if self.transform().m11() > 1.2:  # a tiny design should not be blown up
+            self.resetTransform()
+            self.scale(1.2, 1.2)
+            self.centerOn(rect.center())
+
+    def keyPressEvent(self, ev):
+        if ev.key() == Qt.Key_Space and not ev.isAutoRepeat():
+            self._space = True
+            self.setDragMode(QGraphicsView.ScrollHandDrag)
+            return
+        super().keyPressEvent(ev)
+
+    def keyReleaseEvent(self, ev):
+        if ev.key() == Qt.Key_Space and not ev.isAutoRepeat():
+            self._space = False
+            self.setDragMode(QGraphicsView.RubberBandDrag)
+            return
+        super().keyReleaseEvent(ev)
+
+    def mousePressEvent(self, ev):
+        if ev.button() == Qt.MiddleButton:
+            self._panning = ev.position()
+            self.setCursor(Qt.ClosedHandCursor)
+            ev.accept()
+            return
+        super().mousePressEvent(ev)
+
+    def mouseMoveEvent(self, ev):
+        if self._panning is not None:
+            d = ev.position() - self._panning
+            self._panning = ev.position()
+            self.horizontalScrollBar().setValue(self.horizontalScrollBar().value() - int(d.x()))
+            self.verticalScrollBar().setValue(self.verticalScrollBar().value() - int(d.y()))
+            ev.accept()
+            return
+        super().mouseMoveEvent(ev)
+
+    def mouseReleaseEvent(self, ev):
+        if ev.button() == Qt.MiddleButton and self._panning is not None:
+            self._panning = None
+            self.unsetCursor()
+            ev.accept()
+            return
+        super().mouseReleaseEvent(ev)
+
+    # -- drops from the palette -------------------------------------------------------------
+    def dragEnterEvent(self, ev):
+        if ev.mimeData().hasFormat(LAYER_MIME):
+            ev.acceptProposedAction()
+        else:
+            super().dragEnterEvent(ev)
+
+    def dragMoveEvent(self, ev):
+        if ev.mimeData().hasFormat(LAYER_MIME):
+            ev.acceptProposedAction()
+        else:
+            super().dragMoveEvent(ev)
+
+    def dropEvent(self, ev):
+        if ev.mimeData().hasFormat(LAYER_MIME):
+            name = bytes(ev.mimeData().data(LAYER_MIME)).decode()
+            self.layer_dropped.emit(name, self.mapToScene(ev.position().toPoint()))
+            ev.acceptProposedAction()
+        else:
+            super().dropEvent(ev)

@@ -1,0 +1,22 @@
+"""Designs and waits shared by the GUI tests."""
+
+from memdesigner.model.design import Design
+
+
+def small_cnn() -> Design:
+    d = Design("small-cnn")
+    d.add_node("Input", {"shape": (3, 32, 32)}, id="x", pos=(0, 0))
+    d.add_node("Conv2d", {"out_channels": 16, "padding": 1}, id="conv", pos=(270, 0))
+    d.add_node("ReLU", id="relu", pos=(540, 0))
+    d.add_node("Flatten", id="flat", pos=(810, 0))
+    d.add_node("Linear", {"out_features": 10}, id="fc", pos=(1080, 0))
+    for a, b in (("x", "conv"), ("conv", "relu"), ("relu", "flat"), ("flat", "fc")):
+        d.add_edge(a, b)
+    return d
+
+
+def load(window, qtbot, design):
+    """Show a design and wait for its first estimate."""
+    with qtbot.waitSignal(window.result_applied, timeout=5000):
+        window.set_design(design, None, layout=False)
+    return window.result.report

@@ -1,0 +1,103 @@
+"""Edits reach the memory view: the inspector, the timeline, the summary, the device verdict."""
+
+from gui_helpers import load, small_cnn
+from PySide6.QtCore import Qt
+
+from memdesigner.units import format_bytes
+
+
+def test_property_edit_updates_timeline_and_summary_and_undo_redo(window, qtbot):
+    before = load(window, qtbot, small_cnn())
+    window.select_node("conv")
+    assert window.inspector.node_id == "conv"
+    spin = window.inspector.fields["out_channels"].editor
+    with qtbot.waitSignal(window.result_applied, timeout=5000):
+        spin.setValue(64)
+    after = window.result.report
+    assert window.design.nodes["conv"].props["out_channels"] == 64
+    assert after.peak_bytes > before.peak_bytes
+    assert window.timeline.events and max(e.bytes for e in window.timeline.events) == after.peak_bytes
+    assert format_bytes(after.peak_bytes, 2) in window.timeline.peak_label.toPlainText()
+    shown = format_bytes(after.device_peak_bytes if after.device else after.peak_bytes, 2)
+    assert window.summary.peak.value.text() == shown
+    with qtbot.waitSignal(window.result_applied, timeout=5000):
+        window.stack.undo()
+    assert window.result.report.peak_bytes == before.peak_bytes
+    assert spin.value() == 16  # the inspector follows the undo
+    with qtbot.waitSignal(window.result_applied, timeout=5000):
+        window.stack.redo()
+    assert window.result.report.peak_bytes == after.peak_bytes
+
+
+def test_refused_value_stays_out_and_says_why(window, qtbot):
+    load(window, qtbot, small_cnn())
+    window.select_node("conv")
+    row = window.inspector.fields["kernel"]
+    row.editor.setText("3, banana")
+    row.editor.setModified(True)
+    row.editor.editingFinished.emit()
+    assert row.error.isVisibleTo(window.inspector) and "not a number" in row.error.text()
+    assert window.design.nodes["conv"].props["kernel"] == 3
+    assert not window.inspector.commit("out_channels", 0)  # below the registry's minimum
+    assert "minimum" in window.inspector.fields["out_channels"].error.text()
+    assert window.stack.count() == 0
+
+
+def test_invalid_configuration_marks_node_in_error(window, qtbot):
+    load(window, qtbot, small_cnn())
+    window.select_node("conv")
+    with qtbot.waitSignal(window.result_applied, timeout=5000):
+        assert window.inspector.commit("kernel", 64)  # a valid int, but larger than the 32×32 input
+    item = window.scene.nodes["conv"]
+    assert item.in_error
+    assert "Error" in item.toolTip()
+    assert window.scene.nodes["relu"].blocked == "conv"
+    assert not window.inspector.issue_label.isHidden()
+    assert "error" in window.summary.verdict.text()
+    with qtbot.waitSignal(window.result_applied, timeout=5000):
+        window.stack.undo()
+    assert not item.in_error and not window.scene.nodes["relu"].blocked
+
+
+def test_switching_device_flips_the_verdict(window, qtbot):
+    d = small_cnn()
+    d.nodes["fc"].props["out_features"] = 40000  # ~655 M weights: fits 80 GiB, not 1 GiB
+    load(window, qtbot, d)
+    with qtbot.waitSignal(window.result_applied, timeout=5000):
+        window.settings_bar.set_device("big")
+    assert window.result.report.device["fits"] is True
+    assert window.summary.verdict.text().startswith("✓")
+    with qtbot.waitSignal(window.result_applied, timeout=5000):
+        window.settings_bar.set_device("small")
+    assert window.result.report.device["fits"] is False
+    assert "Does not fit" in window.summary.verdict.text()
+
+
+def test_settings_change_reestimates_and_batch_sweep_arrives(window, qtbot):
+    base = load(window, qtbot, small_cnn())
+    with qtbot.waitSignal(window.service.sweep_ready, timeout=10000):
+        with qtbot.waitSignal(window.result_applied, timeout=5000):
+            window.settings_bar.set_device("small")
+            window.settings_bar.mode.setCurrentIndex(window.settings_bar.mode.findData("train"))
+    assert window.result.report.settings["mode"] == "train"
+    assert window.result.report.peak_bytes > base.peak_bytes
+    sw = window.sweep
+    assert sw.max_batch and sw.max_batch >= 1
+    assert window.summary.max_batch.value.text() == str(sw.max_batch)
+
+
+def test_timeline_click_selects_node_and_table_click_too(window, qtbot):
+    load(window, qtbot, small_cnn())
+    tl = window.timeline
+    i = next(k for k, e in enumerate(tl.events) if e.node == "fc")
+    with qtbot.waitSignal(tl.node_clicked, timeout=2000) as sig:
+        tl.node_clicked.emit(tl.events[i].node)
+    assert sig.args == ["fc"]
+    assert window.scene.selected_node_ids() == ["fc"]
+    assert tl._highlight  # the layer's span is marked
+    assert "fc" in tl.describe(i) or window.design.nodes["fc"].name in tl.describe(i)
+    table = window.table
+    row = next(r for r in range(table.proxy.rowCount())
+               if table.proxy.data(table.proxy.index(r, 0), Qt.UserRole + 1) == "conv")
+    table.clicked.emit(table.proxy.index(row, 0))
+    assert window.scene.selected_node_ids() == ["conv"]

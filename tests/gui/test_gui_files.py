@@ -1,0 +1,112 @@
+"""Save / open round trip, autosave recovery, exports and the headless render."""
+
+import json
+import os
+
+from gui_helpers import load, small_cnn
+
+from memdesigner._qt import recovery
+from memdesigner.engine.settings import Settings
+from memdesigner.io.design_file import design_to_dict, load_design
+
+
+def _strip(d):
+    d = dict(d)
+    d.pop("settings", None)
+    return d
+
+
+def test_save_and_reopen_round_trip(window, qtbot, tmp_path):
+    load(window, qtbot, small_cnn())
+    window.select_node("conv")
+    with qtbot.waitSignal(window.result_applied, timeout=5000):
+        window.inspector.commit("out_channels", 24)
+    assert window.dirty
+    path = tmp_path / "net.json"
+    assert window.save_to(str(path))
+    assert not window.dirty
+    saved = design_to_dict(window.design)
+    peak = window.result.report.peak_bytes
+    with qtbot.waitSignal(window.result_applied, timeout=5000):
+        window.set_design(small_cnn(), None)
+    with qtbot.waitSignal(window.result_applied, timeout=5000):
+        assert window.open_path(str(path))
+    assert _strip(design_to_dict(window.design)) == _strip(saved)
+    assert window.result.report.peak_bytes == peak
+    assert load_design(path).nodes["conv"].props["out_channels"] == 24
+
+
+def test_recover_from_autosave(window, qtbot, tmp_path):
+    load(window, qtbot, small_cnn())
+    window.select_node("fc")
+    window.inspector.commit("out_features", 77)
+    assert window.autosave()
+    own = recovery.own_file()
+    assert own.exists()
+    crashed = own.with_name("autosave-999999.json")  # as if left by a process that died
+    os.replace(own, crashed)
+    window.stack.setClean()
+    with qtbot.waitSignal(window.result_applied, timeout=5000):
+        window.set_design(small_cnn(), None)
+    seen = []
+    assert window.offer_recovery(ask=lambda rec: seen.append(rec) or True)
+    assert seen[0].name == "small-cnn"
+    assert window.design.nodes["fc"].props["out_features"] == 77
+    assert window.dirty  # recovered work still needs saving
+    assert not crashed.exists()
+
+
+def test_exports(window, qtbot, tmp_path):
+    load(window, qtbot, small_cnn())
+    assert window.export("canvas_png", str(tmp_path / "c.png"))
+    assert window.export("timeline_png", str(tmp_path / "t.png"))
+    assert window.export("table_csv", str(tmp_path / "t.csv"))
+    rows = (tmp_path / "t.csv").read_text().splitlines()
+    assert rows[0].startswith("id,name,type") and len(rows) == 6
+    from memdesigner._qt.exports import svg_available
+
+    if svg_available():
+        assert window.export("canvas_svg", str(tmp_path / "c.svg"))
+        assert "<svg" in (tmp_path / "c.svg").read_text()
+    for f in ("c.png", "t.png"):
+        assert (tmp_path / f).stat().st_size > 1000
+
+
+def test_render_design_headless(tmp_path, qapp):
+    from memdesigner._qt.render import render_design
+
+    out = tmp_path / "r.png"
+    render_design(small_cnn(), out, Settings(mode="train", batch=8), device_id="big")
+    from PySide6.QtGui import QImage
+
+    img = QImage(str(out))
+    assert img.width() >= 1200 and img.height() >= 800
+
+
+def test_missing_importer_is_reported_not_raised(monkeypatch):
+    import builtins
+
+    from memdesigner._qt import hooks
+
+    real = builtins.__import__
+
+    def fake(name, *a, **k):
+        if name.startswith("memdesigner.measure.torch_measure") or name == "torch":
+            raise ImportError("No module named 'torch'")
+        return real(name, *a, **k)
+
+    monkeypatch.setattr(builtins, "__import__", fake)
+    try:
+        hooks.measure(small_cnn(), Settings())
+    except hooks.MissingFeature as err:
+        assert "torch" in str(err)
+    else:
+        raise AssertionError("expected MissingFeature")
+
+
+def test_measured_overlay(window, qtbot):
+    load(window, qtbot, small_cnn())
+    peak = window.result.report.peak_bytes
+    window.show_measured({"peak_bytes": peak + 1000, "timeline": [0, peak // 2, peak + 1000, peak // 3]})
+    assert "measured" in window.legend.text()
+    json.dumps(window.measured)
