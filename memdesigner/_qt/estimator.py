@@ -25,7 +25,8 @@ def snapshot(design: Design) -> Design:
     schema validation), which matters: it runs on the UI thread for every edit."""
     d = Design(design.name, design.channels_last)
     d.settings = dict(design.settings)
-    d.nodes = {nid: Node(n.id, n.type, n.name, dict(n.props), n.pos, n.bits) for nid, n in design.nodes.items()}
+    d.nodes = {nid: Node(n.id, n.type, n.name, dict(n.props), n.pos, n.bits, scope=n.scope, keep_until=n.keep_until)
+               for nid, n in design.nodes.items()}
     d.edges = list(design.edges)
     return d
 
@@ -186,7 +187,10 @@ class EstimateService(QObject):
         self._thread.start()
 
     def schedule(self) -> None:
-        """Coalesce a burst of edits into one estimate."""
+        """Coalesce a burst of edits into one estimate. The generation moves on at the edit, so a
+        result still in flight for the design before it is dropped on arrival."""
+        self.gen += 1
+        self._latest[0] = self.gen
         self._sweep_timer.stop()
         self._timer.start()
 

@@ -4,14 +4,11 @@ from __future__ import annotations
 
 import json
 
-from PySide6.QtCore import QMimeData
 from PySide6.QtWidgets import QApplication
 
 from memdesigner._qt.commands import AddEdgeCmd, AddNodeCmd, RemoveEdgeCmd, RemoveNodeCmd
 from memdesigner.model.design import Design
 from memdesigner.model.registry import LayerError
-
-NODES_MIME = "application/x-memdesigner-nodes"
 
 
 def delete(design: Design, stack, node_ids, edges=()) -> None:
@@ -44,22 +41,24 @@ def copy_data(design: Design, node_ids) -> dict:
     return {"nodes": nodes, "edges": edges}
 
 
+_CLIP_PREFIX = "memdesigner-nodes:"
+
+
 def to_clipboard(data: dict) -> None:
-    md = QMimeData()
-    text = json.dumps(data)
-    md.setData(NODES_MIME, text.encode())
-    md.setText(text)
-    QApplication.clipboard().setMimeData(md)
+    """Plain text with a marker, not a QMimeData: handing PySide's QMimeData to the clipboard
+    crashes the interpreter at exit (seen with PySide6 6.11 on the offscreen platform)."""
+    QApplication.clipboard().setText(_CLIP_PREFIX + json.dumps(data))
 
 
 def from_clipboard() -> dict | None:
-    md = QApplication.clipboard().mimeData()
-    if md is None or not md.hasFormat(NODES_MIME):
+    text = QApplication.clipboard().text()
+    if not text.startswith(_CLIP_PREFIX):
         return None
     try:
-        return json.loads(bytes(md.data(NODES_MIME)).decode())
-    except (ValueError, UnicodeDecodeError):
+        data = json.loads(text[len(_CLIP_PREFIX):])
+    except ValueError:
         return None
+    return data if isinstance(data, dict) else None
 
 
 def paste(design: Design, stack, data: dict, offset=(40.0, 40.0)) -> list[str]:
