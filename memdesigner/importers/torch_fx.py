@@ -233,6 +233,7 @@ def _trace(torch, module, example=None):
         # stack traces let the mapping see the source line ("out += identity" is in place)
         tracer = torch.fx.Tracer()
         tracer.record_stack_traces = True
+        tracer.proxy_buffer_attributes = True  # self.mask[:t, :t] with a traced t
         graph = tracer.trace(module)
         return torch.fx.GraphModule(tracer.root, graph, type(module).__name__)
     except Exception as fx_err:  # noqa: BLE001 - data-dependent control flow and friends
@@ -406,6 +407,32 @@ def _forward_frames(fxn) -> list:
     return out
 
 
+_LOOP_LINES: dict = {}
+
+
+def _in_loop(file: str, line: int) -> bool:
+    """Whether a source line sits inside a for/while loop (each pass binds anew)."""
+    lines = _LOOP_LINES.get(file)
+    if lines is None:
+        import ast
+        import linecache
+
+        lines = set()
+        try:
+            tree = ast.parse("".join(linecache.getlines(file)))
+        except (SyntaxError, ValueError):
+            tree = None
+        if tree is not None:
+            for node in ast.walk(tree):
+                if isinstance(node, (ast.For, ast.While, ast.AsyncFor)):
+                    for sub in node.body:
+                        for inner in ast.walk(sub):
+                            if hasattr(inner, "lineno"):
+                                lines.add(inner.lineno)
+        _LOOP_LINES[file] = lines
+    return line in lines
+
+
 def _assigned_names(code: str) -> list:
     """Names that a single-line ``a = <tensor expression>`` binds (not tuples, lists, sizes)."""
     import ast
@@ -438,20 +465,34 @@ def _python_locals(st: _State, gm) -> None:
             continue
         v = st.vals.get(fxn)
         nid = v.nid if isinstance(v, Val) else None
-        for owner, file, line, code in _forward_frames(fxn):
+        chain = _forward_frames(fxn)
+        leaf = str(fxn.target) if fxn.op == "call_module" else None
+        for k, (owner, file, line, code) in enumerate(chain):
             key = (owner, file)
+            # the module this statement called: a loop (for b in blocks: x = b(x)) runs the same
+            # line once per child, and each execution binds its own value
+            child = chain[k + 1][0] if k + 1 < len(chain) else leaf
+            # what this op is to the statement: the module it went through (indices folded, so
+            # blocks.0 and blocks.1 look alike) or the function it called
+            sig = re.sub(r"\.\d+", ".#", child) if child else f"fn:{fxn.target}"
             runs = frames.setdefault(key, [])
-            if runs and runs[-1][0] == line:
+            last = runs[-1] if runs else None
+            # a loop line (for b in blocks: x = b(x)) executes once per pass: a pass starts again
+            # when the statement's first call recurs on another module than the previous op's
+            new_pass = (last is not None and last[0] == line and child != last[4] and sig == last[3]
+                        and _in_loop(file, line))
+            if last is not None and last[0] == line and not new_pass:
                 if nid:
-                    runs[-1][2] = nid
+                    last[2] = nid
+                last[4] = child
             else:
-                runs.append([line, code, nid])
+                runs.append([line, code, nid, sig, child])
             if nid:
                 frame_end[key] = nid
     for key, runs in frames.items():
         end = frame_end.get(key)
         bound: dict = {}  # name -> design node holding its value
-        for _line, code, last in runs:
+        for _line, code, last, _sig, _child in runs:
             names = _assigned_names(code)
             if not names or not last:
                 continue
@@ -617,7 +658,9 @@ def _map(st: _State, gm, fxn):
     if name in _PASSTHROUGH_METHODS:
         return x
     if name in ("contiguous",):
-        return _reshape_like(st, fxn, x)
+        return _single(st, fxn, "Contiguous", {}, [x], x.dmap)
+    if name in ("clone",):
+        return _single(st, fxn, "Contiguous", {"always_copy": True}, [x], x.dmap)
     if name in ("to", "type", "float", "type_as", "half", "bfloat16", "double"):
         tm = _tmeta(fxn)
         if tm is not None and tm[1] == _tmeta(fxn.args[0])[1]:
@@ -968,8 +1011,8 @@ def _map_cat(st, fxn):
             return _single(st, fxn, "ClassToken", {"tokens": int(p.shape[1])}, [x], name=p.name)
     if params or len(tens) != len(vals):
         return _generic(st, fxn, "cat", tens, "concatenates parameters or constants")
-    if len(tens) == 1:
-        return tens[0]
+    if len(tens) == 1:  # torch.cat of one tensor still allocates a copy
+        return _single(st, fxn, "Contiguous", {"always_copy": True}, tens, tens[0].dmap)
     if any(t.dmap != tens[0].dmap for t in tens):
         return _generic(st, fxn, "cat", tens, "operands laid out differently")
     rank = len(tens[0].dmap)

@@ -103,9 +103,14 @@ def _sdpa_mem(m):
                          grad_in=["new"] * 3, bwd_temps=[T(b * h * n * s, dt, "score gradients")] * 2)
         return OpMem(outputs=[out], out_dtypes=[dt], temps=[q, scores, probs], grad_in=["new"] * 3)
     lse = T(b * h * n, "float32", "logsumexp")
+    # flash kernels write the output as (B, L, H, D) in memory and return a (B, H, L, D) view, so a
+    # later transpose(1, 2).contiguous() costs nothing
+    dv = m.in_shapes[2][3]
+    st = [(n * h * dv, dv, h * dv, 1)]
     if m.records:
-        return OpMem(outputs=[out], out_dtypes=[dt], saved=[In(0), In(1), In(2), Out(0), lse], grad_in=["new"] * 3)
-    return OpMem(outputs=[out], out_dtypes=[dt], temps=[lse], grad_in=["new"] * 3)
+        return OpMem(outputs=[out], out_dtypes=[dt], saved=[In(0), In(1), In(2), Out(0), lse], grad_in=["new"] * 3,
+                     out_strides=st)
+    return OpMem(outputs=[out], out_dtypes=[dt], temps=[lse], grad_in=["new"] * 3, out_strides=st)
 
 
 ScaledDotProductAttention = register(LayerType(

@@ -121,6 +121,25 @@ Select = register(LayerType(
 ))
 
 
+def _contiguous_mem(m):
+    """x.contiguous() copies only a non-contiguous tensor; x.clone() (always_copy) always does.
+    Either way the gradient passes through."""
+    if m.props["always_copy"] or not m.contiguous(0):
+        return OpMem(outputs=[T(m.in_elems(0), m.in_dtypes[0], "copy")], out_dtypes=[m.in_dtypes[0]],
+                     grad_in=["alias"], elementwise=m.props["always_copy"] and m.contiguous(0))
+    return OpMem(outputs=[In(0)], out_dtypes=[m.in_dtypes[0]], grad_in=["alias"])
+
+
+Contiguous = register(LayerType(
+    name="Contiguous", family="tensor",
+    doc="x.contiguous(): a copy when the input is laid out non-contiguously (after a transpose); "
+        "always_copy = x.clone() or torch.cat of a single tensor.",
+    props=(Prop("always_copy", "bool", False, doc="copy even a contiguous input (clone)"),),
+    shape=lambda c: [c.inputs[0]], memory=_contiguous_mem, torch_ops=("contiguous", "clone"),
+    aliases=("Clone",), keeps_for_backward="nothing",
+))
+
+
 def _scale_mem(m):
     return OpMem(outputs=[T(m.in_elems(0), m.float_in, "scaled")], out_dtypes=[m.float_in], grad_in=["new"],
                  elementwise=True)
