@@ -213,5 +213,6 @@ def test_every_registered_type_is_covered():
                "LeakyReLU", "GELU", "SiLU", "Sigmoid", "Tanh", "Softmax", "Dropout", "Flatten", "Reshape", "Embedding",
                "LSTM", "GRU", "MultiHeadAttention", "Transpose", "Permute", "Split", "Select", "Mean", "ClassToken",
                "PositionEmbedding", "Concat", "Add", "Input"}
-    others = {"Multiply", "MatMul", "Scale", "ScaledDotProductAttention", "Loss", "Generic"}  # test_layer_rules_misc
+    others = {"Multiply", "MatMul", "Scale", "ScaledDotProductAttention", "Loss", "Generic",
+              "Contiguous"}  # test_layer_rules_misc
     assert {t.name for t in registry.all_types()} <= covered | others

@@ -74,3 +74,17 @@ def test_unconnected_input_is_an_error_on_the_node():
     d.add_node("Linear", {"out_features": 4}, id="fc")
     an = analyze(d)
     assert str(an.issues[0]) == "fc.inputs: needs 1 connected input(s), has 0"
+
+
+def test_contiguous_copies_only_a_transposed_tensor():
+    from helpers import sequential
+
+    x = 2 * 6 * 8 * 4  # batch 2 of (6, 8) fp32
+    plain = sequential((6, 8), [("Contiguous", {})])
+    moved = sequential((6, 8), [("Transpose", {"dim0": 1, "dim1": 2}), ("Contiguous", {})])
+    clone = sequential((6, 8), [("Contiguous", {"always_copy": True})])
+    for d, extra in ((plain, 0), (moved, x), (clone, x)):
+        assert md.estimate(d, mode="inference", batch=2, backend="cpu").peak_bytes == x + extra
+    # batch 1: a transpose that only moves a size-1 dimension leaves the tensor contiguous
+    one = sequential((1, 8), [("Transpose", {"dim0": 1, "dim1": 2}), ("Contiguous", {})])
+    assert md.estimate(one, mode="inference", batch=1, backend="cpu").peak_bytes == 8 * 4
