@@ -197,3 +197,23 @@ def test_cuda_autocast_runs_layernorm_in_fp32():
     # CUDA: fp16 linear output is cast to fp32 for layer_norm, whose output is fp32 too
     assert cuda.layers[-1].activation_bytes == ln_out * 4
     assert cpu.layers[-1].activation_bytes == ln_out * 2
+
+
+def test_tied_parameters_count_once():
+    """lm_head.weight = wte.weight: one tensor, one gradient, one Adam state; the second
+    gradient contribution is accumulated into .grad and dies."""
+    from memdesigner.model.design import Design
+
+    d = Design()
+    d.add_node("Input", {"shape": (16,), "dtype": "int64"}, id="idx")
+    d.add_node("Embedding", {"num_embeddings": 1000, "embedding_dim": 64}, id="wte")
+    d.add_node("Linear", {"out_features": 1000, "bias": False}, id="head", tied={"weight": "wte.weight"})
+    d.add_edge("idx", "wte")
+    d.add_edge("wte", "head")
+    r = md.estimate(d, mode="train", batch=2, optimizer="adam", backend="cpu")
+    assert r.params == 64_000 and r.param_bytes == 256_000
+    untied = d.copy()
+    untied.nodes["head"].tied = {}
+    u = md.estimate(untied, mode="train", batch=2, optimizer="adam", backend="cpu")
+    assert u.params == 128_000
+    assert u.at_peak["optimizer_state"] - r.at_peak["optimizer_state"] == 2 * 256_000 + 4

@@ -25,7 +25,8 @@ def snapshot(design: Design) -> Design:
     schema validation), which matters: it runs on the UI thread for every edit."""
     d = Design(design.name, design.channels_last)
     d.settings = dict(design.settings)
-    d.nodes = {nid: Node(n.id, n.type, n.name, dict(n.props), n.pos, n.bits, scope=n.scope, keep_until=n.keep_until)
+    d.nodes = {nid: Node(n.id, n.type, n.name, dict(n.props), n.pos, n.bits, scope=n.scope, keep_until=n.keep_until,
+                         tied=dict(n.tied))
                for nid, n in design.nodes.items()}
     d.edges = list(design.edges)
     return d

@@ -57,9 +57,10 @@ def _run(design: Design, an: Analysis, settings: Settings, dev: Device | None) -
         node = design.nodes[nid]
         if not info.ok:
             continue
-        n_p = info.n_params
-        pb = sum(_param_bytes(p, dtype, node.bits) for p in info.params if p.trainable)
-        bb = sum(_param_bytes(p, dtype, node.bits) for p in info.params if not p.trainable)
+        own = [p for p in info.params if p.name not in node.tied]  # shared ones count at their owner
+        n_p = sum(p.numel for p in own if p.trainable)
+        pb = sum(_param_bytes(p, dtype, node.bits) for p in own if p.trainable)
+        bb = sum(_param_bytes(p, dtype, node.bits) for p in own if not p.trainable)
         params += n_p
         pbytes += pb
         bbytes += bb

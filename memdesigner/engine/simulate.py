@@ -191,8 +191,11 @@ class Simulation:
         for nid in order:
             info = an.nodes[nid]
             bits = nodes[nid].bits
+            tied = nodes[nid].tied
             pb = 0
             for p in info.params:
+                if p.name in tied:  # the same tensor as another layer's parameter: counted there
+                    continue
                 nb = _param_bytes(p, pdtype, bits)
                 pb += nb
                 weights_total += nb
@@ -402,6 +405,7 @@ class Simulation:
         mem.mark(("backward", None))
         events.append(Event("backward", None, "loss backward", mem.cur, tuple(mem.by), mem.rcur))
         loss_node_ones = has_loss_node
+        grad_owned: set = set()  # "node.param" keys whose .grad exists (shared parameters)
         for nid in reversed(order):
             if nid not in grad_mode:
                 continue
@@ -477,9 +481,17 @@ class Simulation:
                                            p.numel * pitem, p))
                 else:
                     raw = rnd_sum = 0
+                    tied = node.tied
                     for k_, p in enumerate(info.params):
                         if p.trainable and k_ not in done_params:
                             nb = p.numel * pitem
+                            pkey = tied.get(p.name) or f"{nid}.{p.name}"
+                            if pkey in grad_owned:
+                                # a shared parameter already has .grad: AccumulateGrad adds this
+                                # contribution in place, and the contribution dies
+                                tmp.append(mem.alloc(nb, K, 1, (nid, p.name + " gradient (accumulated)")))
+                                continue
+                            grad_owned.add(pkey)
                             raw += nb
                             rnd_sum += nb if rnd <= 1 else -(-nb // rnd) * rnd
                     if raw:

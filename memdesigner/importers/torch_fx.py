@@ -98,6 +98,7 @@ class _State:
     used_ids: set = field(default_factory=set)
     used_params: set = field(default_factory=set)  # parameter names mapped onto design params
     depth: dict = field(default_factory=dict)  # nid -> layout depth
+    param_owner: dict = field(default_factory=dict)  # id(Parameter) -> "node_id.param" that holds it
 
 
 def _sanitize(name: str) -> str:
@@ -323,7 +324,35 @@ def _add(st: _State, fxn, type_name: str, props: dict, inputs: list, name: str |
     for port, v in enumerate(inputs):
         st.design.add_edge(v.nid, nid, v.port, port)
     st.depth[nid] = 1 + max((st.depth.get(v.nid, 0) for v in inputs), default=-1)
+    if fxn.op == "call_module":
+        _tie_shared_params(st, nid, lt, values, inputs, str(fxn.target))
     return nid, specs
+
+
+def _tie_shared_params(st: _State, nid: str, lt, values: dict, inputs: list, target: str) -> None:
+    """A parameter object used by two modules (``lm_head.weight = wte.weight``) is one tensor:
+    the second node names the first as the owner of that parameter (Node.tied)."""
+    try:
+        mod = st.module.get_submodule(target)
+    except AttributeError:
+        return
+    try:
+        specs = lt.params(ShapeCtx(values, [v.spec for v in inputs], ""))
+    except (LayerError, ValueError, TypeError, IndexError):
+        return
+    for p in specs:
+        obj = mod
+        for part in p.name.split("."):
+            obj = getattr(obj, part, None)
+            if obj is None:
+                break
+        if obj is None or not isinstance(obj, st.torch.nn.Parameter):
+            continue
+        owner = st.param_owner.get(id(obj))
+        if owner is None:
+            st.param_owner[id(obj)] = f"{nid}.{p.name}"
+        else:
+            st.design.nodes[nid].tied[p.name] = owner
 
 
 def _single(st, fxn, type_name, props, inputs, dmap=None, name=None) -> Val:

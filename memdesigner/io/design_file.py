@@ -81,7 +81,8 @@ def design_from_dict(data, source: str = "design") -> Design:
             except LayerError as err:
                 raise DesignFileError(f"{source}: {where}.props.{k}: {err.message}") from None
         d.add_node(lt.name, props, id=nd["id"], name=nd.get("name"), pos=tuple(nd.get("pos", (0, 0))),
-                   bits=nd.get("bits"), scope=nd.get("scope", ""), keep_until=nd.get("keep_until", ""))
+                   bits=nd.get("bits"), scope=nd.get("scope", ""), keep_until=nd.get("keep_until", ""),
+                   tied=nd.get("tied"))
     for i, ed in enumerate(data["edges"]):
         where = f"edges[{i}]"
         for end in ("from", "to"):
@@ -122,6 +123,8 @@ def design_to_dict(d: Design) -> dict:
             nd["scope"] = n.scope
         if n.keep_until:
             nd["keep_until"] = n.keep_until
+        if n.tied:
+            nd["tied"] = dict(n.tied)
         nodes.append(nd)
     out["nodes"] = nodes
     out["edges"] = [

@@ -26,6 +26,7 @@ class Node:
     rev: int = 0  # bumped by every edit through Design, so analyses can be cached per node
     scope: str = ""  # module calls this op ran in, '/'-joined ("features/features.3"), from importers
     keep_until: str = ""  # a Python variable holds this node's output until that node ran (importers)
+    tied: dict = field(default_factory=dict)  # param name -> "node_id.param" it shares storage with
 
     def __post_init__(self):
         if not self.name:
@@ -85,14 +86,15 @@ class Design:
 
     def add_node(self, type_name: str, props: dict | None = None, *, id: str | None = None,
                  name: str | None = None, pos=(0.0, 0.0), bits: int | None = None, scope: str = "",
-                 keep_until: str = "") -> Node:
+                 keep_until: str = "", tied: dict | None = None) -> Node:
         lt = registry.get(type_name)
         nid = id or self.new_id(lt.name)
         if nid in self.nodes:
             raise ValueError(f"duplicate node id {nid!r}")
         values = lt.defaults()
         values.update(props or {})
-        node = Node(nid, lt.name, name or nid, values, tuple(pos), bits, scope=scope, keep_until=keep_until)
+        node = Node(nid, lt.name, name or nid, values, tuple(pos), bits, scope=scope, keep_until=keep_until,
+                    tied=dict(tied or {}))
         self.nodes[nid] = node
         self._emit("node_added", node)
         return node
