@@ -907,6 +907,11 @@ def _map_module(st: _State, fxn, mod):
         if mod.dropout and mod.num_layers > 1:
             st.warnings.append(f"{path}: inter-layer dropout {mod.dropout} is not modelled")
         return Multi([v, Other()])
+    if type(mod) in (nn.TransformerEncoder, nn.TransformerEncoderLayer):
+        out = _map_transformer_encoder(st, fxn, mod, path, x)
+        if out is not None:
+            own()
+            return out
     if type(mod) is nn.MultiheadAttention:
         return _map_mha(st, fxn, mod, path, own)
     return _module_generic(st, fxn, mod, cls, path)
@@ -936,10 +941,68 @@ def _map_mha(st, fxn, mod, path, own):
         st.warnings.append(f"{path}: attention masks are not modelled")
     own()
     need = bool(_arg(fxn, 4, "need_weights", True))
+    # need_weights=False takes scaled_dot_product_attention (no L x L matrix kept)
     out = _single(st, fxn, "MultiHeadAttention", {"num_heads": mod.num_heads, "dropout": float(mod.dropout),
-                                                  "bias": mod.in_proj_bias is not None, "kernel": "math",
+                                                  "bias": mod.in_proj_bias is not None,
+                                                  "kernel": "math" if need else "fused",
                                                   "need_weights": need}, [q], q.dmap)
     return Multi([out, Other()])
+
+
+def _map_transformer_encoder(st, fxn, mod, path, x):
+    """nn.TransformerEncoder / EncoderLayer (batch_first) as the layers their forward runs:
+    self-attention through scaled_dot_product_attention (need_weights=False), dropouts, residual
+    adds, layer norms (before or after, per norm_first) and the feed-forward block."""
+    nn = st.torch.nn
+    F = st.torch.nn.functional
+    if isinstance(mod, nn.TransformerEncoder):
+        layers, final = list(mod.layers), mod.norm
+    else:
+        layers, final = [mod], None
+    if not layers or any(not lay.self_attn.batch_first for lay in layers):
+        return None
+    if _arg(fxn, 1, "mask") is not None or _arg(fxn, 2, "src_key_padding_mask") is not None:
+        st.warnings.append(f"{path}: attention masks are not modelled")
+
+    def add(t, props, ins, name):
+        return _single(st, fxn, t, props, ins, x.dmap, name=name)
+
+    for i, lay in enumerate(layers):
+        pre = f"{path}.layers.{i}" if isinstance(mod, nn.TransformerEncoder) else path
+        act = lay.activation
+        act_t = "GELU" if (act is F.gelu or isinstance(act, nn.GELU)) else "ReLU"
+        sa = lay.self_attn
+        mha = {"num_heads": sa.num_heads, "dropout": float(sa.dropout), "bias": sa.in_proj_bias is not None,
+               "kernel": "fused", "need_weights": False}
+
+        def sa_block(h, pre=pre, lay=lay, mha=mha):
+            a = add("MultiHeadAttention", mha, [h], f"{pre}.self_attn")
+            return add("Dropout", {"p": float(lay.dropout1.p)}, [a], f"{pre}.dropout1")
+
+        def ff_block(h, pre=pre, lay=lay, act_t=act_t):
+            f = add("Linear", {"out_features": lay.linear1.out_features, "bias": lay.linear1.bias is not None},
+                    [h], f"{pre}.linear1")
+            f = add(act_t, {}, [f], f"{pre}.activation")
+            f = add("Dropout", {"p": float(lay.dropout.p)}, [f], f"{pre}.dropout")
+            f = add("Linear", {"out_features": lay.linear2.out_features, "bias": lay.linear2.bias is not None},
+                    [f], f"{pre}.linear2")
+            return add("Dropout", {"p": float(lay.dropout2.p)}, [f], f"{pre}.dropout2")
+
+        def norm(h, which, pre=pre, lay=lay):
+            ln = getattr(lay, which)
+            return add("LayerNorm", {"eps": float(ln.eps), "elementwise_affine": ln.elementwise_affine},
+                       [h], f"{pre}.{which}")
+
+        if lay.norm_first:
+            x = add("Add", {}, [x, sa_block(norm(x, "norm1"))], f"{pre}.add")
+            x = add("Add", {}, [x, ff_block(norm(x, "norm2"))], f"{pre}.add_1")
+        else:
+            x = norm(add("Add", {}, [x, sa_block(x)], f"{pre}.add"), "norm1")
+            x = norm(add("Add", {}, [x, ff_block(x)], f"{pre}.add_1"), "norm2")
+    if final is not None:
+        x = add("LayerNorm", {"eps": float(final.eps), "elementwise_affine": final.elementwise_affine}, [x],
+                f"{path}.norm")
+    return x
 
 
 # -- helpers for specific ops -------------------------------------------------------------------

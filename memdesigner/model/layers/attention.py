@@ -45,12 +45,20 @@ def _mha_mem(m):
     qkv = T(3 * bne, dt, "packed q, k, v")
     o_copy = T(bne, dt, "attention output laid out for out_proj")
     p = m.props["dropout"] if m.training else 0.0
-    if m.props["kernel"] == "math":
+    # on the CPU the fused kernel takes no dropout: with dropout in training SDPA falls back to
+    # its math path (q and k both scaled, scores, softmax, noise, dropped probabilities)
+    sdpa_math = m.props["kernel"] == "fused" and p > 0 and m.records and m.backend == "cpu"
+    if m.props["kernel"] == "math" or sdpa_math:
         q = T(bne, dt, "scaled q")
         scores = T(bhnn, dt, "attention scores")
         probs = T(bhnn, dt, "softmax(scores)")
-        extra = [T(bhnn, "bool" if m.backend != "cpu" else dt, "attention dropout mask")] if p else []
-        avg = [T(b * n * n, dt, "head-averaged weights")] if m.props["need_weights"] else []
+        extra = []
+        if p:
+            extra = [T(bhnn, "bool" if m.backend != "cpu" else dt, "attention dropout mask"),
+                     T(bhnn, dt, "dropped-out probabilities")]
+        if sdpa_math:
+            extra.append(T(bne, dt, "scaled k"))
+        avg = [T(b * n * n, dt, "head-averaged weights")] if (m.props["need_weights"] and not sdpa_math) else []
         if m.records:
             saved = [x_copy, qkv, q, probs, o_copy, In(0)] + extra
             return OpMem(outputs=[out], out_dtypes=[dt], saved=saved, temps=[scores] + avg, grad_in=["new"],
