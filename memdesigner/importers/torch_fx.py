@@ -993,12 +993,19 @@ def _map_transformer_encoder(st, fxn, mod, path, x):
             return add("LayerNorm", {"eps": float(ln.eps), "elementwise_affine": ln.elementwise_affine},
                        [h], f"{pre}.{which}")
 
+        before = set(st.design.nodes)
         if lay.norm_first:
             x = add("Add", {}, [x, sa_block(norm(x, "norm1"))], f"{pre}.add")
+            x1 = x
             x = add("Add", {}, [x, ff_block(norm(x, "norm2"))], f"{pre}.add_1")
+            st.design.nodes[x1.nid].keep_until = x.nid  # the layer's local x, rebound by the last add
         else:
             x = norm(add("Add", {}, [x, sa_block(x)], f"{pre}.add"), "norm1")
             x = norm(add("Add", {}, [x, ff_block(x)], f"{pre}.add_1"), "norm2")
+        if pre != path:  # each layer is a module call of its own: it holds its input until it returns
+            for nid in set(st.design.nodes) - before:
+                node = st.design.nodes[nid]
+                node.scope = f"{node.scope}/{pre}" if node.scope else pre
     if final is not None:
         x = add("LayerNorm", {"eps": float(final.eps), "elementwise_affine": final.elementwise_affine}, [x],
                 f"{path}.norm")

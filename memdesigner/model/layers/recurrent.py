@@ -120,27 +120,46 @@ def _lstm_mem(m):
 
 
 def _gru_mem(m):
-    """GRU has no oneDNN path on CPU: it runs step by step and keeps about 7*B*H values per time
-    step and layer, plus the input projection (T*B*3H)."""
+    """GRU has no oneDNN path on CPU: per layer and direction an input projection (T*B*3H, alive
+    while the layer runs), then each time step keeps about 7*B*H values (the gates' addmm, two
+    clones, an add and a sub) until backward walks back over it; the stacked output is new.
+    A layer's output feeds the next layer's projection, which keeps it for its weight gradient."""
     b, t, i0 = m.in_shapes[0]
     h = m.props["hidden_size"]
     d = 2 if m.props["bidirectional"] else 1
     L = m.props["num_layers"]
     dt = m.amp or m.float_in
-    saved, temps = [], []
+    per_layer = d * (4 if m.props["bias"] else 2)
+    saved, temps, stages = [], [], []
+    layer_saved = []
     for layer in range(L):
         proj = T(t * b * 3 * h * d, dt, f"layer {layer} input projection")
         steps = T(7 * t * b * h * d, dt, f"layer {layer} per-step gate tensors")
-        out_l = T(t * b * d * h, dt, f"layer {layer} output")
+        temps.append(proj)
+        own = []
         if m.records:
-            saved += [proj, steps, out_l]
+            saved.append(steps)
+            own.append(len(saved) - 1)
+            if layer < L - 1:
+                saved.append(T(t * b * d * h, dt, f"layer {layer} output"))
+                own.append(len(saved) - 1)
         else:
-            temps += [proj, out_l] if layer < L - 1 else [proj]
+            # without grad each step's hidden state waits in a list until it is stacked
+            temps.append(T(t * b * h * d, dt, f"layer {layer} step outputs"))
+            if layer < L - 1:
+                temps.append(T(t * b * d * h, dt, f"layer {layer} output"))
+        layer_saved.append(own)
     rs = m.props["return_sequences"]
     out = T(b * t * d * h if rs else b * d * h, dt, "output")
+    if m.records:
+        saved.append(In(0))
+        for layer in reversed(range(L)):
+            width = i0 if layer == 0 else d * h
+            temps_ = [T(t * b * width, dt, f"layer {layer} input gradient")] if layer > 0 else []
+            stages.append((temps_, list(range(layer * per_layer, (layer + 1) * per_layer)), layer_saved[layer]))
     bwd = [] if rs else [T(t * b * d * h, dt, "select_backward: full-size gradient of the sequence")]
-    mem = OpMem(outputs=[out], out_dtypes=[dt], saved=saved + ([In(0)] if m.records else []), temps=temps,
-                grad_in=["new"], bwd_temps=bwd)
+    mem = OpMem(outputs=[out], out_dtypes=[dt], saved=saved, temps=temps, grad_in=["new"], bwd_temps=bwd,
+                bwd_stages=stages)
     return amp_casts(m, mem)
 
 
