@@ -7,7 +7,7 @@ import math
 from memdesigner.engine.devices import Device, get_device
 from memdesigner.engine.report import LayerRow, Report
 from memdesigner.engine.settings import Settings
-from memdesigner.engine.simulate import CATS, Simulation, _param_bytes
+from memdesigner.engine.simulate import CATS, Simulation
 from memdesigner.model.analysis import Analysis, analyze
 from memdesigner.model.design import Design
 from memdesigner.units import DTYPE_BYTES
@@ -47,30 +47,28 @@ def _run(design: Design, an: Analysis, settings: Settings, dev: Device | None) -
     rounding = dev.allocator_rounding if dev is not None else (512 if settings.backend == "cuda" else 1)
     sim = Simulation(design, an, settings, rounding).run()
     mem = sim.mem
-    dtype = "float32" if settings.amp else settings.torch_dtype
     batch = settings.batch
-    rows = []
-    params = pbytes = bbytes = flops = 0
-    lower = 0
-    for nid in an.order:
-        info = an.nodes[nid]
-        node = design.nodes[nid]
-        if not info.ok:
-            continue
-        own = [p for p in info.params if p.name not in node.tied]  # shared ones count at their owner
-        n_p = sum(p.numel for p in own if p.trainable)
-        pb = sum(_param_bytes(p, dtype, node.bits) for p in own if p.trainable)
-        bb = sum(_param_bytes(p, dtype, node.bits) for p in own if not p.trainable)
-        params += n_p
-        pbytes += pb
-        bbytes += bb
-        f = info.flops * batch
-        flops += f
+    params = pbytes = bbytes = flops = lower = 0
+    valid = [nid for nid in an.order if an.nodes[nid].ok]
+    for nid in valid:
         r = sim.rows[nid]
-        rows.append(LayerRow(nid, node.name, node.type,
-                             [[batch, *o.shape] for o in info.outputs] if len(info.outputs) > 1
-                             else [batch, *info.outputs[0].shape],
-                             n_p, pb, r["activation_bytes"], r["kept_bytes"], f))
+        params += r["params"]
+        pbytes += r["param_bytes"]
+        bbytes += r["buffer_bytes"]
+        flops += an.nodes[nid].flops * batch
+
+    def layer_rows():
+        rows = []
+        for nid in valid:
+            info = an.nodes[nid]
+            node = design.nodes[nid]
+            r = sim.rows[nid]
+            shape = ([[batch, *o.shape] for o in info.outputs] if len(info.outputs) > 1
+                     else [batch, *info.outputs[0].shape])
+            rows.append(LayerRow(nid, node.name, node.type, shape, r["params"], r["param_bytes"],
+                                 r["activation_bytes"], r["kept_bytes"], info.flops * batch))
+        return rows
+
     # textbook lower bound: parameters + the largest pair of adjacent feature maps
     out_bytes = {}
     el = DTYPE_BYTES[settings.torch_dtype]
@@ -102,7 +100,7 @@ def _run(design: Design, an: Analysis, settings: Settings, dev: Device | None) -
     return Report(
         settings=settings.to_dict(), params=params, param_bytes=pbytes, buffer_bytes=bbytes, flops=flops,
         peak_bytes=peak, device_peak_bytes=dpeak, phase_peaks=dict(sim.phase_peaks), at_peak=at_peak,
-        peak_phase=phase, peak_layer=layer, lower_bound_bytes=lower, layers=rows, timeline=sim.events,
+        peak_phase=phase, peak_layer=layer, lower_bound_bytes=lower, layers_fn=layer_rows, timeline=sim.events,
         issues=list(an.issues), warnings=warnings, device=device,
         runtime_overhead_bytes=dev.runtime_overhead_bytes if dev else 0,
     )

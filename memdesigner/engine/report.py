@@ -41,13 +41,21 @@ class Report:
     peak_phase: str | None
     peak_layer: str | None
     lower_bound_bytes: int
-    layers: list  # list[LayerRow]
+    layers_fn: object  # () -> list[LayerRow]; rows are built when first read (the GUI's table, JSON)
     timeline: list  # list[Event]
     issues: list  # list[Issue]
     warnings: list = field(default_factory=list)
     device: dict | None = None
     max_batch: int | None = None
     runtime_overhead_bytes: int = 0
+
+    _layers: list | None = None
+
+    @property
+    def layers(self) -> list:
+        if self._layers is None:
+            self._layers = self.layers_fn()
+        return self._layers
 
     @property
     def ok(self) -> bool:

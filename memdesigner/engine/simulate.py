@@ -13,7 +13,7 @@ step; inference is ``with torch.no_grad(): out = model(x)``.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from memdesigner.engine.settings import Settings
 from memdesigner.model.analysis import Analysis
@@ -29,8 +29,7 @@ W, G, O, A, K = range(5)
 FLOATS = ("float32", "float16", "bfloat16", "float64")
 
 
-@dataclass
-class Event:
+class Event(NamedTuple):
     phase: str  # forward | backward | optimizer_step
     node: str | None  # node id (None for the loss / whole-model steps)
     label: str
@@ -192,12 +191,16 @@ class Simulation:
             info = an.nodes[nid]
             bits = nodes[nid].bits
             tied = nodes[nid].tied
-            pb = 0
+            pb = bb = n_p = 0
             for p in info.params:
                 if p.name in tied:  # the same tensor as another layer's parameter: counted there
                     continue
                 nb = _param_bytes(p, pdtype, bits)
-                pb += nb
+                if p.trainable:
+                    pb += nb
+                    n_p += p.numel
+                else:
+                    bb += nb
                 weights_total += nb
                 weights_r += nb if rnd <= 1 else -(-nb // rnd) * rnd
                 if p.trainable:
@@ -206,7 +209,8 @@ class Simulation:
                     if state_per_param:
                         state_total += state_per_param * tb + step_tensor
                         state_r += state_per_param * (tb if rnd <= 1 else -(-tb // rnd) * rnd) + step_tensor
-            self.rows[nid] = {"param_bytes": pb, "activation_bytes": 0, "kept_bytes": 0}
+            self.rows[nid] = {"params": n_p, "param_bytes": pb, "buffer_bytes": bb, "activation_bytes": 0,
+                              "kept_bytes": 0}
         # weights and optimizer state live all step long: one block each (already rounded)
         mem.alloc_exact(weights_total, weights_r, W, "parameters and buffers (all layers)")
         if state_total:

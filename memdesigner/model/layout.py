@@ -7,8 +7,11 @@ Size-1 dimensions never matter, so a "transposed" batch-1 tensor is often still 
 
 from __future__ import annotations
 
+from functools import lru_cache
 
-def contiguous_strides(shape) -> tuple:
+
+@lru_cache(maxsize=4096)
+def contiguous_strides(shape: tuple) -> tuple:
     out = []
     acc = 1
     for size in reversed(shape):
@@ -68,7 +71,8 @@ def view_strides(shape, strides, new_shape):
     return tuple(new_strides)
 
 
-def dense_like(shape, strides) -> tuple:
+@lru_cache(maxsize=4096)
+def dense_like(shape: tuple, strides: tuple) -> tuple:
     """Output strides of an element-wise op (TensorIterator): dense, in the input's memory order."""
     n = len(shape)
     order = sorted(range(n), key=lambda d: (-strides[d] if shape[d] != 1 else 1, d))
