@@ -47,7 +47,7 @@ def view_strides(shape, strides, new_shape):
     if not shape:
         return tuple(1 for _ in new_shape)
     if numel == 0:
-        return contiguous_strides(new_shape)
+        return contiguous_strides(tuple(new_shape))
     new_strides = [0] * len(new_shape)
     view_d = len(new_shape) - 1
     chunk_base = strides[-1]
