@@ -19,10 +19,8 @@ def _resolve_device(device) -> Device | None:
     return get_device(str(device))
 
 
-def estimate(design: Design, settings: Settings | None = None, *, device=None, max_batch: bool = False,
-             analysis: Analysis | None = None, **kw) -> Report:
-    """Estimate one step. Keyword settings (mode, batch, optimizer, dtype, amp, checkpointing,
-    backend, foreach) override ``settings``; a device's kind sets the backend."""
+def _resolve(settings: Settings | None, device, kw: dict):
+    """Settings from an object and/or keywords; a device's kind decides the backend."""
     dev = _resolve_device(device)
     if settings is None:
         settings = Settings(**kw)
@@ -30,6 +28,14 @@ def estimate(design: Design, settings: Settings | None = None, *, device=None, m
         settings = settings.with_(**kw)
     if dev is not None and settings.backend != dev.kind:
         settings = settings.with_(backend=dev.kind)
+    return settings, dev
+
+
+def estimate(design: Design, settings: Settings | None = None, *, device=None, max_batch: bool = False,
+             analysis: Analysis | None = None, **kw) -> Report:
+    """Estimate one step. Keyword settings (mode, batch, optimizer, dtype, amp, checkpointing,
+    backend, foreach) override ``settings``; a device's kind sets the backend."""
+    settings, dev = _resolve(settings, device, kw)
     an = analysis or analyze(design)
     rep = _run(design, an, settings, dev)
     if max_batch and dev is not None and an.ok:
@@ -144,13 +150,7 @@ CATEGORY_NAMES = ("weights", "gradients", "optimizer_state", "activations", "wor
 def explain_peak(design: Design, settings: Settings | None = None, *, device=None, **kw) -> list[dict]:
     """What is alive at the peak, tensor by tensor: [{layer, name, tensor, bytes, category}],
     largest first. Runs the step twice: once to find the peak, once to capture its live set."""
-    dev = _resolve_device(device)
-    if settings is None:
-        settings = Settings(**kw)
-    elif kw:
-        settings = settings.with_(**kw)
-    if dev is not None and settings.backend != dev.kind:
-        settings = settings.with_(backend=dev.kind)
+    settings, dev = _resolve(settings, device, kw)
     an = analyze(design)
     rounding = dev.allocator_rounding if dev is not None else (512 if settings.backend == "cuda" else 1)
     peak = Simulation(design, an, settings, rounding).run().mem.peak

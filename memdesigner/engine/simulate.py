@@ -410,6 +410,28 @@ class Simulation:
         events.append(Event("backward", None, "loss backward", mem.cur, tuple(mem.by), mem.rcur))
         loss_node_ones = has_loss_node
         grad_owned: set = set()  # "node.param" keys whose .grad exists (shared parameters)
+
+        def param_grads(nid, node, info, indices) -> list:
+            """The gradients AccumulateGrad keeps as p.grad (one block per layer). A shared
+            parameter that already has .grad gets the contribution added in place: that one is a
+            transient, returned for the caller to free after the op."""
+            raw = rsum = 0
+            transient = []
+            for k in indices:
+                p = info.params[k]
+                if not p.trainable:
+                    continue
+                nb = p.numel * pitem
+                pkey = node.tied.get(p.name) or f"{nid}.{p.name}"
+                if pkey in grad_owned:
+                    transient.append(mem.alloc(nb, K, 1, (nid, p.name + " gradient (accumulated)")))
+                    continue
+                grad_owned.add(pkey)
+                raw += nb
+                rsum += nb if rnd <= 1 else -(-nb // rnd) * rnd
+            if raw:
+                mem.alloc_exact(raw, rsum, G, (nid, "parameter gradients"))
+            return transient
         for nid in reversed(order):
             if nid not in grad_mode:
                 continue
@@ -437,16 +459,8 @@ class Simulation:
                 sv = saved_of.get(nid, [])
                 for temps_, pidx, release in op.bwd_stages:
                     st_tmp = [mem.alloc(_nbytes(t), G, 1, t.what) for t in temps_]
-                    raw = rsum = 0
-                    for k in pidx:
-                        p = info.params[k]
-                        done_params.add(k)
-                        if p.trainable:
-                            nb = p.numel * pitem
-                            raw += nb
-                            rsum += nb if rnd <= 1 else -(-nb // rnd) * rnd
-                    if raw:
-                        mem.alloc_exact(raw, rsum, G, (nid, "parameter gradients"))
+                    done_params.update(pidx)
+                    st_tmp += param_grads(nid, node, info, pidx)
                     mem.mark(("backward", nid))
                     events.append(Event("backward", nid, node.name, mem.cur, tuple(mem.by), mem.rcur))
                     for sid in stage_tmp:
@@ -484,22 +498,7 @@ class Simulation:
                             halves.append((mem.alloc(p.numel * DTYPE_BYTES[amp], G, 1, "low-precision grad"),
                                            p.numel * pitem, p))
                 else:
-                    raw = rnd_sum = 0
-                    tied = node.tied
-                    for k_, p in enumerate(info.params):
-                        if p.trainable and k_ not in done_params:
-                            nb = p.numel * pitem
-                            pkey = tied.get(p.name) or f"{nid}.{p.name}"
-                            if pkey in grad_owned:
-                                # a shared parameter already has .grad: AccumulateGrad adds this
-                                # contribution in place, and the contribution dies
-                                tmp.append(mem.alloc(nb, K, 1, (nid, p.name + " gradient (accumulated)")))
-                                continue
-                            grad_owned.add(pkey)
-                            raw += nb
-                            rnd_sum += nb if rnd <= 1 else -(-nb // rnd) * rnd
-                    if raw:
-                        mem.alloc_exact(raw, rnd_sum, G, (nid, "parameter gradients"))
+                    tmp += param_grads(nid, node, info, [k for k in range(len(info.params)) if k not in done_params])
             mem.mark(("backward", nid))
             events.append(Event("backward", nid, node.name, mem.cur, tuple(mem.by), mem.rcur))
             for sid in tmp:

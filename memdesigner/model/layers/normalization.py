@@ -90,8 +90,12 @@ def _rows(m, ndims):
 def _ln_mem(m):
     """native_layer_norm returns output, mean and rstd (one per normalized row); training keeps
     input, mean and rstd."""
-    nd = len(m.props["normalized_shape"]) or 1
-    rows = _rows(m, nd)
+    return _with_row_stats(m, _rows(m, len(m.props["normalized_shape"]) or 1))
+
+
+def _with_row_stats(m, rows):
+    """Output plus a mean and rstd per normalized row: kept with the input for backward, or
+    dropped at once without grad."""
     sd = _stat_dtype(m)
     stats = [T(rows, sd, "mean"), T(rows, sd, "rstd")]
     out = T(m.in_elems(0), m.float_in, "output")
@@ -118,13 +122,7 @@ def _gn_shape(c):
 
 
 def _gn_mem(m):
-    rows = m.in_shapes[0][0] * m.props["num_groups"]
-    sd = _stat_dtype(m)
-    stats = [T(rows, sd, "mean"), T(rows, sd, "rstd")]
-    out = T(m.in_elems(0), m.float_in, "output")
-    if m.records:
-        return amp_fp32(m, OpMem(outputs=[out], out_dtypes=[out.dtype], saved=[In(0)] + stats, grad_in=["new"]))
-    return amp_fp32(m, OpMem(outputs=[out], out_dtypes=[out.dtype], temps=stats, grad_in=["new"]))
+    return _with_row_stats(m, m.in_shapes[0][0] * m.props["num_groups"])
 
 
 GroupNorm = register(LayerType(
