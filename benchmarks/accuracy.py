@@ -23,8 +23,11 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+for _p in (str(REPO), str(Path(__file__).resolve().parent)):
+    if _p not in sys.path:
+        sys.path.insert(0, _p)
+
+from _tables import mib, phase_cells  # noqa: E402
 
 MiB = 1024.0 * 1024.0
 OPTIMIZERS = {"sgd": "sgd", "sgd_momentum": "momentum", "adam": "adam", "adamw": "adamw", None: "none"}
@@ -98,10 +101,6 @@ def estimate_record(design, rec: dict) -> dict:
     }
 
 
-def _mib(b) -> str:
-    return "-" if b is None else f"{b / MiB:.2f}"
-
-
 def _pct(x) -> str:
     return f"{100 * x:+.2f}"
 
@@ -113,14 +112,9 @@ def markdown_table(rows: list[dict]) -> str:
     for r in rows:
         dt = r["dtype"] + ("+amp" if r["amp"] else "")
         opt = r["optimizer"] + (" (foreach)" if r["foreach"] else "")
-        ph = []
-        for k in ("forward", "backward", "optimizer_step"):
-            if k in r["phase_measured"]:
-                ph.append(f"{_mib(r['phase_estimated'].get(k))} / {_mib(r['phase_measured'].get(k))}")
-            else:
-                ph.append("-")
-        lines.append(f"| {r['model']} | {r['mode']} | {dt} | {opt} | {r['batch']} | {_mib(r['measured_bytes'])} | "
-                     f"{_mib(r['estimated_bytes'])} | {_pct(r['rel_error'])} | " + " | ".join(ph) + " |")
+        ph = phase_cells(r)
+        lines.append(f"| {r['model']} | {r['mode']} | {dt} | {opt} | {r['batch']} | {mib(r['measured_bytes'])} | "
+                     f"{mib(r['estimated_bytes'])} | {_pct(r['rel_error'])} | " + " | ".join(ph) + " |")
     return "\n".join(lines)
 
 

@@ -30,6 +30,8 @@ for p in (str(REPO), str(HERE)):
     if p not in sys.path:
         sys.path.insert(0, p)
 
+from _tables import mib, phase_cells  # noqa: E402
+
 TRUTH_JSON = HERE / "holdout_truth.json"
 MiB = 1024.0 * 1024.0
 
@@ -190,21 +192,12 @@ def run(models=None, truth: dict | None = None) -> tuple[list[dict], dict]:
 # --------------------------------------------------------------------------
 # reporting
 # --------------------------------------------------------------------------
-def _mib(b) -> str:
-    return "-" if b is None else f"{b / MiB:.2f}"
-
-
 def markdown_table(rows: list[dict]) -> str:
     lines = ["| model | config | measured MiB | estimated MiB | rel err % | fwd est/meas | bwd est/meas | step est/meas |",
              "|---|---|---:|---:|---:|---|---|---|"]
     for r in rows:
-        ph = []
-        for k in ("forward", "backward", "optimizer_step"):
-            if k in r["phase_measured"]:
-                ph.append(f"{_mib(r['phase_estimated'].get(k))} / {_mib(r['phase_measured'].get(k))}")
-            else:
-                ph.append("-")
-        lines.append(f"| {r['model']} | {r['config']} | {_mib(r['measured_bytes'])} | {_mib(r['estimated_bytes'])} | "
+        ph = phase_cells(r)
+        lines.append(f"| {r['model']} | {r['config']} | {mib(r['measured_bytes'])} | {mib(r['estimated_bytes'])} | "
                      f"{100 * r['rel_error']:+.2f} | " + " | ".join(ph) + " |")
     return "\n".join(lines)
 
