@@ -158,10 +158,12 @@ def import_file(target: str, input_shape=None, input_dtype=None, name: str | Non
 
 
 def load_factory(target: str):
-    """Resolve "FILE.py:FACTORY" to the factory callable."""
-    if ":" not in target:
-        raise TorchImportError(f"{target!r}: expected FILE.py:FACTORY")
-    path, fname = target.rsplit(":", 1)
+    """Resolve "FILE.py:FACTORY" to the factory callable; "FILE.py" alone takes the first
+    nn.Module class the file defines (built with no arguments)."""
+    if ":" in target and not Path(target).exists():
+        path, fname = target.rsplit(":", 1)
+    else:
+        path, fname = target, None
     p = Path(path)
     if not p.exists():
         raise TorchImportError(f"{path}: no such file")
@@ -183,6 +185,13 @@ def load_factory(target: str):
                 sys.path.remove(str(p.parent.resolve()))
             except ValueError:
                 pass
+    if fname is None:
+        import torch
+
+        for obj in vars(mod).values():
+            if isinstance(obj, type) and issubclass(obj, torch.nn.Module) and obj.__module__ == mod_name:
+                return obj
+        raise TorchImportError(f"{path}: defines no nn.Module class; name a factory as FILE.py:FACTORY")
     fn = getattr(mod, fname, None)
     if fn is None and hasattr(mod, "MODELS"):
         fn = mod.MODELS.get(fname)
@@ -205,7 +214,8 @@ def load_factory_module(target: str, meta: bool = True):
         module, shape = built[0], tuple(built[1])
     else:
         module, shape = built, None
-    return module, shape, target.rsplit(":", 1)[1]
+    name = getattr(fn, "__name__", None) or Path(target.split(":")[0]).stem
+    return module, shape, name
 
 
 # ----------------------------------------------------------------------------------------------
