@@ -196,7 +196,7 @@ class Inspector(QScrollArea):
         w = QLabel(text)
         w.setAlignment(Qt.AlignCenter)
         w.setWordWrap(True)
-        w.setStyleSheet("color: palette(placeholder-text); padding: 24px;")
+        w.setStyleSheet(f"color: {theme.muted()}; padding: 24px;")
         self.fields = {}
         self.name_edit = self.bits_combo = None
         self.setWidget(w)
@@ -223,13 +223,13 @@ class Inspector(QScrollArea):
         head = QHBoxLayout()
         icon = QLabel()
         icon.setPixmap(family_pixmap(lt.family, 64).scaled(28, 28, Qt.KeepAspectRatio, Qt.SmoothTransformation))
-        title = QLabel(f"<b style='font-size:14px'>{lt.name}</b><br><span style='color:gray'>{lt.family}</span>")
+        title = QLabel(f"<b style='font-size:14px'>{lt.name}</b><br><span style='color:{theme.muted()}'>{lt.family}</span>")
         head.addWidget(icon)
         head.addWidget(title, 1)
         outer.addLayout(head)
         doc = QLabel(lt.doc)
         doc.setWordWrap(True)
-        doc.setStyleSheet("color: palette(placeholder-text);")
+        doc.setStyleSheet(f"color: {theme.muted()};")
         outer.addWidget(doc)
         self.issue_label = QLabel()
         self.issue_label.setWordWrap(True)
@@ -259,7 +259,7 @@ class Inspector(QScrollArea):
         if lt.keeps_for_backward:
             keeps = QLabel(f"<b>Kept for backward:</b> {lt.keeps_for_backward}")
             keeps.setWordWrap(True)
-            keeps.setStyleSheet("color: palette(placeholder-text);")
+            keeps.setStyleSheet(f"color: {theme.muted()};")
             outer.addWidget(keeps)
         outer.addStretch(1)
         self.setWidget(page)

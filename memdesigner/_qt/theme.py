@@ -46,6 +46,18 @@ def is_dark() -> bool:
     return pal.color(QPalette.Window).lightness() < pal.color(QPalette.WindowText).lightness()
 
 
+def muted() -> str:
+    """Secondary text: the text colour blended 40 % towards the background, readable on light and
+    dark palettes alike (a palette's placeholder colour is often too faint on dark ones)."""
+    app = QApplication.instance()
+    if app is None:
+        return "#6b7280"
+    pal = app.palette()
+    fg, bg = pal.color(QPalette.WindowText), pal.color(QPalette.Window)
+    mix = [round(0.6 * a + 0.4 * b) for a, b in zip(fg.getRgb()[:3], bg.getRgb()[:3])]
+    return "#%02x%02x%02x" % tuple(mix)
+
+
 _CACHE: dict = {}
 
 
