@@ -55,7 +55,7 @@ def muted() -> str:
     pal = app.palette()
     fg, bg = pal.color(QPalette.WindowText), pal.color(QPalette.Window)
     mix = [round(0.6 * a + 0.4 * b) for a, b in zip(fg.getRgb()[:3], bg.getRgb()[:3])]
-    return "#%02x%02x%02x" % tuple(mix)
+    return "#" + "".join(f"{c:02x}" for c in mix)
 
 
 _CACHE: dict = {}
