@@ -220,6 +220,8 @@ class Simulation:
         val_sid: dict[tuple, int] = {}
         val_dtype: dict[tuple, str] = {}
         val_strides: dict[tuple, tuple] = {}
+        val_shape: dict[tuple, tuple] = {}
+        in_keys = {nid: [(e.src, e.src_port) for e in lst] for nid, lst in in_edges.items()}
         val_rg: dict[tuple, bool] = {}
         saved_of: dict[str, list[int]] = {}
         grad_mode: dict[str, OpMem] = {}
@@ -246,13 +248,16 @@ class Simulation:
             info = an.nodes[nid]
             node = nodes[nid]
             lt = node.layer
-            edges = in_edges[nid]
-            keys = [(e.src, e.src_port) for e in edges]
-            in_shapes = [(batch,) + an.nodes[e.src].outputs[e.src_port].shape for e in edges]
-            in_dtypes = [val_dtype[k] for k in keys]
-            in_rg = [val_rg[k] for k in keys]
-            out_kinds = [o.kind for o in info.outputs]
-            in_strides = [val_strides[k] for k in keys]
+            keys = in_keys[nid]
+            in_shapes = []
+            in_dtypes = []
+            in_rg = []
+            in_strides = []
+            for k in keys:
+                in_shapes.append(val_shape[k])
+                in_dtypes.append(val_dtype[k])
+                in_rg.append(val_rg[k])
+                in_strides.append(val_strides[k])
             mkey = (lt.name, id(info.props), id(info.outputs), id(info.params), tuple(in_shapes), tuple(in_dtypes),
                     tuple(in_rg), tuple(in_strides), settings_key)
             hit = _RULES.get(mkey)
@@ -261,7 +266,7 @@ class Simulation:
             else:
                 m = MemCtx(
                     props=info.props, in_shapes=in_shapes, in_dtypes=in_dtypes,
-                    out_shapes=[(batch,) + o.shape for o in info.outputs], out_kinds=out_kinds,
+                    out_shapes=[(batch,) + o.shape for o in info.outputs], out_kinds=[o.kind for o in info.outputs],
                     params=info.params, dtype=dtype, grad=train, training=train, in_rg=in_rg,
                     backend=s.backend, amp=amp, batch=batch, in_strides=in_strides,
                 )
@@ -338,6 +343,7 @@ class Simulation:
                 val_sid[key] = sid
                 val_dtype[key] = op.out_dtypes[min(j, len(op.out_dtypes) - 1)]
                 oshape = (batch,) + info.outputs[j].shape
+                val_shape[key] = oshape
                 if ostr is not None and ostr[j] is not None:
                     val_strides[key] = ostr[j]
                 else:
@@ -449,7 +455,7 @@ class Simulation:
                 continue
             rec = self.rows[nid].get("recompute")
             rsid = mem.alloc(rec, A, 1, (nid, "recomputed (checkpoint)")) if rec else None
-            keys = [(e.src, e.src_port) for e in in_edges[nid]]
+            keys = in_keys[nid]
             tmp = [mem.alloc(_nbytes(t), K, 1, t.what) for t in op.bwd_temps]
             done_params: set = set()
             stage_tmp: list = []

@@ -6,21 +6,26 @@ bad node are marked as blocked (they cannot be checked until it is fixed).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from memdesigner.model.design import Design
 from memdesigner.model.registry import Issue, LayerError, ParamSpec, ShapeCtx, TensorSpec
 
 
-@dataclass
 class NodeInfo:
-    id: str
-    outputs: list = field(default_factory=list)  # list[TensorSpec]
-    params: list = field(default_factory=list)  # list[ParamSpec]
-    flops: int = 0
-    props: dict = field(default_factory=dict)  # coerced property values
-    issue: Issue | None = None
-    blocked_by: str | None = None  # an upstream node in error
+    """One node's analysis: output specs, parameters, FLOPs, coerced props, or why it is invalid."""
+
+    __slots__ = ("id", "outputs", "params", "flops", "props", "issue", "blocked_by")
+
+    def __init__(self, id: str, outputs=None, params=None, flops: int = 0, props=None,
+                 issue: Issue | None = None, blocked_by: str | None = None):
+        self.id = id
+        self.outputs = outputs if outputs is not None else []  # list[TensorSpec]
+        self.params = params if params is not None else []  # list[ParamSpec]
+        self.flops = flops
+        self.props = props if props is not None else {}  # coerced property values
+        self.issue = issue
+        self.blocked_by = blocked_by  # an upstream node in error
 
     @property
     def ok(self) -> bool:
@@ -123,7 +128,9 @@ def analyze(design: Design) -> Analysis:
             info.issue = Issue(nid, err.field, err.message)
             issues.append(info.issue)
             continue
-        edges = sorted(ins[nid], key=lambda e: e.dst_port)
+        edges = ins[nid]
+        if len(edges) > 1:
+            edges.sort(key=lambda e: e.dst_port)
         n_in = len(edges)
         ports = [e.dst_port for e in edges]
         if n_in < lt.min_inputs or ports != list(range(n_in)):
