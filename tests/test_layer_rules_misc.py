@@ -88,3 +88,15 @@ def test_contiguous_copies_only_a_transposed_tensor():
     # batch 1: a transpose that only moves a size-1 dimension leaves the tensor contiguous
     one = sequential((1, 8), [("Transpose", {"dim0": 1, "dim1": 2}), ("Contiguous", {})])
     assert md.estimate(one, mode="inference", batch=1, backend="cpu").peak_bytes == 8 * 4
+
+
+def test_max_keeps_int64_indices_for_backward():
+    from helpers import sequential
+
+    d = sequential((6, 8), [("Linear", {"out_features": 8}), ("Max", {"dim": 1})])
+    an = analyze(d)
+    assert [o.shape for o in an.nodes["n1"].outputs] == [(8,), (8,)]
+    assert an.nodes["n1"].outputs[1].kind == "int64"
+    r = md.estimate(d, mode="train", batch=2, optimizer="sgd", backend="cpu")
+    row = r.layers[-1]
+    assert row.activation_bytes == 2 * 8 * 4 + 2 * 8 * 8  # values + int64 indices

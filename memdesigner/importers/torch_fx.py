@@ -740,6 +740,13 @@ def _map(st: _State, gm, fxn):
             v = _single(st, fxn, "AdaptiveAvgPool2d", {"output_size": 1}, [x])
             return v if keep else _reshape_to(st, fxn, v, _tmeta(fxn)[0][1:])
         return _generic(st, fxn, name, [x], "mean over several dims or all", saves_input=False)
+    if name in ("max", "min"):
+        d = _arg(fxn, 1, "dim", None)
+        if isinstance(d, int):
+            keep = bool(_arg(fxn, 2, "keepdim", False))
+            nid, specs = _add(st, fxn, "Max", {"dim": x.ddim(d, rank), "keepdim": keep}, [x])
+            dm = _drop_dim(x.dmap, d % rank) if not keep else x.dmap
+            return Multi([Val(nid, 0, specs[0], dm), Val(nid, 1, specs[1], dm)])
     if name in ("adaptive_avg_pool2d",):
         return _single(st, fxn, "AdaptiveAvgPool2d", {"output_size": _pair(_arg(fxn, 1, "output_size"))}, [x])
     if name in ("max_pool2d", "max_pool1d", "avg_pool2d"):

@@ -2,7 +2,7 @@
 learned tokens and position embeddings). Each has its own exact memory rule."""
 
 from memdesigner.model.layers._common import amp_casts, f_dtype, fmt
-from memdesigner.model.oprules import In, OpMem, T
+from memdesigner.model.oprules import In, OpMem, Out, T
 from memdesigner.model.registry import LayerError, LayerType, ParamSpec, Prop, TensorSpec, register
 
 
@@ -205,6 +205,29 @@ def _mean_shape(c):
     else:
         del s[d - 1]
     return [TensorSpec(tuple(s))]
+
+
+def _max_shape(c):
+    out = _mean_shape(c)[0]
+    return [out, TensorSpec(out.shape, "int64")]
+
+
+def _max_mem(m):
+    """torch.max(x, dim) returns values and int64 argmax indices; backward scatters the gradient
+    into an input-sized zero tensor through the indices, so the indices are kept."""
+    vals = T(m.out_elems(0), m.float_in, "max values")
+    idx = T(m.out_elems(1), "int64", "argmax indices")
+    if m.records:
+        return OpMem(outputs=[vals, idx], out_dtypes=[m.float_in, "int64"], saved=[Out(1)], grad_in=["new"])
+    return OpMem(outputs=[vals, idx], out_dtypes=[m.float_in, "int64"], grad_in=["new"])
+
+
+Max = register(LayerType(
+    name="Max", family="tensor", doc="Maximum over one dimension with its indices (torch.max(x, dim)).",
+    props=(Prop("dim", "int", 1), Prop("keepdim", "bool", False)), shape=_max_shape, memory=_max_mem,
+    flops=lambda c, o: c.inputs[0].numel, n_outputs=2, torch_ops=("max", "min"),
+    keeps_for_backward="the int64 argmax indices", input_names=(),
+))
 
 
 Mean = register(LayerType(
