@@ -60,7 +60,7 @@ def _mha_mem(m):
             extra.append(T(bne, dt, "scaled k"))
         avg = [T(b * n * n, dt, "head-averaged weights")] if (m.props["need_weights"] and not sdpa_math) else []
         if m.records:
-            saved = [x_copy, qkv, q, probs, o_copy, In(0)] + extra
+            saved = [x_copy, qkv, q, probs, o_copy] + extra  # the input itself is not kept: its (L, B, E) copy is
             return OpMem(outputs=[out], out_dtypes=[dt], saved=saved, temps=[scores] + avg, grad_in=["new"],
                          bwd_temps=[T(bhnn, dt, "score gradients"), T(bhnn, dt, "softmax gradients"),
                                     T(3 * bne, dt, "q, k, v gradients")])
@@ -70,7 +70,7 @@ def _mha_mem(m):
     lse = T(b * h * n, "float32", "logsumexp")
     attn = T(bne, dt, "attention output")
     if m.records:
-        return OpMem(outputs=[out], out_dtypes=[dt], saved=[x_copy, qkv, attn, lse, o_copy, In(0)], grad_in=["new"],
+        return OpMem(outputs=[out], out_dtypes=[dt], saved=[x_copy, qkv, attn, lse, o_copy], grad_in=["new"],
                      bwd_temps=[T(3 * bne, dt, "q, k, v gradients"), T(bne, dt, "output gradient copy")])
     return OpMem(outputs=[out], out_dtypes=[dt], temps=[qkv, attn], grad_in=["new"])
 
