@@ -476,7 +476,6 @@ class Simulation:
                         if idx < len(sv) and sv[idx] is not None:
                             mem.decref(sv[idx])
                             sv[idx] = None
-            tmp += stage_tmp
             new_grads = []
             g0 = next(g for g in g_out if g is not None)
             for i, k in enumerate(keys):
@@ -488,11 +487,15 @@ class Simulation:
                 if how == "alias":
                     mem.incref(g0)
                     new_grads.append((k, g0))
+                elif how == "stage" and stage_tmp:
+                    # the last backward stage already made this input's gradient (its first temp)
+                    new_grads.append((k, stage_tmp.pop(0)))
                 elif isinstance(how, T):
                     new_grads.append((k, mem.alloc(_nbytes(how), G, 1, how.what)))
                 else:
                     nb = m.in_elems(i) * DTYPE_BYTES[m.in_dtypes[i]]
                     new_grads.append((k, mem.alloc(nb, G, 1, (k[0], "gradient"))))
+            tmp += stage_tmp
             # parameter gradients (AccumulateGrad keeps them as p.grad). Under autocast the op
             # makes low-precision gradients; ToCopyBackward0 casts them to fp32 after the op's
             # saved tensors and incoming gradient are released.

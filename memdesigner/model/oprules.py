@@ -58,9 +58,9 @@ class OpMem:
     saved       what autograd keeps until this op's backward ran: In/Out refs or extra ``T``
                 storages created by the forward (masks, indices, statistics, clones).
     grad_in     per input: "new" (backward allocates a gradient of the input's size), "alias"
-                (the gradient is a view of the incoming gradient: Add, views, Cat) or a ``T``
-                (a gradient of another size, e.g. a sparse-ish one). Ignored for inputs that do
-                not require grad.
+                (the gradient is a view of the incoming gradient: Add, views, Cat), "stage" (the
+                last of ``bwd_stages`` made it: its first temp) or a ``T`` (a gradient of another
+                size). Ignored for inputs that do not require grad.
     bwd_temps   storages alive only while this op's backward runs (beyond the gradients).
     param_grads whether trainable parameters get gradients (AccumulateGrad steals them: no copy).
     bwd_stages  a backward that runs in steps (a stacked LSTM, layer by layer): each stage

@@ -109,13 +109,13 @@ def _lstm_mem(m):
     stages = []
     for layer in reversed(range(L)):
         own, width = layer_idx[layer]
-        temps = [T(2 * d * b * h, dt, f"layer {layer} dh, dc")]
-        if layer > 0 or not m.in_rg[0]:
-            temps.insert(0, T(t * b * width, dt, f"layer {layer} input gradient"))
+        # the layer's backward makes its input gradient (always, even for the first layer),
+        # its weight gradients and dh/dc together, while the layer's kept tensors still live
+        temps = [T(t * b * width, dt, f"layer {layer} input gradient"), T(2 * d * b * h, dt, f"layer {layer} dh, dc")]
         release = own + ([0, 1, 2] if layer == 0 else [])
         stages.append((temps, list(range(layer * per_layer, (layer + 1) * per_layer)), release))
     bwd = [] if rs else [T(t * b * d * h, dt, "select_backward: full-size gradient of the sequence")]
-    return amp_casts(m, OpMem(outputs=[last_out], out_dtypes=[dt], saved=saved, grad_in=["new"],
+    return amp_casts(m, OpMem(outputs=[last_out], out_dtypes=[dt], saved=saved, grad_in=["stage"],
                               bwd_temps=bwd, bwd_stages=stages))
 
 
