@@ -178,6 +178,10 @@ class Simulation:
         for lst in in_edges.values():
             lst.sort(key=lambda e: e.dst_port)
         has_loss_node = any(nodes[n].type == "Loss" for n in order)
+        # the model's outputs: nodes none of whose outputs feed anything (an op whose first output
+        # is ignored but whose second is used, like `_, h_n = gru(x)`, is not one)
+        sinks = {n for n in order if nodes[n].type != "Input"
+                 and not any(n_cons.get((n, j), 0) for j in range(max(1, len(an.nodes[n].outputs))))}
 
         # -- weights, buffers, optimizer state (steady state) --------------------------------
         trainable: list[tuple[str, int, int]] = []  # (node, bytes, numel) per trainable tensor
@@ -286,8 +290,11 @@ class Simulation:
             tmp_sids = [mem.alloc(_nbytes(t), K, 1, t.what) for t in op.temps]
             out_sids = []
             out_bytes = 0
-            for o in op.outputs:
-                if isinstance(o, T):
+            late = op.late_outputs
+            for j, o in enumerate(op.outputs):
+                if late and j in late:
+                    out_sids.append(None)  # made after the op's transients are gone (below)
+                elif isinstance(o, T):
                     nb = _nbytes(o)
                     out_bytes += nb
                     out_sids.append(mem.alloc(nb, A, 1, (nid, o.what)))
@@ -305,6 +312,12 @@ class Simulation:
             events.append(Event("forward", nid, node.name, mem.cur, tuple(mem.by), mem.rcur))
             for sid in tmp_sids:
                 mem.decref(sid)
+            if late:
+                for j in late:
+                    nb = _nbytes(op.outputs[j])
+                    out_bytes += nb
+                    out_sids[j] = mem.alloc(nb, A, 1, (nid, op.outputs[j].what))
+                mem.mark(("forward", nid))
             # what autograd keeps
             sv = []
             if records:
@@ -334,7 +347,7 @@ class Simulation:
             for j, sid in enumerate(out_sids):
                 key = (nid, j)
                 refs = n_cons.get(key, 0)
-                sink = refs == 0 and j == 0 and not node.layer.max_inputs == 0
+                sink = refs == 0 and j == 0 and nid in sinks
                 if sink and (not has_loss_node or node.type == "Loss" or not train):
                     refs += 1
                     held_outputs.append(sid)
@@ -394,7 +407,7 @@ class Simulation:
             for nid in order:
                 for j in range(len(an.nodes[nid].outputs)):
                     key = (nid, j)
-                    if n_cons.get(key, 0) == 0 and j == 0 and key in val_sid and val_rg.get(key):
+                    if nid in sinks and j == 0 and key in val_sid and val_rg.get(key):
                         ldt = val_dtype[key]
                         loss_sids.append(mem.alloc(DTYPE_BYTES[ldt], A, 1, "loss = out.mean()"))
                         grads[key] = None  # filled in backward

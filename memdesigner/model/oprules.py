@@ -82,6 +82,7 @@ class OpMem:
     out_strides: list | None = None  # per output strides (full shape); None entries: default
     elementwise: bool = False  # new outputs take the input's memory order (TensorIterator)
     bwd_stages: list = field(default_factory=list)  # [(temps, param indices, saved indices to release)]
+    late_outputs: tuple = ()  # output indices made after the temps are freed (a final torch.stack)
 
 
 @dataclass

@@ -10,9 +10,11 @@ def _rnn_shape(c):
     if len(x.shape) != 2 or x.kind != "float":
         raise LayerError("inputs", f"expects a float (sequence, features) input per sample, got {fmt(x.shape)}")
     d = 2 if c["bidirectional"] else 1
+    # second output: h_n, (layers * directions, hidden) per sample
+    h_n = TensorSpec((c["num_layers"] * d, c["hidden_size"]))
     if c["return_sequences"]:
-        return [TensorSpec((x.shape[0], d * c["hidden_size"]))]
-    return [TensorSpec((d * c["hidden_size"],))]
+        return [TensorSpec((x.shape[0], d * c["hidden_size"])), h_n]
+    return [TensorSpec((d * c["hidden_size"],)), h_n]
 
 
 def _rnn_params(gates):
@@ -85,13 +87,17 @@ def _lstm_mem(m):
     states = [T(L * d * b * h, dt, "h0 (zeros)"), T(L * d * b * h, dt, "c0 (zeros)")]
     outs = [T(t * b * d * h, dt, f"layer {layer} output") for layer in range(L)]
     last_out = outs[-1] if rs else T(b * d * h, dt, "last time step")
+    # torch.stack of every layer's final h (and c) once the layers ran: h_n is the op's second
+    # output, made after the layers' transients are gone
+    h_n = T(L * d * b * h, dt, "h_n (stacked final hidden states)")
     if not m.records:
         temps = [x_tm] + states
         for layer in range(L):
             temps += [T(d * b * h, dt, f"layer {layer} h_n"), T(d * b * h, dt, f"layer {layer} c_n")]
             if layer < L - 1 or not rs:
                 temps.append(outs[layer])
-        return amp_casts(m, OpMem(outputs=[last_out], out_dtypes=[dt], temps=temps, grad_in=["new"]))
+        return amp_casts(m, OpMem(outputs=[last_out, h_n], out_dtypes=[dt, dt], temps=temps, grad_in=["new"],
+                                  late_outputs=(1,)))
     saved = [x_tm] + states
     layer_idx = []  # per layer: (its own saved indices: output, workspace, h_n, c_n; input width)
     inp = i0
@@ -115,8 +121,8 @@ def _lstm_mem(m):
         release = own + ([0, 1, 2] if layer == 0 else [])
         stages.append((temps, list(range(layer * per_layer, (layer + 1) * per_layer)), release))
     bwd = [] if rs else [T(t * b * d * h, dt, "select_backward: full-size gradient of the sequence")]
-    return amp_casts(m, OpMem(outputs=[last_out], out_dtypes=[dt], saved=saved, grad_in=["stage"],
-                              bwd_temps=bwd, bwd_stages=stages))
+    return amp_casts(m, OpMem(outputs=[last_out, h_n], out_dtypes=[dt, dt], saved=saved, grad_in=["stage"],
+                              bwd_temps=bwd, bwd_stages=stages, late_outputs=(1,)))
 
 
 def _gru_mem(m):
@@ -136,6 +142,8 @@ def _gru_mem(m):
         proj = T(t * b * 3 * h * d, dt, f"layer {layer} input projection")
         steps = T(7 * t * b * h * d, dt, f"layer {layer} per-step gate tensors")
         temps.append(proj)
+        if d == 2:  # the forward direction's stacked outputs wait while the reverse one runs
+            temps.append(T(t * b * h, dt, f"layer {layer} forward-direction output"))
         own = []
         if m.records:
             saved.append(steps)
@@ -151,6 +159,7 @@ def _gru_mem(m):
         layer_saved.append(own)
     rs = m.props["return_sequences"]
     out = T(b * t * d * h if rs else b * d * h, dt, "output")
+    h_n = T(L * d * b * h, dt, "h_n (stacked final hidden states)")
     if m.records:
         saved.append(In(0))
         for layer in reversed(range(L)):
@@ -158,8 +167,8 @@ def _gru_mem(m):
             temps_ = [T(t * b * width, dt, f"layer {layer} input gradient")] if layer > 0 else []
             stages.append((temps_, list(range(layer * per_layer, (layer + 1) * per_layer)), layer_saved[layer]))
     bwd = [] if rs else [T(t * b * d * h, dt, "select_backward: full-size gradient of the sequence")]
-    mem = OpMem(outputs=[out], out_dtypes=[dt], saved=saved, temps=temps, grad_in=["new"], bwd_temps=bwd,
-                bwd_stages=stages)
+    mem = OpMem(outputs=[out, h_n], out_dtypes=[dt, dt], saved=saved, temps=temps, grad_in=["new"], bwd_temps=bwd,
+                bwd_stages=stages, late_outputs=(1,))
     return amp_casts(m, mem)
 
 
@@ -172,10 +181,10 @@ _RNN_PROPS = (
 LSTM = register(LayerType(
     name="LSTM", family="recurrent", doc="Long short-term memory, batch first.",
     props=_RNN_PROPS, shape=_rnn_shape, params=_rnn_params(4), flops=_rnn_flops(4), memory=_lstm_mem,
-    torch_ops=("LSTM",), keeps_for_backward="per layer: its output, h_n, c_n and a workspace (~15x the output)",
+    n_outputs=2, input_names=(), torch_ops=("LSTM",), keeps_for_backward="per layer: its output, h_n, c_n and a workspace (~15x the output)",
 ))
 GRU = register(LayerType(
     name="GRU", family="recurrent", doc="Gated recurrent unit, batch first.",
     props=_RNN_PROPS, shape=_rnn_shape, params=_rnn_params(3), flops=_rnn_flops(3), memory=_gru_mem,
-    torch_ops=("GRU",), keeps_for_backward="every time step's gate tensors (~7 x batch x hidden per step)",
+    n_outputs=2, input_names=(), torch_ops=("GRU",), keeps_for_backward="every time step's gate tensors (~7 x batch x hidden per step)",
 ))
