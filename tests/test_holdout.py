@@ -21,8 +21,8 @@ if str(BENCH) not in sys.path:
 
 import holdout  # noqa: E402
 
-MEDIAN_LIMIT = 0.02
-WORST_LIMIT = 0.05
+MEDIAN_LIMIT = 0.01  # the product's aim on unseen networks: 1 % median, 3 % worst
+WORST_LIMIT = 0.03
 
 
 @pytest.fixture(scope="module")

@@ -995,9 +995,16 @@ def _map_transformer_encoder(st, fxn, mod, path, x):
         mha = {"num_heads": sa.num_heads, "dropout": float(sa.dropout), "bias": sa.in_proj_bias is not None,
                "kernel": "fused", "need_weights": False}
 
+        def hold(arg, until):
+            # _sa_block(x) / _ff_block(x) are method calls: their argument lives until they return
+            node = st.design.nodes[arg.nid]
+            if not node.keep_until:
+                node.keep_until = until.nid
+            return until
+
         def sa_block(h, pre=pre, lay=lay, mha=mha):
             a = add("MultiHeadAttention", mha, [h], f"{pre}.self_attn")
-            return add("Dropout", {"p": float(lay.dropout1.p)}, [a], f"{pre}.dropout1")
+            return hold(h, add("Dropout", {"p": float(lay.dropout1.p)}, [a], f"{pre}.dropout1"))
 
         def ff_block(h, pre=pre, lay=lay, act_t=act_t):
             f = add("Linear", {"out_features": lay.linear1.out_features, "bias": lay.linear1.bias is not None},
@@ -1006,7 +1013,7 @@ def _map_transformer_encoder(st, fxn, mod, path, x):
             f = add("Dropout", {"p": float(lay.dropout.p)}, [f], f"{pre}.dropout")
             f = add("Linear", {"out_features": lay.linear2.out_features, "bias": lay.linear2.bias is not None},
                     [f], f"{pre}.linear2")
-            return add("Dropout", {"p": float(lay.dropout2.p)}, [f], f"{pre}.dropout2")
+            return hold(h, add("Dropout", {"p": float(lay.dropout2.p)}, [f], f"{pre}.dropout2"))
 
         def norm(h, which, pre=pre, lay=lay):
             ln = getattr(lay, which)
