@@ -100,3 +100,13 @@ def test_max_keeps_int64_indices_for_backward():
     r = md.estimate(d, mode="train", batch=2, optimizer="sgd", backend="cpu")
     row = r.layers[-1]
     assert row.activation_bytes == 2 * 8 * 4 + 2 * 8 * 8  # values + int64 indices
+
+
+def test_generic_node_carries_its_parameters():
+    d = Design()
+    d.add_node("Input", {"shape": (16,)}, id="x")
+    d.add_node("Generic", {"op": "PReLU", "out_shape": (16,), "params": 16}, id="g")
+    d.add_edge("x", "g")
+    r = md.estimate(d, mode="train", batch=4, optimizer="adam", backend="cpu")
+    assert r.params == 16 and r.param_bytes == 64
+    assert r.at_peak["optimizer_state"] == 2 * 64 + 4  # exp_avg, exp_avg_sq, step

@@ -373,7 +373,7 @@ def _single(st, fxn, type_name, props, inputs, dmap=None, name=None) -> Val:
     return Val(nid, 0, spec, dmap)
 
 
-def _generic(st: _State, fxn, op: str, inputs: list, why: str = "", saves_input: bool = True):
+def _generic(st: _State, fxn, op: str, inputs: list, why: str = "", saves_input: bool = True, params: int = 0):
     """A node for an op with no rule: its traced output shape and dtype count."""
     torch = st.torch
     tm = _tmeta(fxn)
@@ -390,8 +390,10 @@ def _generic(st: _State, fxn, op: str, inputs: list, why: str = "", saves_input:
         msg += f" ({why})"
     st.warnings.append(msg)
     ins = [v for v in inputs if isinstance(v, Val)]
-    return _single(st, fxn, "Generic", {"op": op, "out_shape": per, "dtype": kind, "saves_input": saves_input},
-                   ins)
+    props = {"op": op, "out_shape": per, "dtype": kind, "saves_input": saves_input}
+    if params:
+        props["params"] = int(params)
+    return _single(st, fxn, "Generic", props, ins)
 
 
 def _build(st: _State, gm, input_shape, input_dtype, vocab):
@@ -938,11 +940,13 @@ def _map_module(st: _State, fxn, mod):
 
 
 def _module_generic(st, fxn, mod, cls, path):
-    n_params = sum(p.numel() for p in mod.parameters())
-    why = ""
-    if n_params:
-        why = f"its {n_params:,} parameters are not counted"
-    out = _generic(st, fxn, cls, _flat_vals(st, (fxn.args, fxn.kwargs)), why)
+    """An unmapped module still brings its parameters (as one block on the Generic node)."""
+    n_params = sum(p.numel() for p in mod.parameters() if p.requires_grad)
+    why = f"its {n_params:,} parameters are counted as one block" if n_params else ""
+    out = _generic(st, fxn, cls, _flat_vals(st, (fxn.args, fxn.kwargs)), why, params=n_params)
+    if n_params and not isinstance(out, Other):
+        for pn, _ in mod.named_parameters():
+            st.used_params.add(f"{path}.{pn}")
     return out
 
 

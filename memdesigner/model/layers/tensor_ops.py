@@ -296,7 +296,10 @@ Generic = register(LayerType(
     doc="An op memdesigner has no rule for: its output (traced shape and dtype) still counts.",
     props=(Prop("op", "str", "unknown"), Prop("out_shape", "shape", (1,)),
            Prop("dtype", "choice", "float", choices=("float", "int64", "bool")),
-           Prop("saves_input", "bool", True, doc="assume backward keeps the inputs (conservative)")),
+           Prop("saves_input", "bool", True, doc="assume backward keeps the inputs (conservative)"),
+           Prop("params", "int", 0, min=0, doc="trainable parameters of the op (weights, gradients and "
+                                               "optimizer state count them)")),
     min_inputs=0, max_inputs=None, shape=_generic_shape, memory=_generic_mem,
+    params=lambda c: [ParamSpec("weight", (c["params"],))] if c["params"] else [],
     keeps_for_backward="assumed: its inputs",
 ))
