@@ -17,3 +17,11 @@ def phase_cells(r: dict) -> list:
         else:
             out.append("-")
     return out
+
+
+def measured_phases(steady: dict, mode: str) -> dict:
+    """The truth record's steady-state phase peaks, in the engine's phases (loss joins forward)."""
+    if mode != "train":
+        return {"forward": steady.get("peak_forward")}
+    return {"forward": max(steady.get("peak_forward", 0), steady.get("peak_loss", 0)),
+            "backward": steady.get("peak_backward"), "optimizer_step": steady.get("peak_step")}

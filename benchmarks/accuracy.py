@@ -27,7 +27,7 @@ for _p in (str(REPO), str(Path(__file__).resolve().parent)):
     if _p not in sys.path:
         sys.path.insert(0, _p)
 
-from _tables import mib, phase_cells  # noqa: E402
+from _tables import measured_phases, mib, phase_cells  # noqa: E402
 
 MiB = 1024.0 * 1024.0
 OPTIMIZERS = {"sgd": "sgd", "sgd_momentum": "momentum", "adam": "adam", "adamw": "adamw", None: "none"}
@@ -68,13 +68,6 @@ def import_zoo(truth: Path, names) -> dict:
     return designs
 
 
-def _phase_meas(steady: dict, mode: str) -> dict:
-    if mode != "train":
-        return {"forward": steady.get("peak_forward")}
-    return {"forward": max(steady.get("peak_forward", 0), steady.get("peak_loss", 0)),
-            "backward": steady.get("peak_backward"), "optimizer_step": steady.get("peak_step")}
-
-
 def estimate_record(design, rec: dict) -> dict:
     import memdesigner
 
@@ -87,7 +80,7 @@ def estimate_record(design, rec: dict) -> dict:
     meas = rec["method_a"]["peak_overall"]
     est = rep.peak_bytes
     steady = rec["method_a"].get("steady", {})
-    pm = _phase_meas(steady, mode)
+    pm = measured_phases(steady, mode)
     pe = {k: rep.phase_peaks.get(k) for k in pm}
     return {
         "model": rec["model"], "mode": mode, "dtype": rec.get("dtype", "fp32"), "amp": amp,

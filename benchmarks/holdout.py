@@ -30,7 +30,7 @@ for p in (str(REPO), str(HERE)):
     if p not in sys.path:
         sys.path.insert(0, p)
 
-from _tables import mib, phase_cells  # noqa: E402
+from _tables import measured_phases, mib, phase_cells  # noqa: E402
 
 TRUTH_JSON = HERE / "holdout_truth.json"
 MiB = 1024.0 * 1024.0
@@ -130,13 +130,6 @@ def generic_nodes(design) -> list[str]:
     return [f"{n.id} ({n.props.get('op')})" for n in design.nodes.values() if n.type == "Generic"]
 
 
-def _phase_meas(steady: dict, mode: str) -> dict:
-    if mode != "train":
-        return {"forward": steady.get("peak_forward")}
-    return {"forward": max(steady.get("peak_forward", 0), steady.get("peak_loss", 0)),
-            "backward": steady.get("peak_backward"), "optimizer_step": steady.get("peak_step")}
-
-
 def estimate_row(design, rec: dict) -> dict:
     import memdesigner
 
@@ -145,7 +138,7 @@ def estimate_row(design, rec: dict) -> dict:
     rep = memdesigner.estimate(design, mode=mode, batch=int(rec["batch"]), optimizer=opt,
                                dtype=rec["dtype"], backend="cpu")
     meas, est = rec["peak_overall"], rep.peak_bytes
-    pm = _phase_meas(rec.get("steady", {}), mode)
+    pm = measured_phases(rec.get("steady", {}), mode)
     return {
         "model": rec["model"], "config": rec["config"], "mode": mode, "optimizer": rec.get("optimizer") or "-",
         "dtype": rec["dtype"], "batch": rec["batch"], "measured_bytes": meas, "estimated_bytes": est,
