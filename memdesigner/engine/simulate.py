@@ -232,13 +232,20 @@ class Simulation:
         ctx_of: dict[str, MemCtx] = {}
         cast_cache: dict[tuple, int] = {}  # (node, param index) -> sid (autocast weight cache)
         held_outputs: list[int] = []
-        segments = self._segments(order) if (train and s.checkpointing) else None
-        settings_key = (dtype, train, s.backend, amp, batch)
-        seg_of = {}
-        if segments:
-            for k, seg in enumerate(segments):
+        # activation checkpointing as checkpoint_sequential: ceil(sqrt(n)) segments, every one but
+        # the last recomputed in backward; a checkpointed segment keeps only its input
+        seg_of: dict[str, int] = {}
+        segments: list = []
+        if train and s.checkpointing:
+            layers = [n for n in order if nodes[n].type != "Input"]
+            k = max(1, math.ceil(math.sqrt(len(layers))))
+            size = max(1, len(layers) // k)
+            segments = [layers[i:i + size] for i in range(0, size * (k - 1), size)]
+            for si, seg in enumerate(segments):
                 for nid in seg:
-                    seg_of[nid] = k
+                    seg_of[nid] = si
+        seg_inputs: dict[int, list] = {}  # segment -> storages its checkpoint keeps
+        settings_key = (dtype, train, s.backend, amp, batch)
 
         holds_at, release_at = self._scope_holds(order, nodes, in_edges)
         held = set()
@@ -279,7 +286,14 @@ class Simulation:
                     _RULES.clear()
                 _RULES[mkey] = (m, op, info.props, info.outputs, info.params)
             records = m.records
-            ckpt = segments is not None and records
+            ckpt = records and nid in seg_of
+            if ckpt and nid == segments[seg_of[nid]][0]:
+                members = set(segments[seg_of[nid]])
+                ext = [val_sid[k] for m_ in segments[seg_of[nid]] for k in in_keys[m_]
+                       if k[0] not in members and k in val_sid]
+                for sid in ext:
+                    mem.incref(sid)
+                seg_inputs[seg_of[nid]] = ext
             # autocast's weight cache: one low-precision copy per parameter per region
             cast_sid = {}
             for k, t in op.casts:
@@ -388,10 +402,11 @@ class Simulation:
             row = self.rows[nid]
             row["activation_bytes"] = out_bytes
             row["kept_bytes"] = kept
-            if ckpt and seg_of.get(nid) is not None and nid not in self._seg_last(segments, seg_of[nid]):
-                # checkpointed: the segment keeps only its inputs; saved tensors are recomputed
+            if ckpt:
+                # checkpointed: nothing is kept now; backward recomputes the segment first
                 _release(mem, saved_of.pop(nid, []))
-                row["recompute"] = kept + out_bytes
+                last = nid == segments[seg_of[nid]][-1]
+                row["recompute"] = kept + (0 if last else out_bytes)
         self.phase_peaks["forward"] = mem.ppeak
 
         if not train:
@@ -429,6 +444,7 @@ class Simulation:
         events.append(Event("backward", None, "loss backward", mem.cur, tuple(mem.by), mem.rcur))
         loss_node_ones = has_loss_node
         grad_owned: set = set()  # "node.param" keys whose .grad exists (shared parameters)
+        recomputed: dict[int, dict] = {}  # checkpointed segment -> {node: recomputed block}
 
         def param_grads(nid, node, info, indices) -> list:
             """The gradients AccumulateGrad keeps as p.grad (one block per layer). A shared
@@ -466,8 +482,13 @@ class Simulation:
             if all(g is None for g in g_out):
                 _release(mem, saved_of.pop(nid, []))
                 continue
-            rec = self.rows[nid].get("recompute")
-            rsid = mem.alloc(rec, A, 1, (nid, "recomputed (checkpoint)")) if rec else None
+            si = seg_of.get(nid)
+            if si is not None and si not in recomputed:
+                # entering a checkpointed segment from its end: rerun its forward with grad
+                recomputed[si] = {m_: mem.alloc(self.rows[m_].get("recompute", 0), A, 1,
+                                                (m_, "recomputed for backward (checkpoint)"))
+                                  for m_ in segments[si]}
+            rsid = recomputed[si].pop(nid, None) if si is not None else None
             keys = in_keys[nid]
             tmp = [mem.alloc(_nbytes(t), K, 1, t.what) for t in op.bwd_temps]
             done_params: set = set()
@@ -527,6 +548,12 @@ class Simulation:
                 mem.decref(sid)
             if rsid is not None:
                 mem.decref(rsid)
+            if si is not None and nid == segments[si][0]:
+                for sid in recomputed[si].values():
+                    mem.decref(sid)
+                recomputed[si] = {}
+                for sid in seg_inputs.pop(si, []):
+                    mem.decref(sid)
             _release(mem, saved_of.pop(nid, []))
             for g in g_out:
                 if g is not None:
@@ -628,12 +655,3 @@ class Simulation:
                 release_at.setdefault(order[last], []).extend(ext)
         return holds_at, release_at
 
-    @staticmethod
-    def _segments(order):
-        n = len(order)
-        k = max(1, int(math.ceil(math.sqrt(n))))
-        return [order[i:i + k] for i in range(0, n, k)]
-
-    @staticmethod
-    def _seg_last(segments, k):
-        return segments[k][-1:]
