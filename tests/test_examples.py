@@ -72,12 +72,14 @@ def test_round_trip_keeps_everything(example, tmp_path):
 
 
 def test_layout_is_readable(example):
-    """Positions on a grid ~220 px apart, no two nodes on the same spot, edges go left to right."""
+    """Positions on a grid ~220 px apart, no two nodes on the same spot; edges go left to right,
+    or on to a later band when a deep network wraps into bands."""
     _, d = example
     spots = [tuple(n.pos) for n in d.nodes.values()]
     assert len(set(spots)) == len(spots)
     for e in d.edges:
-        assert d.nodes[e.src].pos[0] < d.nodes[e.dst].pos[0]
+        a, b = d.nodes[e.src].pos, d.nodes[e.dst].pos
+        assert a[0] < b[0] or b[1] > a[1] + 150, (e.src, e.dst)
     xs = sorted({n.pos[0] for n in d.nodes.values()})
     assert all(200 <= b - a <= 240 for a, b in itertools.pairwise(xs))
 

@@ -12,6 +12,7 @@ Each design is built with the Design API, laid out left to right in layers ~220 
 from __future__ import annotations
 
 import argparse
+import math
 import json
 import sys
 from pathlib import Path
@@ -73,6 +74,7 @@ class Builder:
             preds = [e.src for e in self.d.inputs_of(nid)]
             depth[nid] = 1 + max((depth[p] for p in preds), default=-1)
         used: dict[int, set] = {}
+        place = {}
         for nid in self.d.topo_order():
             col = depth[nid]
             row = self.lane[nid]
@@ -80,7 +82,18 @@ class Builder:
             while row in taken:
                 row += 1
             taken.add(row)
-            self.d.nodes[nid].pos = (col * DX, row * DY)
+            place[nid] = (col, row)
+        # a deep network wraps into bands (rows of columns) so it opens readable in the window
+        n_cols = 1 + max(c for c, _ in place.values())
+        height = 1 + max(r for _, r in place.values())
+        bands = 1
+        if n_cols > 8:
+            bands = max(1, round(math.sqrt(n_cols * DX / (1.8 * (height + 0.6) * DY))))
+        per = math.ceil(n_cols / bands)
+        band_h = (height + 0.8) * DY
+        for nid, (col, row) in place.items():
+            b, cc = divmod(col, per)
+            self.d.nodes[nid].pos = (cc * DX, b * band_h + row * DY)
         return self.d
 
 
