@@ -12,18 +12,18 @@ Each design is built with the Design API, laid out left to right in layers ~220 
 from __future__ import annotations
 
 import argparse
-import math
 import json
+import math
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from memdesigner.engine.estimate import estimate
-from memdesigner.io.design_file import design_to_dict
-from memdesigner.model.analysis import analyze
-from memdesigner.model.design import Design
+from memdesigner.engine.estimate import estimate  # noqa: E402
+from memdesigner.io.design_file import design_to_dict  # noqa: E402
+from memdesigner.model.analysis import analyze  # noqa: E402
+from memdesigner.model.design import Design  # noqa: E402
 
 OUT = ROOT / "resources" / "examples"
 DX, DY = 220.0, 150.0
