@@ -612,11 +612,11 @@ class Simulation:
                     prev = t2
                 if prev is not None:
                     mem.decref(prev)
-        else:
-            seen = []
+        elif opt != "none":  # SGD and momentum update in place: one event per layer, nothing new
+            seen = set()
             for nid, _, _ in trainable:
                 if nid not in seen:
-                    seen.append(nid)
+                    seen.add(nid)
                     events.append(Event("optimizer_step", nid, nodes[nid].name, mem.cur, tuple(mem.by), mem.rcur))
         self.phase_peaks["optimizer_step"] = mem.ppeak
         for sid in held_outputs + loss_sids:
