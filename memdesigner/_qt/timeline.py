@@ -171,6 +171,12 @@ class TimelinePlot(pg.PlotWidget):
         self.setLimits(xMin=None, xMax=None, yMin=None)
         self.enableAutoRange(False)
         self.setRange(xRange=(0, n), yRange=(0, ymax * 1.08), padding=0)
+        # ops are whole numbers: no 0.5 ticks on short timelines
+        axis = self.getAxis("bottom")
+        if n <= 24:
+            axis.setTickSpacing(major=max(1, n // 12 or 1), minor=1)
+        else:
+            axis.setTickSpacing()
         self.setLimits(xMin=0, xMax=n, yMin=0)
 
     def _draw_phases(self, ev, ymax):
