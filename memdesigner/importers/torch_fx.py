@@ -99,6 +99,7 @@ class _State:
     used_params: set = field(default_factory=set)  # parameter names mapped onto design params
     depth: dict = field(default_factory=dict)  # nid -> layout depth
     param_owner: dict = field(default_factory=dict)  # id(Parameter) -> "node_id.param" that holds it
+    generic_owner: dict = field(default_factory=dict)  # module path -> Generic node carrying its params
 
 
 def _sanitize(name: str) -> str:
@@ -423,6 +424,11 @@ def _build(st: _State, gm, input_shape, input_dtype, vocab):
         except LayerError as err:
             ins = [v for v in _flat_vals(st, (fxn.args, fxn.kwargs)) if isinstance(v, Val)]
             st.vals[fxn] = _generic(st, fxn, _op_name(fxn), ins, f"{err.field}: {err.message}")
+        except (TypeError, ValueError, IndexError, KeyError) as err:
+            # e.g. a size computed from a traced value (F.max_pool1d(c, c.shape[2])): keep the op
+            # as a Generic node with its traced output rather than fail the whole import
+            ins = [v for v in _flat_vals(st, (fxn.args, fxn.kwargs)) if isinstance(v, Val)]
+            st.vals[fxn] = _generic(st, fxn, _op_name(fxn), ins, f"could not map: {err}")
 
 
 _FRAME = re.compile(r'\s*File "([^"]+)", line (\d+), in (\w+)')
@@ -434,7 +440,11 @@ def _forward_frames(fxn) -> list:
     op's nn_module_stack; a leaf module called by the op has no frame of its own."""
     trace = fxn.meta.get("stack_trace") or ""
     lines = str(trace).splitlines()
-    stack = list((fxn.meta.get("nn_module_stack") or {}).keys())
+    nms = fxn.meta.get("nn_module_stack") or {}
+    stack = list(nms.keys())
+    vals = list(nms.values())
+    if vals and isinstance(vals[0], tuple) and vals[0][0] == "":
+        stack = stack[1:]  # torch.export lists the root module itself first
     owners = [""] + stack
     out = []
     for i, ln in enumerate(lines):
@@ -707,7 +717,7 @@ def _map(st: _State, gm, fxn):
         if tm is not None and tm[1] == _tmeta(fxn.args[0])[1]:
             return x
         return _generic(st, fxn, name, [x], "dtype conversion", saves_input=False)
-    if name in ("view", "reshape", "view_as", "reshape_as", "unflatten"):
+    if name in ("view", "reshape", "view_as", "reshape_as", "unflatten", "unsqueeze", "squeeze"):
         return _map_reshape(st, fxn, x)
     if name in ("flatten",):
         s = int(_arg(fxn, 1, "start_dim", 0))
@@ -942,9 +952,12 @@ def _map_module(st: _State, fxn, mod):
 def _module_generic(st, fxn, mod, cls, path):
     """An unmapped module still brings its parameters (as one block on the Generic node)."""
     n_params = sum(p.numel() for p in mod.parameters() if p.requires_grad)
+    if path in st.generic_owner:  # the same module called again: its parameters are counted once
+        n_params = 0
     why = f"its {n_params:,} parameters are counted as one block" if n_params else ""
     out = _generic(st, fxn, cls, _flat_vals(st, (fxn.args, fxn.kwargs)), why, params=n_params)
     if n_params and not isinstance(out, Other):
+        st.generic_owner[path] = out.nid
         for pn, _ in mod.named_parameters():
             st.used_params.add(f"{path}.{pn}")
     return out
@@ -1068,6 +1081,12 @@ def _map_getitem(st, fxn, x, idx):
         if x.dmap[d] == 0:
             return _generic(st, fxn, "getitem", [x], "indexes the batch dimension", saves_input=False)
         return _single(st, fxn, "Select", {"dim": x.dmap[d], "index": i}, [x], _drop_dim(x.dmap, d))
+    # one basic slice along a non-batch dimension (x[:, :3], x[..., 1:]) is a view
+    sl = [(d, i) for d, i in enumerate(idx) if isinstance(i, slice) and i != slice(None)]
+    if not ints and len(sl) == 1 and not any(i is None for i in idx):
+        d, i = sl[0]
+        if x.dmap[d] != 0 and i.step in (None, 1) and all(isinstance(v, (int, type(None))) for v in (i.start, i.stop)):
+            return _single(st, fxn, "Slice", {"dim": x.dmap[d], "start": i.start or 0, "end": i.stop}, [x], x.dmap)
     return _generic(st, fxn, "getitem", [x], f"index {idx!r}", saves_input=False)
 
 
@@ -1273,7 +1292,8 @@ def _check_params(st: _State) -> None:
     an = analyze(st.design)
     for iss in an.issues:
         st.warnings.append(f"{iss}")
-    design_params = sum(info.n_params for info in an.nodes.values() if info.ok)
+    design_params = sum(p.numel for nid, info in an.nodes.items() if info.ok for p in info.params
+                        if p.trainable and p.name not in st.design.nodes[nid].tied)
     real = sum(p.numel() for p in st.module.parameters())
     st.design.import_params = real
     if design_params != real:

@@ -7,6 +7,7 @@ node to an input port of another.
 
 from __future__ import annotations
 
+import heapq
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -201,21 +202,28 @@ class Design:
         return [e for e in self.edges if e.src == nid]
 
     def topo_order(self) -> list[str]:
-        """Kahn's order, stable by insertion; raises ValueError naming a node on a cycle."""
-        indeg = {n: 0 for n in self.nodes}
+        """The execution order: among the nodes whose inputs are ready, the one inserted first
+        runs next. An imported design (nodes added in the order the model ran them) keeps its
+        order, and of two parallel branches the earlier-drawn one runs to its end first, as
+        eager PyTorch does. Raises ValueError naming a node on a cycle."""
+        index = {n: i for i, n in enumerate(self.nodes)}
+        indeg = dict.fromkeys(self.nodes, 0)
         succ: dict[str, list[str]] = {n: [] for n in self.nodes}
         for e in self.edges:
             if e.src in indeg and e.dst in indeg:
                 indeg[e.dst] += 1
                 succ[e.src].append(e.dst)
-        order = [n for n, d in indeg.items() if d == 0]
-        i = 0
-        while i < len(order):
-            for m in succ[order[i]]:
+        ready = [index[n] for n, d in indeg.items() if d == 0]
+        heapq.heapify(ready)
+        names = list(self.nodes)
+        order = []
+        while ready:
+            n = names[heapq.heappop(ready)]
+            order.append(n)
+            for m in succ[n]:
                 indeg[m] -= 1
                 if indeg[m] == 0:
-                    order.append(m)
-            i += 1
+                    heapq.heappush(ready, index[m])
         if len(order) != len(self.nodes):
             stuck = next(n for n, d in indeg.items() if d > 0)
             raise ValueError(f"{stuck}: the graph has a cycle through this node")

@@ -140,6 +140,36 @@ Contiguous = register(LayerType(
 ))
 
 
+def _slice_shape(c):
+    x = c.inputs[0]
+    nd = len(x.shape) + 1
+    d = _dim(c, "dim", nd)
+    size = x.shape[d - 1]
+    start, end = c["start"], c["end"]
+    start = max(0, start + size if start < 0 else start)
+    end = size if end is None else min(size, end + size if end < 0 else end)
+    if end <= start:
+        raise LayerError("end", f"slice {c['start']}:{c['end']} of a dimension of size {size} is empty")
+    s = list(x.shape)
+    s[d - 1] = end - start
+    return [TensorSpec(tuple(s), x.kind)]
+
+
+def _slice_mem(m):
+    """x[:, a:b]: a view with the input's strides (no copy); backward scatters into zeros."""
+    return OpMem(outputs=[In(0)], out_dtypes=[m.in_dtypes[0]], grad_in=["new"],
+                 out_strides=[m.in_strides[0] if m.in_strides else None])
+
+
+Slice = register(LayerType(
+    name="Slice", family="tensor", doc="A range along one dimension, e.g. x[:, :3] (a view).",
+    props=(Prop("dim", "int", 1), Prop("start", "int", 0), Prop("end", "int", None, optional=True,
+                                                                 doc="empty = to the end")),
+    shape=_slice_shape, memory=_slice_mem, torch_ops=("slice",),
+    keeps_for_backward="nothing (backward scatters into a zero tensor)",
+))
+
+
 def _scale_mem(m):
     return OpMem(outputs=[T(m.in_elems(0), m.float_in, "scaled")], out_dtypes=[m.float_in], grad_in=["new"],
                  elementwise=True)
