@@ -247,6 +247,13 @@ class Simulation:
         seg_inputs: dict[int, list] = {}  # segment -> storages its checkpoint keeps
         settings_key = (dtype, train, s.backend, amp, batch)
 
+        fused_inner = None
+        if not train and not amp:
+            last_of: dict[str, str] = {}
+            for n in order:
+                if nodes[n].fused:
+                    last_of[nodes[n].fused] = n
+            fused_inner = {n for n in order if nodes[n].fused and last_of[nodes[n].fused] != n}
         holds_at, release_at = self._scope_holds(order, nodes, in_edges)
         held = set()
         position = {n: i for i, n in enumerate(order)}
@@ -301,7 +308,10 @@ class Simulation:
                 if key not in cast_cache:
                     cast_cache[key] = mem.alloc(_nbytes(t), A, 1, t.what)
                 cast_sid[k] = cast_cache[key]
-            tmp_sids = [mem.alloc(_nbytes(t), K, 1, t.what) for t in op.temps]
+            # inside a fused kernel (inference of a TransformerEncoderLayer) only the group's last
+            # op makes a tensor of its own: the rest lives and dies inside the kernel
+            hidden = fused_inner is not None and nid in fused_inner
+            tmp_sids = [] if hidden else [mem.alloc(_nbytes(t), K, 1, t.what) for t in op.temps]
             out_sids = []
             out_bytes = 0
             late = op.late_outputs
@@ -309,7 +319,7 @@ class Simulation:
                 if late and j in late:
                     out_sids.append(None)  # made after the op's transients are gone (below)
                 elif isinstance(o, T):
-                    nb = _nbytes(o)
+                    nb = 0 if hidden else _nbytes(o)
                     out_bytes += nb
                     out_sids.append(mem.alloc(nb, A, 1, (nid, o.what)))
                 else:

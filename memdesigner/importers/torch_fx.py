@@ -100,6 +100,7 @@ class _State:
     depth: dict = field(default_factory=dict)  # nid -> layout depth
     param_owner: dict = field(default_factory=dict)  # id(Parameter) -> "node_id.param" that holds it
     generic_owner: dict = field(default_factory=dict)  # module path -> Generic node carrying its params
+    functional_params: dict = field(default_factory=dict)  # parameter name -> "node.param" (F.embedding ...)
 
 
 def _sanitize(name: str) -> str:
@@ -669,6 +670,19 @@ def _map(st: _State, gm, fxn):
         return _map_matmul(st, fxn, args)
     if name == "cat" or name == "concat" or name == "concatenate":
         return _map_cat(st, fxn)
+    if name == "embedding":  # F.embedding(ids, weight) or aten.embedding(weight, ids)
+        ids = next((a for a in args[:2] if isinstance(a, Val)), None)
+        w = next((a for a in args[:2] if isinstance(a, ParamVal)), None)
+        if ids is not None and w is not None and len(w.shape) == 2 and ids.spec.kind == "int64":
+            st.used_params.add(w.name)
+            nid, specs = _add(st, fxn, "Embedding", {"num_embeddings": w.shape[0], "embedding_dim": w.shape[1]},
+                              [ids])
+            owner = st.functional_params.get(w.name)
+            if owner is None:
+                st.functional_params[w.name] = f"{nid}.weight"
+            else:
+                st.design.nodes[nid].tied["weight"] = owner
+            return Val(nid, 0, specs[0], ids.dmap + (len(ids.dmap),))
 
     if not isinstance(x, Val):
         return _generic(st, fxn, name, _flat_vals(st, (fxn.args, fxn.kwargs)))
@@ -1046,10 +1060,17 @@ def _map_transformer_encoder(st, fxn, mod, path, x):
         else:
             x = norm(add("Add", {}, [x, sa_block(x)], f"{pre}.add"), "norm1")
             x = norm(add("Add", {}, [x, ff_block(x)], f"{pre}.add_1"), "norm2")
-        if pre != path:  # each layer is a module call of its own: it holds its input until it returns
-            for nid in set(st.design.nodes) - before:
-                node = st.design.nodes[nid]
+        # eval + no_grad runs the whole layer as aten._transformer_encoder_layer_fwd when PyTorch's
+        # fast-path conditions hold (an odd head count, an unusual activation or unequal eps do not)
+        fast = (sa.in_proj_bias is not None and sa._qkv_same_embed_dim and sa.num_heads % 2 == 0
+                and (act is F.relu or act is F.gelu or isinstance(act, (nn.ReLU, nn.GELU)))
+                and lay.norm1.eps == lay.norm2.eps)
+        for nid in set(st.design.nodes) - before:
+            node = st.design.nodes[nid]
+            if pre != path:  # each layer is a module call of its own: it holds its input until it returns
                 node.scope = f"{node.scope}/{pre}" if node.scope else pre
+            if fast:
+                node.fused = pre
     if final is not None:
         x = add("LayerNorm", {"eps": float(final.eps), "elementwise_affine": final.elementwise_affine}, [x],
                 f"{path}.norm")
