@@ -110,3 +110,21 @@ def test_generic_node_carries_its_parameters():
     r = md.estimate(d, mode="train", batch=4, optimizer="adam", backend="cpu")
     assert r.params == 16 and r.param_bytes == 64
     assert r.at_peak["optimizer_state"] == 2 * 64 + 4  # exp_avg, exp_avg_sq, step
+
+
+def test_gru_cell_in_a_loop_shares_its_weights():
+    d = Design()
+    d.add_node("Input", {"shape": (16,)}, id="x")
+    d.add_node("GRUCell", {"hidden_size": 32}, id="c1")
+    d.add_node("GRUCell", {"hidden_size": 32}, id="c2",
+               tied={"weight_ih": "c1.weight_ih", "weight_hh": "c1.weight_hh", "bias_ih": "c1.bias_ih",
+                     "bias_hh": "c1.bias_hh"})
+    d.add_edge("x", "c1")
+    d.add_edge("x", "c2", dst_port=0)
+    d.add_edge("c1", "c2", dst_port=1)
+    an = analyze(d)
+    assert an.ok and an.nodes["c2"].outputs[0].shape == (32,)
+    r = md.estimate(d, mode="train", batch=4, optimizer="sgd", backend="cpu")
+    assert r.params == 3 * 32 * 16 + 3 * 32 * 32 + 2 * 3 * 32  # one set of weights for both steps
+    kept = r.layers[1].kept_bytes
+    assert kept == (2 * 4 * 3 * 32 + 4 * 4 * 32) * 4  # gate projections + intermediates per step

@@ -935,6 +935,13 @@ def _map_module(st: _State, fxn, mod):
         own()
         return _single(st, fxn, "Embedding", {"num_embeddings": mod.num_embeddings,
                                               "embedding_dim": mod.embedding_dim}, [x])
+    if type(mod) is nn.GRUCell:
+        ins = [x]
+        h0 = _v(st, fxn.args[1]) if len(fxn.args) > 1 else _v(st, fxn.kwargs.get("hx"))
+        if isinstance(h0, Val):
+            ins.append(h0)
+        own()
+        return _single(st, fxn, "GRUCell", {"hidden_size": mod.hidden_size, "bias": mod.bias}, ins, x.dmap)
     if type(mod) in (nn.LSTM, nn.GRU):
         if not mod.batch_first:
             st.warnings.append(f"{path}: batch_first=False; imported as batch first (same memory, "

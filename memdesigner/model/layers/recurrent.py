@@ -188,3 +188,48 @@ GRU = register(LayerType(
     props=_RNN_PROPS, shape=_rnn_shape, params=_rnn_params(3), flops=_rnn_flops(3), memory=_gru_mem,
     n_outputs=2, input_names=(), torch_ops=("GRU",), keeps_for_backward="every time step's gate tensors (~7 x batch x hidden per step)",
 ))
+
+
+def _cell_shape(c):
+    x = c.inputs[0]
+    if len(x.shape) != 1 or x.kind != "float":
+        raise LayerError("inputs", f"expects a float (features,) input per sample, got {fmt(x.shape)}")
+    if len(c.inputs) > 1 and c.inputs[1].shape != (c["hidden_size"],):
+        raise LayerError("inputs", f"the hidden state must be ({c['hidden_size']},), got {fmt(c.inputs[1].shape)}")
+    return [TensorSpec((c["hidden_size"],))]
+
+
+def _cell_params(c):
+    h, i = c["hidden_size"], c.inputs[0].shape[0]
+    ps = [ParamSpec("weight_ih", (3 * h, i)), ParamSpec("weight_hh", (3 * h, h))]
+    if c["bias"]:
+        ps += [ParamSpec("bias_ih", (3 * h,), "bias"), ParamSpec("bias_hh", (3 * h,), "bias")]
+    return ps
+
+
+def _gru_cell_mem(m):
+    """One GRU step on the CPU (measured): two gate projections (B*3H each, the gates computed in
+    place on them) and four B*H intermediates are kept for backward; the new hidden state is
+    new. Called in a loop, each call keeps its own."""
+    b = m.in_shapes[0][0]
+    h = m.props["hidden_size"]
+    dt = m.amp or m.float_in
+    gates = T(2 * b * 3 * h, dt, "gate projections")
+    inter = T(4 * b * h, dt, "gate intermediates")
+    out = T(b * h, dt, "new hidden state")
+    n_in = len(m.in_shapes)
+    if m.records:
+        return amp_casts(m, OpMem(outputs=[out], out_dtypes=[dt], saved=[gates, inter] + [In(i) for i in range(n_in)],
+                                  grad_in=["new"] * n_in, bwd_temps=[T(2 * b * 3 * h, dt, "gate gradients")]),
+                         n_inputs=n_in)
+    return amp_casts(m, OpMem(outputs=[out], out_dtypes=[dt], temps=[gates], grad_in=["new"] * n_in),
+                     n_inputs=n_in)
+
+
+GRUCell = register(LayerType(
+    name="GRUCell", family="recurrent", doc="One GRU step: (x, h) -> h'. Called in a loop, the weights are shared.",
+    props=(Prop("hidden_size", "int", 128, min=1), Prop("bias", "bool", True)),
+    min_inputs=1, max_inputs=2, input_names=("input", "hidden"), shape=_cell_shape, params=_cell_params,
+    flops=lambda c, o: 2 * 3 * c["hidden_size"] * (c.inputs[0].shape[0] + c["hidden_size"]), memory=_gru_cell_mem,
+    torch_ops=("GRUCell",), keeps_for_backward="the step's gate projections and intermediates (~10 x hidden)",
+))
