@@ -24,7 +24,5 @@ def test_second_holdout_round():
     s = holdout.summary(rows)
     assert s["n"] == 48 and not info["import_failures"]
     assert s["median_abs_rel_error"] <= 0.01
-    within3 = sum(1 for r in rows if abs(r["rel_error"]) <= 0.03)
-    # every network but the seq2seq GRU-cell decoder (its backward is ~11 % low) within 3 %
-    assert within3 >= 46, [(r["model"], r["config"], round(100 * r["rel_error"], 2)) for r in rows
-                           if abs(r["rel_error"]) > 0.03]
+    worse = [(r["model"], r["config"], round(100 * r["rel_error"], 2)) for r in rows if abs(r["rel_error"]) > 0.03]
+    assert not worse  # the product's aim on unseen networks: 1 % median, 3 % worst

@@ -469,7 +469,11 @@ class Simulation:
                 nb = p.numel * pitem
                 pkey = node.tied.get(p.name) or f"{nid}.{p.name}"
                 if pkey in grad_owned:
-                    transient.append(mem.alloc(nb, K, 1, (nid, p.name + " gradient (accumulated)")))
+                    # a shared parameter already has .grad: AccumulateGrad sums this contribution
+                    # into a new tensor (out of place, as the tracked reference run shows), which
+                    # replaces the old .grad; the contribution and the old .grad die
+                    transient.append(mem.alloc(nb, K, 1, (nid, p.name + " gradient contribution")))
+                    transient.append(mem.alloc(nb, K, 1, (nid, p.name + " gradient sum")))
                     continue
                 grad_owned.add(pkey)
                 raw += nb
