@@ -445,7 +445,7 @@ class Simulation:
 
         # -- backward ----------------------------------------------------------------------
         mem.ppeak = 0
-        ones = mem.alloc(4 if not amp else 2, G, 1, "ones_like(loss)")
+        ones = mem.alloc(DTYPE_BYTES[amp or dtype], G, 1, "ones_like(loss)")  # the loss's dtype
         for key in list(grads):
             shape = an.nodes[key[0]].outputs[key[1]].shape
             n = batch * math.prod(shape)
@@ -457,9 +457,9 @@ class Simulation:
         recomputed: dict[int, dict] = {}  # checkpointed segment -> {node: recomputed block}
 
         def param_grads(nid, node, info, indices) -> list:
-            """The gradients AccumulateGrad keeps as p.grad (one block per layer). A shared
-            parameter that already has .grad gets the contribution added in place: that one is a
-            transient, returned for the caller to free after the op."""
+            """The gradients AccumulateGrad keeps as p.grad (one block per layer). For a shared
+            parameter that already has .grad the contribution and its sum are transients,
+            returned for the caller to free after the op."""
             raw = rsum = 0
             transient = []
             for k in indices:
