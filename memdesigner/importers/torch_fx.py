@@ -706,11 +706,11 @@ def _map(st: _State, gm, fxn):
         if t == "GELU":
             props["approximate"] = fxn.kwargs.get("approximate", "none")
         return _same(st, fxn, t, props, x)
-    if name in ("softmax", "_softmax"):
+    if name in ("softmax", "_softmax", "log_softmax", "_log_softmax"):
         d = _arg(fxn, 1, "dim", None)
         if d is None:
             return _generic(st, fxn, name, [x], "softmax without dim")
-        return _same(st, fxn, "Softmax", {"dim": x.ddim(int(d), rank)}, x)
+        return _same(st, fxn, "Softmax", {"dim": x.ddim(int(d), rank), "log": "log" in name}, x)
     if name in ("dropout", "dropout_", "feature_dropout"):
         p = float(_arg(fxn, 1, "p", 0.5))
         training = _arg(fxn, 2, "training", True)
@@ -909,10 +909,10 @@ def _map_module(st: _State, fxn, mod):
         if t == "GELU":
             props["approximate"] = mod.approximate
         return _same(st, fxn, t, props, x)
-    if type(mod) is nn.Softmax:
+    if type(mod) in (nn.Softmax, nn.LogSoftmax):
         if mod.dim is None:
             return _generic(st, fxn, cls, [x], "Softmax without dim")
-        return _same(st, fxn, "Softmax", {"dim": x.ddim(mod.dim, len(x.dmap))}, x)
+        return _same(st, fxn, "Softmax", {"dim": x.ddim(mod.dim, len(x.dmap)), "log": type(mod) is nn.LogSoftmax}, x)
     if type(mod) in (nn.MaxPool1d, nn.MaxPool2d):
         if _pair(mod.dilation) != 1 or mod.return_indices:
             return _generic(st, fxn, cls, [x], "dilation or return_indices")

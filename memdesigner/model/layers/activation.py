@@ -69,8 +69,10 @@ def _softmax_shape(c):
 
 
 Softmax = register(LayerType(
-    name="Softmax", family="activation", doc="Softmax along a dimension (batch is dimension 0).",
-    props=(Prop("dim", "int", -1),), shape=_softmax_shape, flops=lambda c, o: 5 * o[0].numel,
-    memory=lambda m: amp_fp32(m, _act_mem("out", False, elementwise=False)(m)), aliases=("softmax",), torch_ops=("Softmax", "softmax"),
+    name="Softmax", family="activation",
+    doc="Softmax (or log-softmax) along a dimension (batch is dimension 0).",
+    props=(Prop("dim", "int", -1), Prop("log", "bool", False, doc="log_softmax: same memory, log-probabilities")),
+    shape=_softmax_shape, flops=lambda c, o: 5 * o[0].numel,
+    memory=lambda m: amp_fp32(m, _act_mem("out", False, elementwise=False)(m)), aliases=("softmax", "LogSoftmax", "log_softmax"), torch_ops=("Softmax", "softmax", "LogSoftmax", "log_softmax"),
     keeps_for_backward="its output",
 ))
