@@ -191,6 +191,8 @@ class MainWindow(QMainWindow):
         self.act_measure = A("&Measure with PyTorch…", self.measure, tip="Run the design with PyTorch and overlay "
                              "the measured memory on the timeline")
         self.act_reload_devices = A("Reload &Device Profiles", self.settings_bar.reload_devices)
+        self.act_explain = A("&Explain the Peak…", self.explain_peak, "Ctrl+E",
+                             "List every tensor alive at the peak, with its layer and the rule that keeps it")
         self.act_export_png = A("Canvas as &PNG…", lambda: self.export("canvas_png"))
         self.act_export_svg = A("Canvas as &SVG…", lambda: self.export("canvas_svg"))
         if not exports.svg_available():
@@ -227,7 +229,7 @@ class MainWindow(QMainWindow):
         for d in (self.palette_dock, self.inspector_dock, self.memory_dock):
             v.addAction(d.toggleViewAction())
         t = mb.addMenu("&Tools")
-        t.addActions([self.act_measure, self.act_reload_devices])
+        t.addActions([self.act_explain, self.act_measure, self.act_reload_devices])
         h = mb.addMenu("&Help")
         h.addAction(self._action("&Keyboard && Mouse", self._help))
         st = self.style()
@@ -596,6 +598,23 @@ class MainWindow(QMainWindow):
             return None
         self.statusBar().showMessage(f"Exported {path}", 4000)
         return path
+
+    def explain_peak(self):
+        """A non-modal table of what is alive at the peak (computed on demand: two quick runs)."""
+        from memdesigner._qt.estimator import snapshot
+        from memdesigner._qt.explain import ExplainDialog
+
+        try:
+            dlg = ExplainDialog(snapshot(self.design), self.settings_bar.settings(),
+                                self.settings_bar.current_device(), self)
+        except Exception as err:  # an invalid graph: the nodes already show why  # noqa: BLE001
+            self.statusBar().showMessage(f"Cannot explain: {err}", 8000)
+            return None
+        dlg.node_clicked.connect(lambda nid: self.select_node(nid, center=True))
+        dlg.setAttribute(Qt.WA_DeleteOnClose)
+        dlg.show()
+        self._explain_dialog = dlg
+        return dlg
 
     def measure(self):
         from superqt.utils import create_worker

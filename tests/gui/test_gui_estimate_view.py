@@ -101,3 +101,16 @@ def test_timeline_click_selects_node_and_table_click_too(window, qtbot):
                if table.proxy.data(table.proxy.index(r, 0), Qt.UserRole + 1) == "conv")
     table.clicked.emit(table.proxy.index(row, 0))
     assert window.scene.selected_node_ids() == ["conv"]
+
+
+def test_explain_the_peak_lists_every_live_tensor(window, qtbot):
+    from gui_helpers import load, small_cnn
+
+    load(window, qtbot, small_cnn())
+    dlg = window.explain_peak()
+    assert dlg is not None
+    assert sum(r["bytes"] for r in dlg.rows) == window.result.report.peak_bytes
+    assert dlg.table.rowCount() == len(dlg.rows) > 0
+    layers = {dlg.table.item(i, 2).text() for i in range(dlg.table.rowCount())}
+    assert "conv" in layers or "x" in layers
+    dlg.close()
