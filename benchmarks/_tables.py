@@ -1,4 +1,19 @@
-"""Formatting shared by the accuracy benchmarks (zoo and holdout)."""
+"""Helpers shared by the accuracy benchmarks (zoo and holdout): where the truth lives, the
+optimizer names, and table formatting."""
+
+import os
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+# the truth harness's optimizer names -> memdesigner's
+OPTIMIZERS = {"sgd": "sgd", "sgd_momentum": "momentum", "adam": "adam", "adamw": "adamw", None: "none"}
+
+
+def default_truth_dir() -> Path:
+    env = os.environ.get("MEMDESIGNER_TRUTH_DIR")
+    if env:
+        return Path(env)
+    return (REPO / ".." / "shared" / "truth").resolve()
 
 MiB = 1024.0 * 1024.0
 PHASES = ("forward", "backward", "optimizer_step")

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 from pathlib import Path
@@ -27,17 +26,9 @@ for _p in (str(REPO), str(Path(__file__).resolve().parent)):
     if _p not in sys.path:
         sys.path.insert(0, _p)
 
-from _tables import measured_phases, mib, phase_cells  # noqa: E402
+from _tables import OPTIMIZERS, default_truth_dir, measured_phases, mib, phase_cells  # noqa: E402
 
 MiB = 1024.0 * 1024.0
-OPTIMIZERS = {"sgd": "sgd", "sgd_momentum": "momentum", "adam": "adam", "adamw": "adamw", None: "none"}
-
-
-def default_truth_dir() -> Path:
-    env = os.environ.get("MEMDESIGNER_TRUTH_DIR")
-    if env:
-        return Path(env)
-    return (REPO / ".." / "shared" / "truth").resolve()
 
 
 def load_records(truth: Path, amp_grid: bool) -> list[dict]:

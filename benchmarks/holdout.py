@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import time
@@ -30,7 +29,7 @@ for p in (str(REPO), str(HERE)):
     if p not in sys.path:
         sys.path.insert(0, p)
 
-from _tables import measured_phases, mib, phase_cells  # noqa: E402
+from _tables import OPTIMIZERS, default_truth_dir, measured_phases, mib, phase_cells  # noqa: E402
 
 TRUTH_JSON = HERE / "holdout_truth.json"
 MiB = 1024.0 * 1024.0
@@ -43,14 +42,6 @@ GRID = [
     ("train-adam-fp32-b8", "train", "adam", "fp32", 8, False),
     ("inference-bf16-b8", "inference", None, "bf16", 8, True),
 ]
-OPTIMIZERS = {"sgd": "sgd", "sgd_momentum": "momentum", "adam": "adam", "adamw": "adamw", None: "none"}
-
-
-def default_truth_dir() -> Path:
-    env = os.environ.get("MEMDESIGNER_TRUTH_DIR")
-    if env:
-        return Path(env)
-    return (REPO / ".." / "shared" / "truth").resolve()
 
 
 def configs_for(name: str):
