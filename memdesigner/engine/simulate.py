@@ -46,7 +46,7 @@ class _Mem:
     """The live set: storages with refcounts and a running total per category."""
 
     __slots__ = ("nb", "cat", "rc", "rnb", "cur", "by", "rcur", "peak", "peak_by", "peak_at", "round", "what",
-                 "ppeak", "rpeak", "capture", "captured")
+                 "ppeak", "rpeak", "capture", "captured", "events", "label")
 
     def __init__(self, rounding: int):
         self.nb: list[int] = []
@@ -65,6 +65,8 @@ class _Mem:
         self.rpeak = 0  # peak with allocator rounding
         self.capture = None  # snapshot the live set when the total first reaches this value
         self.captured = None
+        self.events: list | None = None  # the timeline; every moment that raises a peak lands in it
+        self.label = str  # node id -> display label, for events a bare mark() has to create
 
     def alloc(self, nbytes: int, cat: int, refs: int = 1, what="") -> int:
         sid = len(self.nb)
@@ -105,16 +107,35 @@ class _Mem:
         self.by[self.cat[sid]] -= nb
 
     def mark(self, where) -> None:
-        if self.cur > self.ppeak:
-            self.ppeak = self.cur
+        """A moment worth checking. It raises the running op's timeline event when it is higher,
+        or adds one when it raises the peak, so the timeline's maximum is always the peak."""
+        cur = self.cur
+        if cur > self.ppeak:
+            self.ppeak = cur
         if self.rcur > self.rpeak:
             self.rpeak = self.rcur
-        if self.cur > self.peak:
-            self.peak = self.cur
+        raised = cur > self.peak
+        if raised:
+            self.peak = cur
             self.peak_by = tuple(self.by)
             self.peak_at = where
-        if self.capture is not None and self.cur == self.capture and self.captured is None:
+        if self.capture is not None and cur == self.capture and self.captured is None:
             self.captured = [(self.what[i], self.nb[i], self.cat[i]) for i in range(len(self.nb)) if self.rc[i] > 0]
+        ev = self.events
+        if ev is not None:
+            last = ev[-1] if ev else None
+            if last is not None and last.phase == where[0] and last.node == where[1]:
+                if cur > last.bytes:
+                    ev[-1] = Event(last.phase, last.node, last.label, cur, tuple(self.by), self.rcur)
+            elif raised:
+                ev.append(Event(where[0], where[1], self.label(where[1]), cur, tuple(self.by), self.rcur))
+
+    def event(self, phase: str, node, label: str) -> None:
+        """The op's own timeline point (always a new event), after checking the moment."""
+        ev, self.events = self.events, None
+        self.mark((phase, node))
+        self.events = ev
+        ev.append(Event(phase, node, label, self.cur, tuple(self.by), self.rcur))
 
 
 def _release(mem, saved: list) -> None:
@@ -164,6 +185,8 @@ class Simulation:
         mem.capture = self.capture
         self.mem = mem
         events = self.events
+        mem.events = events
+        mem.label = lambda nid: design.nodes[nid].name if nid in design.nodes else "step"
         batch = s.batch
 
         order = [n for n in an.order if an.nodes[n].ok]
@@ -332,8 +355,7 @@ class Simulation:
                 if isinstance(t, T):
                     extra_sids[id(t)] = mem.alloc(_nbytes(t), A, 1, (nid, t.what))
                     kept += _nbytes(t)
-            mem.mark(("forward", nid))
-            events.append(Event("forward", nid, node.name, mem.cur, tuple(mem.by), mem.rcur))
+            mem.event("forward", nid, node.name)
             for sid in tmp_sids:
                 mem.decref(sid)
             if late:
@@ -439,8 +461,7 @@ class Simulation:
         if amp:
             for sid in cast_cache.values():
                 mem.decref(sid)
-        mem.mark(("forward", None))
-        events.append(Event("forward", None, "loss", mem.cur, tuple(mem.by), mem.rcur))
+        mem.event("forward", None, "loss")
         self.phase_peaks["forward"] = mem.ppeak
 
         # -- backward ----------------------------------------------------------------------
@@ -450,8 +471,7 @@ class Simulation:
             shape = an.nodes[key[0]].outputs[key[1]].shape
             n = batch * math.prod(shape)
             grads[key] = mem.alloc(n * DTYPE_BYTES[val_dtype[key]], G, 1, "MeanBackward0 gradient")
-        mem.mark(("backward", None))
-        events.append(Event("backward", None, "loss backward", mem.cur, tuple(mem.by), mem.rcur))
+        mem.event("backward", None, "loss backward")
         loss_node_ones = has_loss_node
         grad_owned: set = set()  # "node.param" keys whose .grad exists (shared parameters)
         recomputed: dict[int, dict] = {}  # checkpointed segment -> {node: recomputed block}
@@ -515,8 +535,7 @@ class Simulation:
                     st_tmp = [mem.alloc(_nbytes(t), G, 1, t.what) for t in temps_]
                     done_params.update(pidx)
                     st_tmp += param_grads(nid, node, info, pidx)
-                    mem.mark(("backward", nid))
-                    events.append(Event("backward", nid, node.name, mem.cur, tuple(mem.by), mem.rcur))
+                    mem.event("backward", nid, node.name)
                     for sid in stage_tmp:
                         mem.decref(sid)
                     stage_tmp = st_tmp
@@ -556,8 +575,7 @@ class Simulation:
                                            p.numel * pitem, p))
                 else:
                     tmp += param_grads(nid, node, info, [k for k in range(len(info.params)) if k not in done_params])
-            mem.mark(("backward", nid))
-            events.append(Event("backward", nid, node.name, mem.cur, tuple(mem.by), mem.rcur))
+            mem.event("backward", nid, node.name)
             for sid in tmp:
                 mem.decref(sid)
             if rsid is not None:
@@ -603,8 +621,7 @@ class Simulation:
             if s.use_foreach:
                 total = sum(nb for _, nb, _ in trainable)
                 t = mem.alloc(total, K, 1, "Adam step temporary: _foreach_sqrt of every exp_avg_sq")
-                mem.mark(("optimizer_step", None))
-                events.append(Event("optimizer_step", None, "adam (foreach)", mem.cur, tuple(mem.by), mem.rcur))
+                mem.event("optimizer_step", None, "adam (foreach)")
                 mem.decref(t)
             else:
                 # for-loop Adam: sqrt(exp_avg_sq) and the div denominator of parameter i, while the
@@ -613,12 +630,9 @@ class Simulation:
                 for nid, nb, _ in trainable:
                     t1 = mem.alloc(nb, K, 1, (nid, "Adam step temporary: sqrt(exp_avg_sq)"))
                     t2 = mem.alloc(nb, K, 1, (nid, "Adam step temporary: denominator"))
-                    mem.mark(("optimizer_step", nid))
+                    mem.mark(("optimizer_step", nid))  # raises this parameter's event if it has one
                     last = events[-1]
-                    if last.phase == "optimizer_step" and last.node == nid:
-                        if mem.cur > last.bytes:
-                            events[-1] = Event("optimizer_step", nid, last.label, mem.cur, tuple(mem.by), mem.rcur)
-                    else:
+                    if last.phase != "optimizer_step" or last.node != nid:
                         events.append(Event("optimizer_step", nid, nodes[nid].name, mem.cur, tuple(mem.by), mem.rcur))
                     if prev is not None:
                         mem.decref(prev)

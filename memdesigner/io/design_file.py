@@ -67,8 +67,11 @@ def design_from_dict(data, source: str = "design") -> Design:
         where = f"nodes[{i}]"
         if nd["id"] in d.nodes:
             raise DesignFileError(f"{source}: {where}.id: duplicate node id {nd['id']!r}")
-        if not registry.has(nd["type"]):
-            raise DesignFileError(f"{source}: {where}.type: unknown layer type {nd['type']!r}")
+        if registry.canonical(nd["type"]) is None:
+            hint = ""
+            if registry.has(nd["type"]):
+                hint = f" (an alias of {registry.get(nd['type']).name}, which a design file must name with its props)"
+            raise DesignFileError(f"{source}: {where}.type: unknown layer type {nd['type']!r}{hint}")
         lt = registry.get(nd["type"])
         props = nd.get("props", {})
         for k, v in props.items():

@@ -6,6 +6,7 @@ bad node are marked as blocked (they cannot be checked until it is fixed).
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 
 from memdesigner.model.design import Design
@@ -86,7 +87,8 @@ _PROPS: dict = {}
 def _coerced(lt, props: dict, node=None) -> dict:
     if node is not None:  # fast path: the node has not been edited since its props were coerced
         memo = node.__dict__.get("_coerced")
-        if memo is not None and memo[0] == node.rev and memo[1] is props and memo[2] == lt.name:
+        # props edited in place (``node.props["k"] = v``) bypass Design's rev: compare contents too
+        if memo is not None and memo[0] == node.rev and memo[1] is props and memo[2] == lt.name and memo[4] == props:
             return memo[3]
     key = (lt.name, _freeze(props))
     hit = _PROPS.get(key)
@@ -96,7 +98,7 @@ def _coerced(lt, props: dict, node=None) -> dict:
             _PROPS.clear()
         _PROPS[key] = hit
     if node is not None:
-        node.__dict__["_coerced"] = (node.rev, props, lt.name, hit)
+        node.__dict__["_coerced"] = (node.rev, props, lt.name, hit, copy.deepcopy(props))
     return hit
 
 

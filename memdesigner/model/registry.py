@@ -253,6 +253,14 @@ def get(name: str) -> LayerType:
     raise KeyError(name)
 
 
+def canonical(name: str) -> str | None:
+    """The registered type name itself, or None. Aliases are search words and importer names:
+    one may mean different props (``DepthwiseConv2d`` is Conv2d with groups = channels), so a
+    design file must name the type itself."""
+    _ensure_loaded()
+    return name if name in _REGISTRY else None
+
+
 def has(name: str) -> bool:
     try:
         get(name)
@@ -297,6 +305,7 @@ __all__ = [
     "register",
     "get",
     "has",
+    "canonical",
     "all_types",
     "by_family",
     "FAMILIES",
