@@ -65,6 +65,10 @@ def build_parser() -> argparse.ArgumentParser:
     it.add_argument("-o", "--output", required=True)
     it.add_argument("--input-shape", default=None, help="per-sample shape, e.g. 3,224,224")
     it.add_argument("--input-dtype", default=None, choices=("float", "int64"))
+    f = sub.add_parser("fit", help="what to change so that a design fits a device (exit 1: it does not fit)")
+    f.add_argument("design")
+    _settings_args(f)
+    f.add_argument("--format", choices=("table", "json"), default="table")
     ex = sub.add_parser("export", help="export a design as code")
     esub = ex.add_subparsers(dest="target", parser_class=_Parser)
     et = esub.add_parser("torch", help="PyTorch nn.Module source")
@@ -287,9 +291,15 @@ def cmd_export(args) -> int:
     return 0
 
 
+def cmd_fit(args) -> int:
+    from memdesigner.cli_fit import cmd_fit as run
+
+    return run(args, _load, _settings_from, _device, CliError)
+
+
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    commands = {"estimate", "devices", "layers", "render", "import", "export"}
+    commands = {"estimate", "devices", "layers", "render", "import", "export", "fit"}
     if not argv or (argv[0] not in commands and not argv[0].startswith("-")):
         try:
             from memdesigner._qt.app import main as gui_main
@@ -299,7 +309,7 @@ def main(argv=None) -> int:
         return gui_main(argv)
     args = build_parser().parse_args(argv)
     handlers = {"estimate": cmd_estimate, "devices": cmd_devices, "layers": cmd_layers, "render": cmd_render,
-                "import": cmd_import, "export": cmd_export}
+                "import": cmd_import, "export": cmd_export, "fit": cmd_fit}
     try:
         return handlers[args.cmd](args)
     except CliError as err:

@@ -193,6 +193,8 @@ class MainWindow(QMainWindow):
         self.act_reload_devices = A("Reload &Device Profiles", self.settings_bar.reload_devices)
         self.act_explain = A("&Explain the Peak…", self.explain_peak, "Ctrl+E",
                              "List every tensor alive at the peak, with its layer and the rule that keeps it")
+        self.act_make_fit = A("Make It &Fit…", self.make_it_fit, "Ctrl+Shift+M",
+                              "The ranked changes that bring the design under the device's memory")
         self.act_export_png = A("Canvas as &PNG…", lambda: self.export("canvas_png"))
         self.act_export_svg = A("Canvas as &SVG…", lambda: self.export("canvas_svg"))
         if not exports.svg_available():
@@ -229,7 +231,7 @@ class MainWindow(QMainWindow):
         for d in (self.palette_dock, self.inspector_dock, self.memory_dock):
             v.addAction(d.toggleViewAction())
         t = mb.addMenu("&Tools")
-        t.addActions([self.act_explain, self.act_measure, self.act_reload_devices])
+        t.addActions([self.act_explain, self.act_make_fit, self.act_measure, self.act_reload_devices])
         h = mb.addMenu("&Help")
         h.addAction(self._action("&Keyboard && Mouse", self._help))
         st = self.style()
@@ -615,6 +617,35 @@ class MainWindow(QMainWindow):
         dlg.show()
         self._explain_dialog = dlg
         return dlg
+
+    def make_it_fit(self):
+        """A non-modal list of the engine's ranked changes; Apply takes one into the settings."""
+        from memdesigner._qt.estimator import snapshot
+        from memdesigner._qt.fit_dialog import FitDialog
+
+        dev = self.settings_bar.current_device()
+        if dev is None:
+            self.statusBar().showMessage("Make it fit needs a device: choose one in the settings bar", 8000)
+            return None
+        try:
+            dlg = FitDialog(snapshot(self.design), self.settings_bar.settings(), dev, self)
+        except ValueError as err:  # an invalid graph: the nodes already show why
+            self.statusBar().showMessage(f"Cannot make it fit: {err}", 8000)
+            return None
+        dlg.applied.connect(self._apply_fit)
+        dlg.setAttribute(Qt.WA_DeleteOnClose)
+        dlg.show()
+        self._fit_dialog = dlg
+        return dlg
+
+    def _apply_fit(self, settings: dict, design_change) -> None:
+        if design_change:
+            from memdesigner._qt.commands import SetPropCmd
+
+            self.stack.push(SetPropCmd(self.design, design_change["node"], design_change["prop"],
+                                       design_change["value"]))
+        self.settings_bar.apply_dict(settings)
+        self.statusBar().showMessage("Applied the suggestion", 4000)
 
     def measure(self):
         from superqt.utils import create_worker

@@ -109,6 +109,7 @@ def _run(design: Design, an: Analysis, settings: Settings, dev: Device | None) -
         peak_phase=phase, peak_layer=layer, lower_bound_bytes=lower, layers_fn=layer_rows, timeline=sim.events,
         issues=list(an.issues), warnings=warnings, device=device,
         runtime_overhead_bytes=dev.runtime_overhead_bytes if dev else 0,
+        recompute_flops=sum(an.nodes[n].flops for n in sim.recomputed) * batch,
     )
 
 

@@ -48,6 +48,7 @@ class Report:
     device: dict | None = None
     max_batch: int | None = None
     runtime_overhead_bytes: int = 0
+    recompute_flops: int = 0  # forward FLOPs that activation checkpointing runs again in backward
 
     _layers: list | None = None
 
@@ -87,6 +88,7 @@ class Report:
             ],
             "issues": [{"node": i.node_id, "field": i.field, "message": i.message} for i in self.issues],
             "warnings": list(self.warnings),
+            "recompute_flops": self.recompute_flops,
         }
         if self.device is not None:
             d["device"] = dict(self.device)

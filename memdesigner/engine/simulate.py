@@ -172,6 +172,7 @@ class Simulation:
         self.events: list[Event] = []
         self.phase_peaks = {"forward": 0, "backward": 0, "optimizer_step": 0}
         self.rows: dict[str, dict] = {}
+        self.recomputed: list[str] = []
 
     # ----------------------------------------------------------------------------------
     def run(self) -> Simulation:
@@ -267,6 +268,7 @@ class Simulation:
             for si, seg in enumerate(segments):
                 for nid in seg:
                     seg_of[nid] = si
+        self.recomputed = [nid for seg in segments for nid in seg]  # forward ops run again in backward
         seg_inputs: dict[int, list] = {}  # segment -> storages its checkpoint keeps
         settings_key = (dtype, train, s.backend, amp, batch)
 

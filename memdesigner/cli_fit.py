@@ -1,0 +1,48 @@
+"""``memdesigner fit``: what to change so that a design fits a device. Exit 0 when it fits as
+given, 1 when it does not (for CI pipelines), 2 on bad input."""
+
+from __future__ import annotations
+
+import json
+
+from memdesigner.units import format_bytes
+
+
+def render_fit(advice, design, dev) -> str:
+    need = format_bytes(advice.device_peak_bytes, 2)
+    verdict = "fits" if advice.fits_as_given else "DOES NOT FIT"
+    lines = [f"{design.name} on {dev.name}: needs {need} of {format_bytes(dev.memory_bytes, 2)} -> {verdict}",
+             "largest batch that fits these settings: " + (str(advice.max_batch) if advice.max_batch else "none")]
+    if not advice.suggestions:
+        lines.append("no change found that lowers the peak")
+        return "\n".join(lines)
+    lines.append("")
+    w = max(len(s.change) for s in advice.suggestions)
+    lines.append(f"  #  {'change':<{w}}  {'needs':>11}  {'verdict':<12} price")
+    for i, s in enumerate(advice.suggestions, 1):
+        price = "; ".join(s.cost["notes"])
+        if s.cost.get("recompute_pct"):
+            price = f"+{s.cost['recompute_pct']:.1f} % step FLOPs recomputed; " + price
+        v = "fits" if s.fits else "still too big"
+        lines.append(f"  {i:<2} {s.change:<{w}}  {format_bytes(s.device_peak_bytes, 2):>11}  {v:<12} {price}")
+    return "\n".join(lines)
+
+
+def cmd_fit(args, load, settings_from, device_of, error) -> int:
+    """Wired by memdesigner.cli (its loaders and error class passed in, so the CLI owns input errors)."""
+    from memdesigner.engine.fit import make_it_fit
+
+    design = load(args.design)
+    settings = settings_from(args, design)
+    dev = device_of(args, design)
+    if dev is None:
+        raise error("fit needs --device (see `memdesigner devices`)")
+    try:
+        advice = make_it_fit(design, settings, device=dev)
+    except ValueError as err:
+        raise error(f"{args.design}: {err}") from None
+    if args.format == "json":
+        print(json.dumps(advice.to_dict(), indent=2))
+    else:
+        print(render_fit(advice, design, dev))
+    return 0 if advice.fits_as_given else 1
