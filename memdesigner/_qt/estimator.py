@@ -74,53 +74,36 @@ def compute(req: EstimateRequest) -> EstimateResult:
 
 
 def sweep(req: EstimateRequest, an: Analysis, is_stale=lambda: False) -> BatchSweep | None:
-    """Largest batch by doubling then bisection (as engine.largest_batch does, the engine being
-    monotonic in the batch), but checking between engine calls whether a newer edit has made this
-    work pointless, so the worker is free again quickly. None when abandoned."""
+    """The peak-vs-batch curve and the largest batch, from the engine's batch curve (the same
+    largest batch as ``memdesigner estimate --max-batch``). Checks between engine calls whether a
+    newer edit made this work pointless, so the worker is free again quickly. None when abandoned."""
+    from memdesigner.engine.batch_curve import batch_curve
+
     dev, s = req.device, req.settings
-    if not an.ok:
+    if not an.ok or is_stale():
         return None
-    cache: dict[int, int] = {}
-
-    def peak(b):
-        if b not in cache:
-            if is_stale():
-                raise _Stale
-            cache[b] = peak_for_batch(req.design, s, dev, an, b)
-        return cache[b]
-
-    try:
-        best = None
-        if dev is not None:
-            cap = dev.memory_bytes
-            if peak(1) > cap:
-                best = 0
-            else:
-                lo, hi = 1, 2
-                while hi <= (1 << 20) and peak(hi) <= cap:
-                    lo, hi = hi, hi * 2
-                while hi - lo > 1 and hi <= (1 << 20):
-                    mid = (lo + hi) // 2
-                    if peak(mid) <= cap:
-                        lo = mid
-                    else:
-                        hi = mid
-                best = lo
-        top = max(2 * s.batch, 2 * (best or 1), 8)
-        batches, b = [], 1
-        while b <= top:
-            batches.append(b)
-            b *= 2
-        extra = {s.batch} | ({best, best + 1} if best else set())
-        batches = sorted(set(batches) | extra)
-        peaks = [peak(b) for b in batches]
-        return BatchSweep(req.gen, batches, peaks, best, dev.memory_bytes if dev else None)
-    except _Stale:
+    curve = batch_curve(req.design, s, dev, an)
+    if is_stale():
         return None
-
-
-class _Stale(Exception):
-    pass
+    best = curve.largest_batch(dev.memory_bytes) if dev is not None else None
+    top = max(2 * s.batch, 2 * (best or 1), 8)
+    batches, b = [], 1
+    while b <= top:
+        batches.append(b)
+        b *= 2
+    exact = {s.batch} | ({best, best + 1} if best else set())
+    batches = sorted(set(batches) | exact)
+    peaks = []
+    for b in batches:
+        if is_stale():
+            return None
+        # the envelope (live bytes + runtime) where it is exact up to allocator rounding; the
+        # points a user reads off (their batch, the largest that fits) are simulated exactly
+        if b in exact or not curve.affine:
+            peaks.append(curve.device_peak(b) if dev is not None else peak_for_batch(req.design, s, dev, an, b))
+        else:
+            peaks.append(curve.device_peak_bounds(b)[0])
+    return BatchSweep(req.gen, batches, peaks, best, dev.memory_bytes if dev else None)
 
 
 class _Worker(QObject):

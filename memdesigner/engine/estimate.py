@@ -120,29 +120,12 @@ def peak_for_batch(design: Design, settings: Settings, dev: Device | None, an: A
 
 
 def largest_batch(design: Design, settings: Settings, dev: Device, an: Analysis | None = None,
-                  limit: int = 1 << 24) -> int:
-    """The largest batch whose device peak fits, found with the engine (exact, by bisection;
-    peak memory grows monotonically with the batch). 0 if even batch 1 does not fit."""
-    an = an or analyze(design)
-    cap = dev.memory_bytes
+                  limit: int | None = None) -> int:
+    """The largest batch whose device peak fits (exact; 0 if even batch 1 does not fit), from the
+    batch curve: the envelope of affine lines bounds it, a run or two settles it."""
+    from memdesigner.engine.batch_curve import batch_curve
 
-    def fits(b):
-        return peak_for_batch(design, settings, dev, an, b) <= cap
-
-    if not fits(1):
-        return 0
-    lo, hi = 1, 2
-    while hi <= limit and fits(hi):
-        lo, hi = hi, hi * 2
-    if hi > limit:
-        return lo
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if fits(mid):
-            lo = mid
-        else:
-            hi = mid
-    return lo
+    return batch_curve(design, settings, dev, an).largest_batch(dev.memory_bytes, limit)
 
 
 CATEGORY_NAMES = ("weights", "gradients", "optimizer_state", "activations", "workspace")

@@ -46,7 +46,7 @@ class _Mem:
     """The live set: storages with refcounts and a running total per category."""
 
     __slots__ = ("nb", "cat", "rc", "rnb", "cur", "by", "rcur", "peak", "peak_by", "peak_at", "round", "what",
-                 "ppeak", "rpeak", "capture", "captured", "events", "label")
+                 "ppeak", "rpeak", "capture", "captured", "events", "label", "trace", "slack", "exact")
 
     def __init__(self, rounding: int):
         self.nb: list[int] = []
@@ -67,6 +67,9 @@ class _Mem:
         self.captured = None
         self.events: list | None = None  # the timeline; every moment that raises a peak lands in it
         self.label = str  # node id -> display label, for events a bare mark() has to create
+        self.trace: list | None = None  # (live bytes, rounded bytes, rounding slack bound) at every mark
+        self.slack = 0  # the most that allocator rounding can add to the live tensors, whatever their sizes
+        self.exact: set = set()  # aggregates whose rounded size is given (alloc_exact)
 
     def alloc(self, nbytes: int, cat: int, refs: int = 1, what="") -> int:
         sid = len(self.nb)
@@ -80,6 +83,8 @@ class _Mem:
         self.cur += nbytes
         self.rcur += rn
         self.by[cat] += nbytes
+        if nbytes and r > 1:
+            self.slack += r - 1
         if refs <= 0:
             self._release(sid)
         return sid
@@ -89,6 +94,10 @@ class _Mem:
         sid = self.alloc(nbytes, cat, 1, what)
         self.rcur += rounded - self.rnb[sid]
         self.rnb[sid] = rounded
+        if nbytes and self.round > 1:
+            self.slack -= self.round - 1
+        self.slack += rounded - nbytes
+        self.exact.add(sid)
         return sid
 
     def incref(self, sid: int, n: int = 1) -> None:
@@ -105,6 +114,10 @@ class _Mem:
         self.cur -= nb
         self.rcur -= self.rnb[sid]
         self.by[self.cat[sid]] -= nb
+        if sid in self.exact:
+            self.slack -= self.rnb[sid] - nb
+        elif nb and self.round > 1:
+            self.slack -= self.round - 1
 
     def mark(self, where) -> None:
         """A moment worth checking. It raises the running op's timeline event when it is higher,
@@ -121,6 +134,8 @@ class _Mem:
             self.peak_at = where
         if self.capture is not None and cur == self.capture and self.captured is None:
             self.captured = [(self.what[i], self.nb[i], self.cat[i]) for i in range(len(self.nb)) if self.rc[i] > 0]
+        if self.trace is not None:
+            self.trace.append((cur, self.rcur, self.slack))
         ev = self.events
         if ev is not None:
             last = ev[-1] if ev else None
@@ -163,8 +178,9 @@ class Simulation:
     """Runs the step once and keeps the events, per-layer rows and phase peaks."""
 
     def __init__(self, design: Design, analysis: Analysis, settings: Settings, rounding: int = 1,
-                 capture: int | None = None):
+                 capture: int | None = None, trace: bool = False):
         self.capture = capture
+        self.trace = trace  # keep every checked moment (engine/batch_curve.py fits lines through them)
         self.design = design
         self.an = analysis
         self.s = settings
@@ -173,6 +189,7 @@ class Simulation:
         self.phase_peaks = {"forward": 0, "backward": 0, "optimizer_step": 0}
         self.rows: dict[str, dict] = {}
         self.recomputed: list[str] = []
+        self.affine = True  # every size is a + b·batch (see OpMem.affine)
 
     # ----------------------------------------------------------------------------------
     def run(self) -> Simulation:
@@ -184,6 +201,7 @@ class Simulation:
         amp = s.amp_dtype
         mem = _Mem(self.rounding)
         mem.capture = self.capture
+        mem.trace = [] if self.trace else None
         self.mem = mem
         events = self.events
         mem.events = events
@@ -317,6 +335,8 @@ class Simulation:
                 if len(_RULES) > 20000:
                     _RULES.clear()
                 _RULES[mkey] = (m, op, info.props, info.outputs, info.params)
+            if not op.affine:
+                self.affine = False
             records = m.records
             ckpt = records and nid in seg_of
             if ckpt and nid == segments[seg_of[nid]][0]:

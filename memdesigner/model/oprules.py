@@ -68,6 +68,8 @@ class OpMem:
                 listed saved entries (indices into ``saved``); its temps live until the next stage.
     casts       AMP: (param_index, T) low-precision copies of parameters made by autocast; the
                 engine keeps them in autocast's weight cache until the autocast region ends.
+    affine      False when a size is not a + b·batch (page-rounded workspaces): the batch curve
+                (engine/batch_curve.py) then simulates every batch it is asked about.
     """
 
     outputs: list
@@ -79,6 +81,7 @@ class OpMem:
     param_grads: bool = True
     casts: list = field(default_factory=list)
     notes: list = field(default_factory=list)
+    affine: bool = True
     out_strides: list | None = None  # per output strides (full shape); None entries: default
     elementwise: bool = False  # new outputs take the input's memory order (TensorIterator)
     bwd_stages: list = field(default_factory=list)  # [(temps, param indices, saved indices to release)]

@@ -114,3 +114,27 @@ def test_explain_the_peak_lists_every_live_tensor(window, qtbot):
     layers = {dlg.table.item(i, 2).text() for i in range(dlg.table.rowCount())}
     assert "conv" in layers or "x" in layers
     dlg.close()
+
+
+def test_batch_sweep_shows_the_engines_largest_batch(window, qtbot):
+    """The window reads the engine's batch curve: no search of its own, no 2^20 cap."""
+    from conftest import BIG
+
+    import memdesigner
+    from memdesigner.model.design import Design
+
+    def tiny():
+        d = Design("tiny-mlp")  # about 100 B per sample: hundreds of millions fit in 80 GiB
+        d.add_node("Input", {"shape": (16,)}, id="x")
+        d.add_node("Linear", {"out_features": 4}, id="fc", pos=(270, 0))
+        d.add_edge("x", "fc")
+        return d
+
+    load(window, qtbot, tiny())
+    with qtbot.waitSignal(window.service.sweep_ready, timeout=10000):
+        with qtbot.waitSignal(window.result_applied, timeout=5000):
+            window.settings_bar.set_device("big")
+    expected = memdesigner.estimate(tiny(), window.settings_bar.settings(), device=BIG, max_batch=True).max_batch
+    assert expected > 1 << 20
+    assert window.sweep.max_batch == expected
+    assert window.summary.max_batch.value.text() == str(expected)

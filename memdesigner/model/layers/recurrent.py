@@ -122,7 +122,8 @@ def _lstm_mem(m):
         stages.append((temps, list(range(layer * per_layer, (layer + 1) * per_layer)), release))
     bwd = [] if rs else [T(t * b * d * h, dt, "select_backward: full-size gradient of the sequence")]
     return amp_casts(m, OpMem(outputs=[last_out, h_n], out_dtypes=[dt, dt], saved=saved, grad_in=["stage"],
-                              bwd_temps=bwd, bwd_stages=stages, late_outputs=(1,)))
+                              bwd_temps=bwd, bwd_stages=stages, late_outputs=(1,),
+                              affine=False))  # page-rounded workspace
 
 
 def _gru_mem(m):

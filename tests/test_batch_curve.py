@@ -1,0 +1,74 @@
+"""The batch curve: peak vs batch from three runs, exact where every size is a + b·batch."""
+
+from pathlib import Path
+
+import pytest
+
+import memdesigner
+from memdesigner.engine.batch_curve import _bisect, batch_curve
+from memdesigner.engine.devices import get_device
+from memdesigner.engine.settings import Settings
+from memdesigner.engine.simulate import Simulation
+from memdesigner.model.analysis import analyze
+
+EX = Path(__file__).parent.parent / "resources" / "examples"
+CASES = [
+    ("resnet18", dict(mode="train", optimizer="adam"), "rtx3080-10gb"),
+    ("mobilenet_v2", dict(mode="train", optimizer="sgd", amp=True), "jetson-orin-nano-8gb"),
+    ("transformer_encoder", dict(mode="train", optimizer="adam", checkpointing=True), "t4"),
+    ("vgg16", dict(mode="inference", optimizer="none"), "rtx3080-10gb"),
+    ("lstm_classifier", dict(mode="train", optimizer="adam"), "jetson-orin-nano-8gb"),  # not affine
+    ("seed_keras_audio", dict(mode="train", optimizer="sgd"), "h200"),
+]
+
+
+@pytest.mark.parametrize("name,kw,dev_id", CASES, ids=[c[0] for c in CASES])
+def test_largest_batch_equals_a_full_search(name, kw, dev_id):
+    design = memdesigner.load_design(EX / f"{name}.json")
+    dev = get_device(dev_id)
+    s = Settings(backend=dev.kind, **kw)
+    curve = batch_curve(design, s, dev)
+    best = curve.largest_batch(dev.memory_bytes)
+    # the reference: doubling + bisection over exact simulations
+    assert best == _bisect(lambda b: curve.device_peak(b) <= dev.memory_bytes, 1 << 24)
+    assert best > 0
+    assert curve.device_peak(best) <= dev.memory_bytes < curve.device_peak(best + 1)
+
+
+@pytest.mark.parametrize("name,kw,dev_id", CASES[:4], ids=[c[0] for c in CASES[:4]])
+def test_envelope_is_the_simulated_peak(name, kw, dev_id):
+    design = memdesigner.load_design(EX / f"{name}.json")
+    an = analyze(design)
+    dev = get_device(dev_id)
+    s = Settings(backend=dev.kind, **kw)
+    curve = batch_curve(design, s, dev, an)
+    assert curve.affine
+    for b in (3, 10, 33, 250):
+        raw = Simulation(design, an, s.with_(batch=b), 1).run().mem.peak
+        assert curve.raw_peak(b) == raw
+        lo, hi = curve.device_peak_bounds(b)
+        assert lo <= curve.device_peak(b) <= hi
+
+
+def test_one_pass_not_a_search():
+    """Three runs build the curve; the bounds leave one or two exact runs for the largest batch."""
+    design = memdesigner.load_design(EX / "resnet18.json")
+    dev = get_device("a100-80gb")
+    curve = batch_curve(design, Settings(mode="train", optimizer="adam"), dev)
+    curve.largest_batch(dev.memory_bytes)
+    assert curve.runs <= 3 + 3
+
+
+def test_page_rounded_lstm_workspace_is_not_fitted_as_a_line():
+    design = memdesigner.load_design(EX / "lstm_classifier.json")
+    curve = batch_curve(design, Settings(mode="train", optimizer="adam"), get_device("t4"))
+    assert not curve.affine
+
+
+def test_largest_batch_is_not_capped_where_the_curve_is_affine():
+    """seed_fc inference on an H200: 31,284,810 samples fit (the old search stopped at 2^24)."""
+    design = memdesigner.load_design(EX / "seed_fc.json")
+    rep = memdesigner.estimate(design, mode="inference", device="h200", max_batch=True)
+    assert rep.max_batch == 31_284_810
+    over = memdesigner.estimate(design, mode="inference", batch=rep.max_batch + 1, device="h200")
+    assert not over.device["fits"]
