@@ -9,6 +9,7 @@ import argparse
 import json
 import sys
 
+from memdesigner import cli_report
 from memdesigner.units import format_bytes, format_count, format_flops
 
 EXIT_USAGE = 2
@@ -70,6 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     et = esub.add_parser("torch", help="PyTorch nn.Module source")
     et.add_argument("design")
     et.add_argument("-o", "--output", required=True)
+    cli_report.add_parser(sub, _settings_args)
     return p
 
 
@@ -289,7 +291,7 @@ def cmd_export(args) -> int:
 
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    commands = {"estimate", "devices", "layers", "render", "import", "export"}
+    commands = {"estimate", "devices", "layers", "render", "import", "export", "report"}
     if not argv or (argv[0] not in commands and not argv[0].startswith("-")):
         try:
             from memdesigner._qt.app import main as gui_main
@@ -299,7 +301,7 @@ def main(argv=None) -> int:
         return gui_main(argv)
     args = build_parser().parse_args(argv)
     handlers = {"estimate": cmd_estimate, "devices": cmd_devices, "layers": cmd_layers, "render": cmd_render,
-                "import": cmd_import, "export": cmd_export}
+                "import": cmd_import, "export": cmd_export, "report": cli_report.run}
     try:
         return handlers[args.cmd](args)
     except CliError as err:
