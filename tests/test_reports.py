@@ -168,10 +168,12 @@ def test_hostile_names_are_escaped(tmp_path):
 
 def test_timeline_svg_escapes_the_peak_layer_and_marks_capacity():
     d = _hostile_design()
+    d.nodes["n1"].name = HOSTILE_NODE
     rep = estimate(d, Settings(batch=4096), device="t4")
+    assert rep.peak_layer == "n1"  # the ReLU's output beside the Linear's: the label names n1
     svg = timeline_svg(rep, d)
     assert svg.startswith("<svg") and svg.rstrip().endswith("</svg>")
-    assert "<img" not in svg and "<script" not in svg
+    assert "<img" not in svg and "<script" not in svg and "&quot;&gt;&lt;img src=x" in svg
     assert "capacity" not in svg  # a tiny net on a 16 GB card: capacity would flatten the plot
     seed = load_design(SEED)
     rep = estimate(seed, TRAIN_ADAM, device="rtx3080-10gb")

@@ -69,7 +69,7 @@ def render_markdown(c: ReportContent, images: str = "inline", stem: str = "repor
            ["Weights", fmt.exact(r.param_bytes)], ["Forward FLOPs", f"{fmt.format_flops(r.flops)} for the batch"],
            ["Hand calculation", f"{fmt.format_bytes(r.lower_bound_bytes)} (parameters + the two largest adjacent "
                                 "feature maps: the textbook lower bound)"]]
-    L += _table(["", ""], net, set()) + [""]
+    L += _table(["Property", "Value"], net, set()) + [""]
     if c.graph_png:
         L += [f"![The graph as drawn in the designer window]({picture('graph.png', c.graph_png, 'image/png')})", ""]
 
@@ -79,7 +79,7 @@ def render_markdown(c: ReportContent, images: str = "inline", stem: str = "repor
     L += ["## Verdict on every device", "",
           "Same settings on every shipped profile; each device's kind decides the semantics. Peak includes "
           "allocator rounding and the runtime.", ""]
-    rows = [[(f"**{md(v.name)}** (chosen)" if v.chosen else md(v.name)) + f" ({md(v.id)})", v.kind,
+    rows = [[(f"**{md(v.name)}** · {md(v.id)} · chosen" if v.chosen else f"{md(v.name)} · {md(v.id)}"), v.kind,
              fmt.format_bytes(v.capacity_bytes), fmt.format_bytes(v.runtime_overhead_bytes),
              fmt.format_bytes(v.device_peak_bytes), "yes" if v.fits else "**no**", fmt.signed_bytes(v.headroom_bytes),
              max_batch_text(v.max_batch)] for v in device_rows(c)]
