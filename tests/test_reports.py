@@ -179,7 +179,7 @@ def test_timeline_svg_escapes_the_peak_layer_and_marks_capacity():
     rep = estimate(seed, TRAIN_ADAM, device="rtx3080-10gb")
     svg = timeline_svg(rep, seed)
     assert "peak 14.35 GiB" in svg and "optimizer step" in svg and "capacity 10.0 GiB" in svg
-    assert "usable after runtime 9.6 GiB" in svg
+    assert "usable after the runtime 9.6 GiB" in svg
 
 
 def test_suggestions_hook_shows_what_an_advisor_returns(monkeypatch, tmp_path):
@@ -222,3 +222,10 @@ def test_cli_report_invalid_design_one_line(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "n0" in err
     assert not (tmp_path / "r.html").exists()
+
+
+def test_largest_batch_at_the_search_limit_reads_at_least(tmp_path):
+    c = collect(_hostile_design(), Settings(), get_device("h200"), devices=[])
+    assert c.device.max_batch == 1 << 24  # 36 parameters: the batch search stops at its limit
+    write_report(c, tmp_path / "r.html")
+    assert "≥ 16,777,216" in (tmp_path / "r.html").read_text()

@@ -4,10 +4,11 @@ format it, so both variants carry the same numbers (bytes as ints, formatted onl
 from __future__ import annotations
 
 import datetime as _dt
+import inspect
 from dataclasses import dataclass, field
 
 from memdesigner.engine.devices import Device, shipped_devices
-from memdesigner.engine.estimate import estimate, explain_peak
+from memdesigner.engine.estimate import estimate, explain_peak, largest_batch
 from memdesigner.engine.peak_rules import why_alive
 from memdesigner.engine.report import LayerRow, Report
 from memdesigner.engine.settings import Settings
@@ -17,6 +18,8 @@ from memdesigner.model.design import Design
 from memdesigner.reports.suggestions import suggestions_for
 from memdesigner.reports.svg_timeline import timeline_svg
 
+# largest_batch stops searching here: a result this large means "at least"
+BATCH_LIMIT = inspect.signature(largest_batch).parameters["limit"].default
 TOP_TENSORS = 15  # the peak breakdown lists this many tensors, the rest as one line
 
 

@@ -10,7 +10,7 @@ import jinja2
 from memdesigner import colors
 from memdesigner.engine.simulate import CATS
 from memdesigner.reports import fmt
-from memdesigner.reports.content import ReportContent, settings_rows
+from memdesigner.reports.content import BATCH_LIMIT, ReportContent, settings_rows
 
 
 def _env() -> jinja2.Environment:
@@ -25,6 +25,8 @@ def _env() -> jinja2.Environment:
 def max_batch_text(v) -> str:
     if v is None:
         return "–"
+    if v >= BATCH_LIMIT:
+        return f"≥ {v:,}"  # the search's limit: memory is not what bounds the batch
     return "none" if v == 0 else f"{v:,}"
 
 

@@ -128,20 +128,18 @@ def timeline_svg(report, design=None, width: int = 960, height: int = 330) -> st
         d.append(f"L{X(n):.1f},{Y(0):.1f}Z")
         out.append(f'<path d="{"".join(d)}" fill="{CATEGORY_COLORS[c]}" fill-opacity="0.88" '
                    f'stroke="{CATEGORY_COLORS[c]}" stroke-width="0.8"/>')
-    # capacity of the device and what is left after its runtime
+    # capacity of the device (solid) and what is left after its runtime (dashed), named in one label
     if capacity is not None:
         yc, yu = Y(capacity), Y(usable)
-        out.append(f'<line x1="{left}" y1="{yc:.1f}" x2="{left + pw}" y2="{yc:.1f}" stroke="{BAD_COLOR}" '
-                   'stroke-width="2"/>')
-        out.append(f'<text x="{left + 6}" y="{yc - 5:.1f}" fill="{BAD_COLOR}" font-weight="600" '
-                   f'{HALO}>capacity '
-                   f"{e(format_bytes(capacity))}</text>")
         if usable != capacity:
             out.append(f'<line x1="{left}" y1="{yu:.1f}" x2="{left + pw}" y2="{yu:.1f}" stroke="{WARN_COLOR}" '
                        'stroke-width="1.5" stroke-dasharray="6 4"/>')
-            out.append(f'<text x="{left + pw - 6}" y="{yu + 15:.1f}" text-anchor="end" fill="#8a5a00" '
-                       f'font-weight="600" {HALO}>usable '
-                       f"after runtime {e(format_bytes(usable))}</text>")
+        out.append(f'<line x1="{left}" y1="{yc:.1f}" x2="{left + pw}" y2="{yc:.1f}" stroke="{BAD_COLOR}" '
+                   'stroke-width="2"/>')
+        usable_text = (f'<tspan fill="#8a5a00" font-weight="400"> · usable after the runtime '
+                       f"{e(format_bytes(usable))} (dashed)</tspan>") if usable != capacity else ""
+        out.append(f'<text x="{left + 6}" y="{yc - 6:.1f}" fill="{BAD_COLOR}" font-weight="600" {HALO}>'
+                   f"capacity {e(format_bytes(capacity))}{usable_text}</text>")
     # the peak: a marker and where it happens
     px, py = X(peak_i + 0.5), Y(peak)
     out.append(f'<path d="M{px - 6:.1f},{py - 11:.1f}L{px + 6:.1f},{py - 11:.1f}L{px:.1f},{py - 1:.1f}Z" '
