@@ -14,7 +14,7 @@ def add_parser(sub, settings_args) -> None:
     r.add_argument("--format", choices=("html", "md"), default=None, help="default: from the output's extension")
     r.add_argument("--images", choices=("inline", "files"), default="inline",
                    help="Markdown: pictures as data URIs (one file) or as files beside the .md")
-    r.add_argument("--no-graph", action="store_true", help="leave out the picture of the graph (needs no Qt)")
+    r.add_argument("--no-graph", action="store_true", help="no Qt-drawn pictures: leave out the graph, keep the timeline as SVG")
     r.add_argument("--no-max-batch", action="store_true", help="skip the largest-batch search on every device")
 
 
@@ -34,7 +34,7 @@ def run(args) -> int:
     except ReportError as err:
         raise CliError(f"{args.design}: {err}") from None
     if not args.no_graph:
-        content.graph_png = _graph_png(design, content.settings, dev)
+        _qt_pictures(content, design, dev, kind)
     try:
         files = write_report(content, args.output, kind, images=args.images)
     except OSError as err:
@@ -44,12 +44,15 @@ def run(args) -> int:
     return 0
 
 
-def _graph_png(design, settings, dev) -> bytes | None:
-    """The canvas picture through Qt (offscreen); without Qt the report goes out without it."""
+def _qt_pictures(content, design, dev, kind: str) -> None:
+    """The canvas picture (and, for Markdown, the timeline as PNG) through Qt, offscreen; without
+    Qt the report goes out without the graph picture and with the SVG timeline."""
     try:
-        from memdesigner._qt.report_export import design_canvas_png
+        from memdesigner._qt.report_export import design_canvas_png, svg_png_bytes
     except ImportError as err:
         sys.stderr.write(f"memdesigner: warning: no graph picture in the report (the Qt window is unavailable: "
                          f"{err})\n")
-        return None
-    return design_canvas_png(design, settings, dev)
+        return
+    content.graph_png = design_canvas_png(design, content.settings, dev)
+    if kind == "md":
+        content.timeline_png = svg_png_bytes(content.timeline_svg)

@@ -22,6 +22,29 @@ def canvas_png_bytes(scene, max_side: int = MAX_SIDE) -> bytes:
     p.setRenderHints(QPainter.Antialiasing | QPainter.TextAntialiasing | QPainter.SmoothPixmapTransform)
     scene.render(p, QRectF(0, 0, size.width(), size.height()), rect, Qt.KeepAspectRatio)
     p.end()
+    return _png(img)
+
+
+def svg_png_bytes(svg: str, scale: float = 2.0) -> bytes | None:
+    """An SVG document rasterised to PNG bytes (None where this PySide6 has no QtSvg)."""
+    try:
+        from PySide6.QtSvg import QSvgRenderer
+    except ImportError:
+        return None
+    r = QSvgRenderer(QByteArray(svg.encode("utf-8")))
+    if not r.isValid():
+        return None
+    size = r.defaultSize()
+    img = QImage(QSize(int(size.width() * scale), int(size.height() * scale)), QImage.Format_ARGB32_Premultiplied)
+    img.fill(QColor("white"))
+    p = QPainter(img)
+    p.setRenderHints(QPainter.Antialiasing | QPainter.TextAntialiasing)
+    r.render(p)
+    p.end()
+    return _png(img)
+
+
+def _png(img: QImage) -> bytes:
     data = QByteArray()
     buf = QBuffer(data)
     buf.open(QIODevice.WriteOnly)
@@ -70,6 +93,7 @@ def export_report(window, path: str, images: str = "inline") -> list:
 
     content = collect(snapshot(window.design), window.settings_bar.settings(), window.settings_bar.current_device(),
                       graph_png=canvas_png_bytes(window.scene))
+    content.timeline_png = svg_png_bytes(content.timeline_svg)
     return write_report(content, path, images=images)
 
 

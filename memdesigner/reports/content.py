@@ -68,6 +68,7 @@ class ReportContent:
     peak_layer_name: str
     timeline_svg: str
     graph_png: bytes | None = None  # the canvas picture, when a Qt renderer supplied one
+    timeline_png: bytes | None = None  # timeline_svg rasterised (Markdown viewers refuse SVG data URIs)
     suggestions: list[str] | None = None  # None: no fit advisor in the engine yet; nothing is shown
     warnings: list[str] = field(default_factory=list)
     generated: str = ""

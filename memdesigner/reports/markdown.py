@@ -86,8 +86,11 @@ def render_markdown(c: ReportContent, images: str = "inline", stem: str = "repor
     L += _table(["Device", "Kind", "Memory", "Runtime", "Peak incl. runtime", "Fits", "Headroom", "Largest batch"],
                 rows, {2, 3, 4, 6, 7}) + [""]
 
-    L += ["## Memory over one step", "",
-          f"![Live memory over one step]({picture('timeline.svg', c.timeline_svg.encode('utf-8'), 'image/svg+xml')})",
+    if images == "inline" and c.timeline_png:  # safe-link rules of Markdown renderers admit PNG, not SVG, data URIs
+        tl = picture("timeline.png", c.timeline_png, "image/png")
+    else:
+        tl = picture("timeline.svg", c.timeline_svg.encode("utf-8"), "image/svg+xml")
+    L += ["## Memory over one step", "", f"![Live memory over one step]({tl})",
           "", "Phase peaks: " + ", ".join(f"{_phase(k)} {fmt.format_bytes(v)}" for k, v in r.phase_peaks.items() if v)
           + ".", ""]
 

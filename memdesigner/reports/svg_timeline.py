@@ -11,7 +11,6 @@ from memdesigner.colors import BAD_COLOR, CATEGORY_COLORS, CATEGORY_LABELS, PHAS
 from memdesigner.units import GiB, KiB, MiB, format_bytes
 
 MAX_POINTS = 1500  # longer timelines are bucketed (each bucket keeps its highest op, so the peak stays)
-HALO = 'stroke="#ffffff" stroke-width="4" stroke-opacity="0.85" paint-order="stroke"'  # text readable over areas
 FONT = "system-ui, -apple-system, 'Segoe UI', Roboto, 'DejaVu Sans', Arial, sans-serif"
 
 
@@ -44,6 +43,13 @@ def _bucket(events: list) -> list[tuple[int, object]]:
         i = max(range(lo, min(hi, n)), key=lambda j: events[j].bytes)
         out.append((lo, events[i]))
     return out
+
+
+def _halo_text(attrs: str, fill: str, inner: str) -> str:
+    """Text readable over the coloured areas: a white-stroked copy underneath, then the text (two
+    elements rather than paint-order, which Qt's SVG renderer ignores)."""
+    return (f'<text {attrs} fill="#ffffff" stroke="#ffffff" stroke-width="4" stroke-linejoin="round" '
+            f'opacity="0.85">{inner}</text><text {attrs} fill="{fill}">{inner}</text>')
 
 
 def _fmt(v: float) -> str:
@@ -136,10 +142,10 @@ def timeline_svg(report, design=None, width: int = 960, height: int = 330) -> st
                        'stroke-width="1.5" stroke-dasharray="6 4"/>')
         out.append(f'<line x1="{left}" y1="{yc:.1f}" x2="{left + pw}" y2="{yc:.1f}" stroke="{BAD_COLOR}" '
                    'stroke-width="2"/>')
-        usable_text = (f'<tspan fill="#8a5a00" font-weight="400"> · usable after the runtime '
+        usable_text = (f'<tspan fill="#8a5a00" font-weight="400">\u00a0· usable after the runtime '
                        f"{e(format_bytes(usable))} (dashed)</tspan>") if usable != capacity else ""
-        out.append(f'<text x="{left + 6}" y="{yc - 6:.1f}" fill="{BAD_COLOR}" font-weight="600" {HALO}>'
-                   f"capacity {e(format_bytes(capacity))}{usable_text}</text>")
+        out.append(_halo_text(f'x="{left + 6}" y="{yc - 6:.1f}" font-weight="600"', BAD_COLOR,
+                              f"capacity {e(format_bytes(capacity))}{usable_text}"))
     # the peak: a marker and where it happens
     px, py = X(peak_i + 0.5), Y(peak)
     out.append(f'<path d="M{px - 6:.1f},{py - 11:.1f}L{px + 6:.1f},{py - 11:.1f}L{px:.1f},{py - 1:.1f}Z" '
@@ -152,8 +158,8 @@ def timeline_svg(report, design=None, width: int = 960, height: int = 330) -> st
         label = label[:69] + "…"
     frac = (peak_i + 0.5) / n
     anchor, dx = ("start", -4) if frac < 0.2 else (("end", 4) if frac > 0.8 else ("middle", 0))
-    out.append(f'<text x="{px + dx:.1f}" y="{py - 16:.1f}" text-anchor="{anchor}" font-weight="700" '
-               f'fill="#111827" {HALO}>{e(label)}</text>')
+    out.append(_halo_text(f'x="{px + dx:.1f}" y="{py - 16:.1f}" text-anchor="{anchor}" font-weight="700"', "#111827",
+                          e(label)))
     # x axis
     out.append(f'<line x1="{left}" y1="{top_m + ph}" x2="{left + pw}" y2="{top_m + ph}" stroke="#9ca3af"/>')
     xstep = max(1, int(_nice_step(n, 8)))

@@ -36,4 +36,9 @@ def test_export_report_from_the_window(window, qtbot, tmp_path):
         assert f'data-id="{r[0]}"' in h and f'title="{r[4]}"' in h
     md = tmp_path / "r.md"
     assert window.export_report(str(md))
-    assert "# Memory report: small-cnn" in md.read_text()
+    text = md.read_text()
+    assert "# Memory report: small-cnn" in text
+    # inline pictures as PNG data URIs (Markdown renderers refuse SVG ones): the graph and the timeline
+    pngs = re.findall(r"\]\(data:image/png;base64,([^)]+)\)", text)
+    assert len(pngs) == 2 and all(base64.b64decode(p).startswith(b"\x89PNG") for p in pngs)
+    assert "image/svg+xml" not in text
