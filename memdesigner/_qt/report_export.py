@@ -86,25 +86,29 @@ def design_canvas_png(design, settings, device=None) -> bytes:
         app.processEvents()
 
 
-def export_report(window, path: str, images: str = "inline") -> list:
-    """Write the report of the window's design under its current settings and device."""
-    from memdesigner._qt.estimator import snapshot
+def write_report_file(design, settings, device, graph_png: bytes | None, path: str) -> list:
+    """Collect, rasterise the timeline for Markdown and write: safe on a worker thread (the design
+    is a snapshot; QImage and QSvgRenderer need no GUI thread)."""
     from memdesigner.reports import collect, write_report
 
-    content = collect(snapshot(window.design), window.settings_bar.settings(), window.settings_bar.current_device(),
-                      graph_png=canvas_png_bytes(window.scene))
-    content.timeline_png = svg_png_bytes(content.timeline_svg)
-    return write_report(content, path, images=images)
+    content = collect(design, settings, device, graph_png=graph_png)
+    if str(path).lower().endswith((".md", ".markdown")):
+        content.timeline_png = svg_png_bytes(content.timeline_svg)
+    return write_report(content, path)
 
 
 def export_report_dialog(window, path: str | None = None) -> str | None:
-    """File -> Export -> Report: ask for the file (unless given), write it, say where it went."""
+    """File -> Export -> Report: ask for the file, then collect and write it on a worker thread (the
+    largest-batch search over every device takes seconds on big designs). With ``path`` given it
+    writes synchronously and returns the path, or None after showing why it failed."""
     from pathlib import Path
 
-    from PySide6.QtWidgets import QApplication, QFileDialog, QMessageBox
+    from PySide6.QtWidgets import QFileDialog, QMessageBox
 
-    from memdesigner.reports import ReportError
+    from memdesigner._qt.estimator import snapshot
+    from memdesigner.reports import ReportError, format_for
 
+    background = path is None
     if path is None:
         base = Path(window._last_dir()) / f"{window.design.name or 'design'}-report.html"
         path, flt = QFileDialog.getSaveFileName(window, "Export report", str(base),
@@ -113,13 +117,35 @@ def export_report_dialog(window, path: str | None = None) -> str | None:
             return None
         if not Path(path).suffix:
             path += ".md" if flt.startswith("Markdown") else ".html"
-    QApplication.setOverrideCursor(Qt.WaitCursor)
     try:
-        export_report(window, path)
-    except (ReportError, ValueError, OSError) as err:
-        QApplication.restoreOverrideCursor()
-        QMessageBox.warning(window, "Export failed", f"{path}: {err}")
+        format_for(path)
+    except ValueError as err:
+        QMessageBox.warning(window, "Export failed", str(err))
         return None
-    QApplication.restoreOverrideCursor()
-    window.statusBar().showMessage(f"Exported {path}", 4000)
+    args = (snapshot(window.design), window.settings_bar.settings(), window.settings_bar.current_device(),
+            canvas_png_bytes(window.scene), path)
+
+    def failed(err):
+        QMessageBox.warning(window, "Export failed", f"{path}: {err}")
+
+    def done(_files=None):
+        window.statusBar().showMessage(f"Exported {path}", 4000)
+
+    if not background:
+        try:
+            write_report_file(*args)
+        except (ReportError, OSError) as err:
+            failed(err)
+            return None
+        done()
+        return path
+    from superqt.utils import create_worker
+
+    worker = create_worker(write_report_file, *args)
+    worker.returned.connect(done)
+    worker.errored.connect(failed)
+    worker.finished.connect(lambda: window.busy_label.setText(""))
+    window.busy_label.setText("writing the report…")
+    worker.start()
+    window._report_worker = worker
     return path

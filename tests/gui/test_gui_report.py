@@ -42,3 +42,15 @@ def test_export_report_from_the_window(window, qtbot, tmp_path):
     pngs = re.findall(r"\]\(data:image/png;base64,([^)]+)\)", text)
     assert len(pngs) == 2 and all(base64.b64decode(p).startswith(b"\x89PNG") for p in pngs)
     assert "image/svg+xml" not in text
+
+
+def test_export_report_menu_writes_in_the_background(window, qtbot, tmp_path, monkeypatch):
+    from PySide6.QtWidgets import QFileDialog
+
+    load(window, qtbot, small_cnn())
+    target = tmp_path / "picked"  # no suffix: the chosen filter adds .md
+    monkeypatch.setattr(QFileDialog, "getSaveFileName", lambda *a, **k: (str(target), "Markdown report (*.md)"))
+    window.act_export_report.trigger()
+    out = tmp_path / "picked.md"
+    qtbot.waitUntil(lambda: out.exists() and "Exported" in window.statusBar().currentMessage(), timeout=10000)
+    assert "# Memory report: small-cnn" in out.read_text()
