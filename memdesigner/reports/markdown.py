@@ -76,16 +76,6 @@ def render_markdown(c: ReportContent, images: str = "inline", stem: str = "repor
     L += ["## Settings", ""]
     L += _table(["Setting", "Value"], [[k, v] for k, v in settings_rows(c.settings)], set()) + [""]
 
-    L += ["## Verdict on every device", "",
-          "Same settings on every shipped profile; each device's kind decides the semantics. Peak includes "
-          "allocator rounding and the runtime.", ""]
-    rows = [[(f"**{md(v.name)}** · {md(v.id)} · chosen" if v.chosen else f"{md(v.name)} · {md(v.id)}"), v.kind,
-             fmt.format_bytes(v.capacity_bytes), fmt.format_bytes(v.runtime_overhead_bytes),
-             fmt.format_bytes(v.device_peak_bytes), "yes" if v.fits else "**no**", fmt.signed_bytes(v.headroom_bytes),
-             max_batch_text(v.max_batch)] for v in device_rows(c)]
-    L += _table(["Device", "Kind", "Memory", "Runtime", "Peak incl. runtime", "Fits", "Headroom", "Largest batch"],
-                rows, {2, 3, 4, 6, 7}) + [""]
-
     if images == "inline" and c.timeline_png:  # safe-link rules of Markdown renderers admit PNG, not SVG, data URIs
         tl = picture("timeline.png", c.timeline_png, "image/png")
     else:
@@ -103,6 +93,16 @@ def render_markdown(c: ReportContent, images: str = "inline", stem: str = "repor
     if c.rest_count:
         ts.append([fmt.format_bytes(c.rest_bytes, 2), "", "", f"{c.rest_count} smaller tensors", ""])
     L += _table(["Bytes", "Category", "Layer", "Tensor", "Why it is alive"], ts, {0}) + [""]
+
+    L += ["## Verdict on every device", "",
+          "Same settings on every shipped profile; each device's kind decides the semantics. Peak includes "
+          "allocator rounding and the runtime.", ""]
+    rows = [[(f"**{md(v.name)}** (chosen)" if v.chosen else md(v.name)), md(v.id),
+             fmt.format_bytes(v.capacity_bytes), fmt.format_bytes(v.runtime_overhead_bytes),
+             fmt.format_bytes(v.device_peak_bytes), "yes" if v.fits else "**no**", fmt.signed_bytes(v.headroom_bytes),
+             max_batch_text(v.max_batch)] for v in device_rows(c)]
+    L += _table(["Device", "Profile", "Memory", "Runtime", "Peak incl. runtime", "Fits", "Headroom", "Largest batch"],
+                rows, {2, 3, 4, 6, 7}) + [""]
 
     if c.suggestions:
         L += ["## Suggestions to make it fit", ""] + [f"- {md(s)}" for s in c.suggestions] + [""]
