@@ -9,6 +9,7 @@ import argparse
 import json
 import sys
 
+from memdesigner import cli_report
 from memdesigner.units import format_bytes, format_count, format_flops
 
 EXIT_USAGE = 2
@@ -74,6 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     et = esub.add_parser("torch", help="PyTorch nn.Module source")
     et.add_argument("design")
     et.add_argument("-o", "--output", required=True)
+    cli_report.add_parser(sub, _settings_args)
     return p
 
 
@@ -299,7 +301,7 @@ def cmd_fit(args) -> int:
 
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    commands = {"estimate", "devices", "layers", "render", "import", "export", "fit"}
+    commands = {"estimate", "devices", "layers", "render", "import", "export", "fit", "report"}
     if not argv or (argv[0] not in commands and not argv[0].startswith("-")):
         try:
             from memdesigner._qt.app import main as gui_main
@@ -309,7 +311,7 @@ def main(argv=None) -> int:
         return gui_main(argv)
     args = build_parser().parse_args(argv)
     handlers = {"estimate": cmd_estimate, "devices": cmd_devices, "layers": cmd_layers, "render": cmd_render,
-                "import": cmd_import, "export": cmd_export, "fit": cmd_fit}
+                "import": cmd_import, "export": cmd_export, "fit": cmd_fit, "report": cli_report.run}
     try:
         return handlers[args.cmd](args)
     except CliError as err:

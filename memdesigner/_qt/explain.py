@@ -7,6 +7,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QDialog, QHeaderView, QLabel, QTableWidget, QTableWidgetItem, QVBoxLayout
 
 from memdesigner.engine.estimate import explain_peak
+from memdesigner.engine.peak_rules import why_alive
 from memdesigner.units import format_bytes
 
 COLUMNS = ("Bytes", "Category", "Layer", "Tensor", "Why it is alive (the layer's rule)")
@@ -45,7 +46,7 @@ class ExplainDialog(QDialog):
         self.table.setSelectionBehavior(QTableWidget.SelectRows)
         for i, r in enumerate(self.rows):
             node = design.nodes.get(r["layer"]) if r["layer"] else None
-            rule = _why(r, node)
+            rule = why_alive(r, node)
             cells = [_BytesItem(r["bytes"]), QTableWidgetItem(r["category"].replace("_", " ")),
                      QTableWidgetItem(r["name"] or "(whole model)"), QTableWidgetItem(r["tensor"]),
                      QTableWidgetItem(rule)]
@@ -66,32 +67,3 @@ class ExplainDialog(QDialog):
         nid = self.table.item(row, 2).data(Qt.UserRole)
         if nid:
             self.node_clicked.emit(nid)
-
-
-def _why(row: dict, node) -> str:
-    """One line on the rule that keeps this tensor alive."""
-    tensor, cat = row["tensor"], row["category"]
-    if node is None:
-        return _shared_rule(cat)
-    if cat == "gradients" and "parameter gradients" in tensor:
-        return "p.grad: kept from this layer's backward until the next zero_grad"
-    if cat == "gradients":
-        return "an activation gradient: freed once the op that made the tensor has run its backward"
-    if tensor == "input batch":
-        return "the batch stays alive for the whole step"
-    if tensor == "output":
-        return ("an output: alive until its consumers ran, and in training until the ops that keep it "
-                f"ran their backward (this layer keeps {node.layer.keeps_for_backward or 'nothing'})")
-    if cat == "workspace":
-        return "a temporary of this op or of the optimizer step"
-    return f"kept for backward by this layer: {node.layer.keeps_for_backward or tensor}"
-
-
-def _shared_rule(category: str) -> str:
-    return {
-        "weights": "parameters and buffers live for the whole step",
-        "optimizer_state": "optimizer state exists from the first step on (steady state)",
-        "gradients": "the loss gradient seed lives until backward returns",
-        "activations": "the batch and the model's output live for the whole step",
-        "workspace": "the optimizer step's temporaries",
-    }.get(category, "")

@@ -2,22 +2,16 @@
 
 from __future__ import annotations
 
-import csv
-
 from PySide6.QtCore import QAbstractTableModel, QSortFilterProxyModel, Qt, Signal
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableView
 
 from memdesigner._qt.icons import family_icon
+from memdesigner.engine.report import shape_text as _shape
+from memdesigner.engine.report import write_layers_csv
 from memdesigner.model import registry
 from memdesigner.units import format_bytes, format_count, format_flops
 
 COLUMNS = ("Layer", "Type", "Output shape", "Params", "Weights", "Activations", "Kept for backward", "FLOPs")
-
-
-def _shape(s) -> str:
-    if s and isinstance(s[0], (list, tuple)):
-        return ", ".join(_shape(x) for x in s)
-    return "×".join(map(str, s))
 
 
 class LayerModel(QAbstractTableModel):
@@ -123,12 +117,5 @@ class LayerTable(QTableView):
 
     def write_csv(self, path) -> None:
         """Exact numbers (bytes as integers), in the table's current order."""
-        with open(path, "w", newline="", encoding="utf-8") as f:
-            w = csv.writer(f)
-            w.writerow(["id", "name", "type", "output_shape", "params", "weight_bytes", "activation_bytes",
-                        "kept_bytes", "flops"])
-            for pr in range(self.proxy.rowCount()):
-                r = self.proxy.mapToSource(self.proxy.index(pr, 0)).row()
-                row = self.model_.rows[r]
-                w.writerow([row.id, row.name, row.type, _shape(row.output_shape), row.params, row.param_bytes,
-                            row.activation_bytes, row.kept_bytes, row.flops])
+        order = [self.proxy.mapToSource(self.proxy.index(pr, 0)).row() for pr in range(self.proxy.rowCount())]
+        write_layers_csv([self.model_.rows[r] for r in order], path)

@@ -202,6 +202,8 @@ class MainWindow(QMainWindow):
             self.act_export_svg.setText("Canvas as SVG (needs QtSvg, not in this PySide6)")
         self.act_export_timeline = A("&Timeline as PNG…", lambda: self.export("timeline_png"))
         self.act_export_csv = A("Layer &Table as CSV…", lambda: self.export("table_csv"))
+        self.act_export_report = A("&Report (HTML or Markdown)…", lambda: self.export_report(),
+                                   tip="One file to attach to a ticket: network, verdict per device, timeline, layers")
         self.act_import_torch = A("&PyTorch Model (.py)…", self.import_torch)
         self.act_import_keras = A("&Keras Model (JSON)…", self.import_keras)
 
@@ -218,6 +220,7 @@ class MainWindow(QMainWindow):
         f.addActions([self.act_save, self.act_save_as])
         exp = f.addMenu("&Export")
         exp.addActions([self.act_export_png, self.act_export_svg, self.act_export_timeline, self.act_export_csv])
+        exp.addAction(self.act_export_report)
         f.addSeparator()
         f.addAction(self.act_quit)
         e = mb.addMenu("&Edit")
@@ -600,6 +603,11 @@ class MainWindow(QMainWindow):
             return None
         self.statusBar().showMessage(f"Exported {path}", 4000)
         return path
+
+    def export_report(self, path: str | None = None) -> str | None:
+        from memdesigner._qt.report_export import export_report_dialog
+
+        return export_report_dialog(self, path)
 
     def explain_peak(self):
         """A non-modal table of what is alive at the peak (computed on demand: two quick runs)."""

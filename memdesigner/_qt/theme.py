@@ -5,6 +5,16 @@ from __future__ import annotations
 from PySide6.QtGui import QColor, QPalette
 from PySide6.QtWidgets import QApplication
 
+from memdesigner.colors import (  # noqa: F401  (re-exported: widgets read them as theme.X)
+    BAD_COLOR,
+    CATEGORY_COLORS,
+    CATEGORY_LABELS,
+    OK_COLOR,
+    PHASE_COLORS,
+    PHASE_LABELS,
+    WARN_COLOR,
+)
+
 # one hue per layer family: the node header, the palette icon and the table agree
 FAMILY_COLORS = {
     "inputs": "#4C9F70",
@@ -20,17 +30,6 @@ FAMILY_COLORS = {
     "output": "#C0392B",
     "generic": "#7F8C8D",
 }
-
-# memory categories, in engine CATS order (weights, gradients, optimizer_state, activations, workspace)
-CATEGORY_COLORS = ("#4E79A7", "#F28E2B", "#B07AA1", "#59A14F", "#9C9C9C")
-CATEGORY_LABELS = ("weights", "gradients", "optimizer state", "activations", "workspace")
-
-PHASE_COLORS = {"forward": "#4E79A7", "backward": "#E15759", "optimizer_step": "#B07AA1"}
-PHASE_LABELS = {"forward": "forward", "backward": "backward", "optimizer_step": "optimizer step"}
-
-OK_COLOR = "#2E9E5B"
-BAD_COLOR = "#D64541"
-WARN_COLOR = "#E0A030"
 
 
 def family_color(family: str) -> QColor:

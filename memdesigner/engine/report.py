@@ -2,9 +2,21 @@
 
 from __future__ import annotations
 
+import csv
 from dataclasses import dataclass, field
 
 from memdesigner.engine.simulate import CATS
+
+# the per-layer export's columns: the window's CSV, the reports and scripts read the same rows
+CSV_COLUMNS = ("id", "name", "type", "output_shape", "params", "weight_bytes", "activation_bytes", "kept_bytes",
+               "flops")
+
+
+def shape_text(shape) -> str:
+    """[1, 16, 30, 30] -> '1×16×30×30'; several outputs are joined with ', '."""
+    if shape and isinstance(shape[0], (list, tuple)):
+        return ", ".join(shape_text(x) for x in shape)
+    return "×".join(map(str, shape))
 
 
 @dataclass
@@ -25,6 +37,20 @@ class LayerRow:
             "params": self.params, "param_bytes": self.param_bytes, "activation_bytes": self.activation_bytes,
             "kept_bytes": self.kept_bytes, "flops": self.flops,
         }
+
+    def csv_values(self) -> list:
+        """One row of the per-layer CSV, in CSV_COLUMNS order (exact integers)."""
+        return [self.id, self.name, self.type, shape_text(self.output_shape), self.params, self.param_bytes,
+                self.activation_bytes, self.kept_bytes, self.flops]
+
+
+def write_layers_csv(rows, path) -> None:
+    """The per-layer table as CSV, rows in the order given (the window passes its sorted view)."""
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(CSV_COLUMNS)
+        for row in rows:
+            w.writerow(row.csv_values())
 
 
 @dataclass
