@@ -104,6 +104,9 @@ class _Mem:
         self.rcur -= self.rnb[sid]
         self.by[self.cat[sid]] -= nb
 
+    def begin_phase(self, phase: str) -> None:
+        self.ppeak = 0
+
     def mark(self, where) -> None:
         if self.cur > self.ppeak:
             self.ppeak = self.cur
@@ -152,6 +155,10 @@ class Simulation:
         self.phase_peaks = {"forward": 0, "backward": 0, "optimizer_step": 0}
         self.rows: dict[str, dict] = {}
 
+    def _new_mem(self) -> _Mem:
+        """The live set; a subclass may log every allocation (memdesigner.snapshot.writer)."""
+        return _Mem(self.rounding)
+
     # ----------------------------------------------------------------------------------
     def run(self) -> Simulation:
         s = self.s
@@ -160,7 +167,7 @@ class Simulation:
         dtype = s.torch_dtype
         pdtype = "float32" if s.amp else dtype
         amp = s.amp_dtype
-        mem = _Mem(self.rounding)
+        mem = self._new_mem()
         mem.capture = self.capture
         self.mem = mem
         events = self.events
@@ -444,7 +451,7 @@ class Simulation:
         self.phase_peaks["forward"] = mem.ppeak
 
         # -- backward ----------------------------------------------------------------------
-        mem.ppeak = 0
+        mem.begin_phase("backward")
         ones = mem.alloc(DTYPE_BYTES[amp or dtype], G, 1, "ones_like(loss)")  # the loss's dtype
         for key in list(grads):
             shape = an.nodes[key[0]].outputs[key[1]].shape
@@ -597,7 +604,7 @@ class Simulation:
         self.phase_peaks["backward"] = mem.ppeak
 
         # -- optimizer step ----------------------------------------------------------------
-        mem.ppeak = 0
+        mem.begin_phase("optimizer_step")
         mem.mark(("optimizer_step", None))
         if opt in ("adam", "adamw"):
             if s.use_foreach:
