@@ -70,6 +70,10 @@ def build_parser() -> argparse.ArgumentParser:
     et = esub.add_parser("torch", help="PyTorch nn.Module source")
     et.add_argument("design")
     et.add_argument("-o", "--output", required=True)
+    from memdesigner.snapshot import cli as snapshot_cli
+
+    snapshot_cli.add_export_parser(esub, _settings_args)
+    snapshot_cli.add_snapshot_parser(sub, _settings_args)
     return p
 
 
@@ -272,8 +276,12 @@ def cmd_import(args) -> int:
 
 
 def cmd_export(args) -> int:
+    if args.target == "snapshot":
+        from memdesigner.snapshot.cli import cmd_export_snapshot
+
+        return cmd_export_snapshot(args)
     if args.target != "torch":
-        raise CliError("export needs a target: torch")
+        raise CliError("export needs a target: torch or snapshot")
     design = _load(args.design)
     from memdesigner.exporters.torch_code import to_python
 
@@ -287,9 +295,15 @@ def cmd_export(args) -> int:
     return 0
 
 
+def _cmd_snapshot(args) -> int:
+    from memdesigner.snapshot.cli import cmd_snapshot
+
+    return cmd_snapshot(args)
+
+
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    commands = {"estimate", "devices", "layers", "render", "import", "export"}
+    commands = {"estimate", "devices", "layers", "render", "import", "export", "snapshot"}
     if not argv or (argv[0] not in commands and not argv[0].startswith("-")):
         try:
             from memdesigner._qt.app import main as gui_main
@@ -299,7 +313,7 @@ def main(argv=None) -> int:
         return gui_main(argv)
     args = build_parser().parse_args(argv)
     handlers = {"estimate": cmd_estimate, "devices": cmd_devices, "layers": cmd_layers, "render": cmd_render,
-                "import": cmd_import, "export": cmd_export}
+                "import": cmd_import, "export": cmd_export, "snapshot": _cmd_snapshot}
     try:
         return handlers[args.cmd](args)
     except CliError as err:

@@ -4,7 +4,8 @@ its stack frames.
 PyTorch records no phase, but the frames tell: ``loss.backward()`` runs through
 ``torch/_tensor.py:backward`` and ``torch/autograd``; the autograd engine's own thread has no
 Python frames at all (so such events continue the phase before them); optimizers live in
-``torch/optim`` (``zero_grad`` there frees the previous step's gradients before the forward).
+``torch/optim`` (its ``zero_grad`` frees the previous step's gradients: counted as the end of that
+step's optimizer phase, so a forward starts at the level the estimate's steady state starts at).
 Snapshots written by ``memdesigner export snapshot`` name the phase and layer in frames of their
 own (``memdesigner:phase/...``, ``memdesigner:layer/...``).
 """
@@ -44,9 +45,7 @@ def classify(frames) -> int:
         if fn.endswith(".py") or fn.startswith("<"):
             python = True
             if "torch/optim/" in fn:
-                if name == "zero_grad":
-                    return FORWARD  # frees last step's gradients: the start of the next step
-                return OPTIMIZER
+                return OPTIMIZER  # step, and zero_grad freeing that step's gradients
             if (fn.endswith("torch/_tensor.py") and name == "backward") or "torch/autograd/graph.py" in fn or (
                     fn.endswith("torch/autograd/__init__.py") and name in ("backward", "grad")):
                 return BACKWARD
@@ -68,8 +67,8 @@ def attribute(frames) -> str:
         fn = f.get("filename", "")
         if fn.startswith(LAYER_PREFIX):
             return f.get("name", "") or fn[len(LAYER_PREFIX):]
-        if module is None and "torch/nn/modules/" in fn and f.get("name") == "forward":
-            module = "nn." + fn.rsplit("/", 1)[-1].removesuffix(".py")
+        if module is None and (("torch/nn/modules/" in fn and f.get("name") == "forward") or "torch/optim/" in fn):
+            module = ("nn." if "/nn/" in fn else "optim.") + fn.rsplit("/", 1)[-1].removesuffix(".py")
         if user is None and _is_python(f) and not fn.startswith("memdesigner:") and not any(
                 m in fn for m in _LIBRARY_MARKS):
             user = f"{fn.rsplit('/', 1)[-1]}:{f.get('line', 0)} {f.get('name', '')}"
@@ -78,6 +77,9 @@ def attribute(frames) -> str:
     if user or module:
         return user or module
     f = frames[0]
+    if f.get("filename", "").startswith(CATEGORY_PREFIX):
+        return f"{f.get('name', '')} [{f['filename'][len(CATEGORY_PREFIX):]}]"
+
     return f"{f.get('filename', '').rsplit('/', 1)[-1]}:{f.get('line', 0)} {f.get('name', '')}"
 
 

@@ -18,6 +18,7 @@ from memdesigner.snapshot import phases as ph
 from memdesigner.snapshot.phases import PHASES
 
 _ALLOC_ACTIONS = {"alloc": 1, "free_requested": -1, "free": -1}
+_FREES = ("free_requested", "free_completed", "free")
 _SEG_ACTIONS = {"segment_alloc": 1, "segment_map": 1, "segment_free": -1, "segment_unmap": -1}
 
 
@@ -162,6 +163,8 @@ def replay(snap: dict, device: int | None = None, top: int = 10) -> Replay:
         if t is not None:
             time_us[i] = t
         k = classify(e.get("frames"))
+        if k == ph.FORWARD and a in _FREES:
+            k = ph.UNKNOWN  # `del out` after a step is no forward: only allocations start one
         if k != ph.UNKNOWN:
             cur_phase = k
             if first_known is None:
@@ -185,7 +188,7 @@ def replay(snap: dict, device: int | None = None, top: int = 10) -> Replay:
     rp = Replay(dev, n, allocated, reserved, phase, time_us, init_a, init_r, end_alloc, end_res, oom_events=ooms,
                 devices_with_events=[d for d, tr in enumerate(traces) if tr])
     rp.spans = _spans(phase)
-    rp.top_at_peak, rp.categories_at_peak = _live_at(events, end_blocks, rp.peak_index if n else -1,
+    rp.top_at_peak, rp.categories_at_peak = _live_at(events, phase, end_blocks, rp.peak_index if n else -1,
                                                      int(allocated.max()), top)
     return rp
 
@@ -200,15 +203,16 @@ def _spans(phase: np.ndarray) -> list:
     return [Span(PHASES[phase[a]], int(a), int(b)) for a, b in zip(starts, ends)]
 
 
-def _live_at(events: list, end_blocks: list, peak: int, peak_bytes: int, top: int):
+def _live_at(events: list, phase: np.ndarray, end_blocks: list, peak: int, peak_bytes: int, top: int):
     """Bytes live at event ``peak`` grouped by the frame that allocated them. Blocks allocated
     before recording are named by their frames in the end state where they are still there."""
     live: dict = {}  # addr -> (size, frames)
     seen_alloc: set = set()
-    for e in events[:peak + 1]:
+    for i, e in enumerate(events[:peak + 1]):
         a = e["action"]
         if a == "alloc":
-            live[e.get("addr")] = (e["size"], e.get("frames"))
+            fr = e.get("frames")
+            live[e.get("addr")] = (e["size"], fr if fr else PHASES[phase[i]])
             seen_alloc.add(e.get("addr"))
         elif a in ("free_requested", "free", "free_completed"):
             live.pop(e.get("addr"), None)
@@ -218,6 +222,10 @@ def _live_at(events: list, end_blocks: list, peak: int, peak_bytes: int, top: in
 
     def add(size, frames):
         nonlocal any_cat
+        if isinstance(frames, str):  # no frames: autograd's device thread, or a C++ caller
+            groups[f"<{frames}, no frames>"] = groups.get(f"<{frames}, no frames>", 0) + size
+            cats["unknown"] = cats.get("unknown", 0) + size
+            return
         lbl = ph.attribute(frames) or "<no frames>"
         groups[lbl] = groups.get(lbl, 0) + size
         c = ph.category(frames)

@@ -111,8 +111,8 @@ def estimate_snapshot(design: Design, settings=None, *, device=None, **kw) -> tu
                          for nid, r in sim.rows.items() if r["param_bytes"] + r["buffer_bytes"]]
                 if sum(p[2] for p in parts) != nbytes:
                     parts = [(None, what, nbytes)]
-            else:
-                parts = [(ev.node if ev is not None else None, str(what), nbytes)]
+            else:  # the loss, autograd's seed, optimizer state: no layer of their own
+                parts = [(None, str(what), nbytes)]
             lst = []
             for nid, label, size in parts:
                 fr = _frames(design, phase, ev, op, nid, label, cat)
