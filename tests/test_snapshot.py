@@ -15,7 +15,7 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import ROOT
+from helpers import ROOT
 
 from memdesigner.cli import main
 from memdesigner.io.design_file import load_design

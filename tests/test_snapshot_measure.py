@@ -6,8 +6,8 @@ import pickle
 from types import SimpleNamespace
 
 import pytest
-
 from helpers import sequential
+
 from memdesigner.engine.settings import Settings
 from memdesigner.measure import torch_measure as tm
 from memdesigner.snapshot import load_snapshot, replay

@@ -27,16 +27,42 @@ class _PlainUnpickler(pickle.Unpickler):
                             "this pickle asks to run code")
 
 
-def loads_snapshot(data: bytes, name: str = "snapshot") -> dict:
-    """Parse snapshot bytes. A list (segments only, as ``torch.cuda.memory_snapshot()``) is
-    accepted as memory_viz does."""
+class _Chunks:
+    """The file seen through Python-level reads: the C unpickler calls back here for every
+    frame (64 KiB in protocol 4), so a UI thread gets the GIL while a big snapshot loads."""
+
+    def __init__(self, f):
+        self.f = f
+        self.read_bytes = 0
+
+    def read(self, n=-1):
+        b = self.f.read(n)
+        self.read_bytes += len(b)
+        return b
+
+    def readinto(self, buf):
+        n = self.f.readinto(buf)
+        self.read_bytes += n or 0
+        return n
+
+    def readline(self):
+        b = self.f.readline()
+        self.read_bytes += len(b)
+        return b
+
+
+def _load(f, name: str) -> dict:
     try:
-        obj = _PlainUnpickler(io.BytesIO(data)).load()
+        obj = _PlainUnpickler(f).load()
     except SnapshotError as err:
         raise SnapshotError(f"{name}: {err}") from None
     except (pickle.UnpicklingError, EOFError, ValueError, TypeError, IndexError, KeyError, AttributeError,
             MemoryError, RecursionError) as err:
         raise SnapshotError(f"{name}: not a PyTorch memory snapshot pickle ({type(err).__name__}: {err})") from None
+    return _check(obj, name)
+
+
+def _check(obj, name: str) -> dict:
     if isinstance(obj, list):
         obj = {"segments": obj, "device_traces": []}
     if not isinstance(obj, dict) or not isinstance(obj.get("segments", []), list):
@@ -59,16 +85,26 @@ def loads_snapshot(data: bytes, name: str = "snapshot") -> dict:
             if not isinstance(e, dict) or e.get("action") not in EVENT_ACTIONS:
                 raise SnapshotError(f"{name}: device {d} event {i}: unknown action "
                                     f"{e.get('action') if isinstance(e, dict) else e!r}")
-            if e["action"] != "oom" and e["action"] != "snapshot" and not isinstance(e.get("size"), int):
+            if e["action"] not in ("oom", "snapshot") and not isinstance(e.get("size"), int):
                 raise SnapshotError(f"{name}: device {d} event {i} ({e['action']}) has no integer 'size'")
     return obj
+
+
+def loads_snapshot(data: bytes, name: str = "snapshot") -> dict:
+    """Parse snapshot bytes. A list (segments only, as ``torch.cuda.memory_snapshot()``) is
+    accepted as memory_viz does."""
+    return _load(io.BytesIO(data), name)
 
 
 def load_snapshot(path) -> dict:
     """Read a snapshot file; SnapshotError (one line naming the file) if it is not one."""
     p = Path(path)
     try:
-        data = p.read_bytes()
+        f = open(p, "rb")  # noqa: SIM115 - closed below
     except OSError as err:
         raise SnapshotError(f"{path}: cannot read ({err.strerror or err})") from None
-    return loads_snapshot(data, str(path))
+    with f:
+        try:
+            return _load(_Chunks(f), str(path))
+        except OSError as err:
+            raise SnapshotError(f"{path}: cannot read ({err.strerror or err})") from None
