@@ -15,9 +15,9 @@ FILTER = "PyTorch memory snapshots (*.pickle *.pkl);;All files (*)"
 
 def read_replay(path: str):
     """Load and replay (worker thread); the raw snapshot is dropped once replayed."""
-    from memdesigner.snapshot import load_snapshot, replay
+    from memdesigner.snapshot.replay import open_replay
 
-    return replay(load_snapshot(path))
+    return open_replay(path)
 
 
 def replay_dict(snap: dict):

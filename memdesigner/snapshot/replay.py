@@ -276,3 +276,33 @@ def downsample(x: np.ndarray, y: np.ndarray, buckets: int = 2000) -> tuple[np.nd
     ys[0::2] = lo
     ys[1::2] = hi
     return xs, ys
+
+
+def discard(snap: dict, chunk: int = 4096) -> None:
+    """Free a loaded snapshot in slices: one ``del`` of a million-event list is a single C call
+    that holds the GIL (and freezes a UI thread) for as long as it takes."""
+    for tr in snap.get("device_traces") or ():
+        while tr:
+            del tr[-chunk:]
+    segs = snap.get("segments") or []
+    while segs:
+        del segs[-chunk:]
+
+
+def open_replay(path, device: int | None = None) -> Replay:
+    """Read, replay and free a snapshot file, for a worker thread beside a UI: the cyclic GC is
+    off meanwhile (a full collection over millions of fresh frame dicts is a long GIL-held pause)."""
+    import gc
+
+    from memdesigner.snapshot.reader import load_snapshot
+
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        snap = load_snapshot(path)
+        rp = replay(snap, device)
+        discard(snap)
+        return rp
+    finally:
+        if was:
+            gc.enable()
