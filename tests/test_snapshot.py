@@ -260,3 +260,17 @@ def test_exported_snapshot_opens_in_torch_memory_viz(tmp_path, capsys, monkeypat
     monkeypatch.delitem(sys.modules, "torch.cuda._memory_viz")
     runpy.run_module("torch.cuda._memory_viz", run_name="__main__")
     assert "entries" in capsys.readouterr().out
+
+
+def test_device_choice(tmp_path, capsys):
+    one = load_snapshot(STEP)
+    snap = {"segments": [dict(s, device=1) for s in one["segments"]], "device_traces": [[], one["device_traces"][0]]}
+    f = tmp_path / "two_devices.pickle"
+    f.write_bytes(pickle.dumps(snap, protocol=4))
+    assert main(["snapshot", "show", str(f), "--format", "json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["device"] == 1 and d["peak_allocated_bytes"] == STEP_PEAK  # the device with events
+    assert main(["snapshot", "show", str(f), "--device", "0", "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["peak_allocated_bytes"] == 0  # device 0: no segments, no events
+    assert main(["snapshot", "show", str(f), "--device", "5"]) == 2
+    assert "no device 5" in capsys.readouterr().err

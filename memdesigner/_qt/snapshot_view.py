@@ -42,7 +42,8 @@ def show_measured(win, result: dict | None):
     if result and result.get("snapshot"):
         return _start(win, replay_dict, result["snapshot"], "of the measured run")
     if result and result.get("snapshot_note"):
-        win.statusBar().showMessage(result["snapshot_note"], 8000)
+        cur = win.statusBar().currentMessage()
+        win.statusBar().showMessage(f"{cur} · {result['snapshot_note']}" if cur else result["snapshot_note"], 10000)
     return None
 
 

@@ -318,8 +318,15 @@ class TimelinePlot(pg.PlotWidget):
         e = self.events[i]
         rows = "".join(f"<tr><td><span style='color:{c}'>■</span> {lbl}</td><td align=right>&nbsp;{format_bytes(b)}</td></tr>"
                        for c, lbl, b in zip(theme.CATEGORY_COLORS, theme.CATEGORY_LABELS, e.by_category) if b)
+        snap = ""
+        ov = self.overlay
+        if ov is not None and len(ov.x):  # the snapshot's highest allocated/reserved within this op
+            a, b = np.searchsorted(ov.x, [i, i + 1], side="left")
+            a, b = max(a - 1, 0), max(b, a + 1)
+            snap = (f"<br><span style='color:{SNAPSHOT_COLOR}'>snapshot: allocated {format_bytes(int(ov.allocated[a:b].max()))}"
+                    f", reserved {format_bytes(int(ov.reserved[a:b].max()))}</span>")
         return (f"<b>{e.label}</b><br>{theme.PHASE_LABELS.get(e.phase, e.phase)} · "
-                f"total <b>{format_bytes(e.bytes)}</b><table>{rows}</table>")
+                f"total <b>{format_bytes(e.bytes)}</b><table>{rows}</table>{snap}")
 
     def _hover(self, pos):
         i = self.index_at(pos)

@@ -41,6 +41,7 @@ def test_open_snapshot_draws_allocated_and_reserved_aligned_by_phase(window, qtb
     opt_a, opt_b = runs[-1][1], runs[-1][2]
     assert opt_a <= peak_x <= opt_b  # the snapshot's peak sits in the estimate's optimizer step
     assert "snapshot mlp_two_steps.pickle" in window.legend.text()
+    assert "snapshot: allocated 10.3 MiB, reserved 22.0 MiB" in tl.describe(len(rep.timeline) - 1)  # Adam step
     assert window.act_clear_snapshot.isEnabled()
     # an edit re-estimates: the overlay stays
     with qtbot.waitSignal(window.result_applied, timeout=5000):
