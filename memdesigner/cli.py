@@ -76,6 +76,10 @@ def build_parser() -> argparse.ArgumentParser:
     et.add_argument("design")
     et.add_argument("-o", "--output", required=True)
     cli_report.add_parser(sub, _settings_args)
+    from memdesigner.snapshot import cli as snapshot_cli
+
+    snapshot_cli.add_export_parser(esub, _settings_args)
+    snapshot_cli.add_snapshot_parser(sub, _settings_args)
     return p
 
 
@@ -278,8 +282,12 @@ def cmd_import(args) -> int:
 
 
 def cmd_export(args) -> int:
+    if args.target == "snapshot":
+        from memdesigner.snapshot.cli import cmd_export_snapshot
+
+        return cmd_export_snapshot(args)
     if args.target != "torch":
-        raise CliError("export needs a target: torch")
+        raise CliError("export needs a target: torch or snapshot")
     design = _load(args.design)
     from memdesigner.exporters.torch_code import to_python
 
@@ -299,9 +307,15 @@ def cmd_fit(args) -> int:
     return run(args, _load, _settings_from, _device, CliError)
 
 
+def _cmd_snapshot(args) -> int:
+    from memdesigner.snapshot.cli import cmd_snapshot
+
+    return cmd_snapshot(args)
+
+
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    commands = {"estimate", "devices", "layers", "render", "import", "export", "fit", "report"}
+    commands = {"estimate", "devices", "layers", "render", "import", "export", "fit", "report", "snapshot"}
     if not argv or (argv[0] not in commands and not argv[0].startswith("-")):
         try:
             from memdesigner._qt.app import main as gui_main
@@ -311,7 +325,8 @@ def main(argv=None) -> int:
         return gui_main(argv)
     args = build_parser().parse_args(argv)
     handlers = {"estimate": cmd_estimate, "devices": cmd_devices, "layers": cmd_layers, "render": cmd_render,
-                "import": cmd_import, "export": cmd_export, "fit": cmd_fit, "report": cli_report.run}
+                "import": cmd_import, "export": cmd_export, "fit": cmd_fit, "report": cli_report.run,
+                "snapshot": _cmd_snapshot}
     try:
         return handlers[args.cmd](args)
     except CliError as err:

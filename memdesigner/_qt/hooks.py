@@ -29,7 +29,8 @@ def import_keras(path: str):
 
 
 def measure(design, settings) -> dict:
-    """Run the design for real with PyTorch; returns {'peak_bytes': int, 'timeline': [bytes, ...]}."""
+    """Run the design for real with PyTorch; returns {'peak_bytes': int, 'timeline': [bytes, ...],
+    'snapshot': PyTorch's memory snapshot on CUDA, else None, ...}."""
     try:
         from memdesigner.measure.torch_measure import measure_design
     except ImportError as err:

@@ -28,7 +28,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from memdesigner._qt import exports, graph_ops, hooks, recovery
+from memdesigner._qt import exports, graph_ops, hooks, recovery, snapshot_view
 from memdesigner._qt.commands import AddNodeCmd, MoveNodesCmd
 from memdesigner._qt.estimator import EstimateService
 from memdesigner._qt.inspector import Inspector
@@ -204,6 +204,10 @@ class MainWindow(QMainWindow):
         self.act_export_csv = A("Layer &Table as CSV…", lambda: self.export("table_csv"))
         self.act_export_report = A("&Report (HTML or Markdown)…", lambda: self.export_report(),
                                    tip="One file to attach to a ticket: network, verdict per device, timeline, layers")
+        self.act_open_snapshot = A("Open Memory &Snapshot…", lambda: snapshot_view.open_dialog(self),
+                                   tip="Draw a PyTorch memory snapshot (torch.cuda.memory._dump_snapshot) beside the estimate")
+        self.act_clear_snapshot = A("Clear Memory Snapshot", lambda: snapshot_view.clear(self))
+        self.act_clear_snapshot.setEnabled(False)
         self.act_import_torch = A("&PyTorch Model (.py)…", self.import_torch)
         self.act_import_keras = A("&Keras Model (JSON)…", self.import_keras)
 
@@ -214,6 +218,7 @@ class MainWindow(QMainWindow):
         self.recent_menu = f.addMenu("Open &Recent")
         self.examples_menu = f.addMenu("E&xamples")
         self.examples_menu.aboutToShow.connect(self._fill_examples)
+        f.addActions([self.act_open_snapshot, self.act_clear_snapshot])
         imp = f.addMenu("&Import")
         imp.addActions([self.act_import_torch, self.act_import_keras])
         f.addSeparator()
@@ -673,6 +678,7 @@ class MainWindow(QMainWindow):
 
     def _measured(self, result: dict):
         self.show_measured(result)
+        snapshot_view.show_measured(self, result)
 
     def show_measured(self, result: dict | None):
         """Overlay a measured run (peak_bytes, timeline) on the timeline."""

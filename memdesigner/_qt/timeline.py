@@ -11,6 +11,8 @@ from PySide6.QtGui import QColor, QFont
 from memdesigner._qt import theme
 from memdesigner.units import GiB, KiB, MiB, format_bytes
 
+SNAPSHOT_COLOR = "#E6007E"  # a PyTorch memory snapshot's curves (magenta: apart from every category)
+
 
 def pick_unit(max_bytes: float) -> tuple[str, int]:
     if max_bytes >= GiB:
@@ -54,6 +56,10 @@ class TimelinePlot(pg.PlotWidget):
         self.unit, self.scale = "MiB", MiB
         self.report = None
         self.measured = None
+        self.snapshot = None  # a memdesigner.snapshot Replay drawn beside the estimate
+        self.snapshot_name = ""
+        self._overlay_key = None
+        self.overlay = None  # its memdesigner.snapshot.align.Overlay on this estimate
         self._highlight = []
         fg = theme.plot_colors()["fg"]
         self._curves = []
@@ -75,6 +81,11 @@ class TimelinePlot(pg.PlotWidget):
                                                             width=2, style=Qt.DashLine))
         self._measured_line = pg.InfiniteLine(angle=0, pen=pg.mkPen("#555555", width=1, style=Qt.DotLine),
                                               label="measured", labelOpts={"position": 0.5, "color": fg})
+        self._snap_alloc = pg.PlotDataItem(pen=pg.mkPen(SNAPSHOT_COLOR, width=2))
+        self._snap_reserved = pg.PlotDataItem(pen=pg.mkPen(SNAPSHOT_COLOR, width=1.5, style=Qt.DotLine))
+        for it in (self._snap_alloc, self._snap_reserved):
+            it.setZValue(15)
+            self.addItem(it)
         self._peak_mark = pg.ScatterPlotItem(size=11, symbol="t", brush=pg.mkBrush(theme.BAD_COLOR),
                                              pen=pg.mkPen("white", width=1))
         self._peak_mark.setZValue(20)
@@ -104,7 +115,7 @@ class TimelinePlot(pg.PlotWidget):
         for reg, lbl in self._phases:
             self._show(reg, lbl, on=False)
         self._show(self._cap, self._usable, self._band, self._measured_curve, self._measured_line, self._peak_mark,
-                   self.peak_label, self._hover_line, self._hover_text, on=False)
+                   self.peak_label, self._hover_line, self._hover_text, self._snap_alloc, self._snap_reserved, on=False)
         self.setTitle(None)
         self._empty_text.setText(text)
         self._empty_text.setPos(0.5, 0.5)
@@ -134,6 +145,9 @@ class TimelinePlot(pg.PlotWidget):
         peak_idx = int(np.argmax(totals))
         peak = totals[peak_idx]
         top = max(peak, max(measured.get("peak_bytes") or 1, 1) if measured else 0)
+        ov = self._aligned(ev)
+        if ov is not None:
+            top = max(top, ov.peak_allocated, ov.peak_reserved)
         usable = capacity = None
         show_cap = False
         if dev is not None:
@@ -155,6 +169,7 @@ class TimelinePlot(pg.PlotWidget):
             else:
                 c.hide()
         self._draw_measured(measured, n)
+        self._draw_snapshot(ov)
         self.setTitle(None)
         self._show(self._cap, self._usable, self._band, on=False)
         if dev is not None:
@@ -244,6 +259,38 @@ class TimelinePlot(pg.PlotWidget):
             self._measured_line.label.setFormat(f"measured peak {format_bytes(pk)}")
         self._measured_line.setVisible(bool(pk))
 
+    def set_snapshot(self, replay, name: str = ""):
+        """Draw a PyTorch memory snapshot's allocated (solid) and reserved (dotted) memory beside
+        the estimate, each phase stretched onto the estimate's ops of that phase; None clears."""
+        self.snapshot = replay
+        self.snapshot_name = name
+        self._overlay_key = None
+        self.overlay = None
+        if self.report is not None:
+            self.set_report(self.report, self.measured)
+
+    def _aligned(self, ev):
+        if self.snapshot is None:
+            self.overlay = None
+            return None
+        from memdesigner.snapshot.align import align, phase_runs
+
+        phases = [e.phase for e in ev]
+        key = (id(self.snapshot), tuple(phase_runs(phases)))
+        if key != self._overlay_key:  # every edit re-estimates; the alignment changes only with the phases
+            self.overlay = align(self.snapshot, phases)
+            self._overlay_key = key
+        return self.overlay
+
+    def _draw_snapshot(self, ov):
+        if ov is None:
+            self._show(self._snap_alloc, self._snap_reserved, on=False)
+            return
+        s = self.scale
+        self._snap_alloc.setData(ov.x, ov.allocated / s)
+        self._snap_reserved.setData(ov.x, ov.reserved / s)
+        self._show(self._snap_alloc, self._snap_reserved)
+
     def legend_html(self) -> str:
         """The category key, shown above the plot so it never covers the data."""
         if not self.events:
@@ -253,6 +300,9 @@ class TimelinePlot(pg.PlotWidget):
                  zip(theme.CATEGORY_COLORS, theme.CATEGORY_LABELS, used) if u]
         if self.measured:
             parts.append("<b>- - -</b> measured (PyTorch)")
+        if self.overlay is not None:
+            parts.append(f"<span style='color:{SNAPSHOT_COLOR}'><b>—</b> allocated · <b>···</b> reserved</span> "
+                         f"snapshot {self.snapshot_name} (peak {format_bytes(self.overlay.peak_allocated, 2)})")
         parts.append("<span style='color:gray'>hover for details · click to select the layer</span>")
         return "&nbsp;&nbsp;&nbsp;".join(parts)
 
@@ -268,8 +318,15 @@ class TimelinePlot(pg.PlotWidget):
         e = self.events[i]
         rows = "".join(f"<tr><td><span style='color:{c}'>■</span> {lbl}</td><td align=right>&nbsp;{format_bytes(b)}</td></tr>"
                        for c, lbl, b in zip(theme.CATEGORY_COLORS, theme.CATEGORY_LABELS, e.by_category) if b)
+        snap = ""
+        ov = self.overlay
+        if ov is not None and len(ov.x):  # the snapshot's highest allocated/reserved within this op
+            a, b = np.searchsorted(ov.x, [i, i + 1], side="left")
+            a, b = max(a - 1, 0), max(b, a + 1)
+            snap = (f"<br><span style='color:{SNAPSHOT_COLOR}'>snapshot: allocated {format_bytes(int(ov.allocated[a:b].max()))}"
+                    f", reserved {format_bytes(int(ov.reserved[a:b].max()))}</span>")
         return (f"<b>{e.label}</b><br>{theme.PHASE_LABELS.get(e.phase, e.phase)} · "
-                f"total <b>{format_bytes(e.bytes)}</b><table>{rows}</table>")
+                f"total <b>{format_bytes(e.bytes)}</b><table>{rows}</table>{snap}")
 
     def _hover(self, pos):
         i = self.index_at(pos)

@@ -119,6 +119,9 @@ class _Mem:
         elif nb and self.round > 1:
             self.slack -= self.round - 1
 
+    def begin_phase(self, phase: str) -> None:
+        self.ppeak = 0
+
     def mark(self, where) -> None:
         """A moment worth checking. It raises the running op's timeline event when it is higher,
         or adds one when it raises the peak, so the timeline's maximum is always the peak."""
@@ -191,6 +194,10 @@ class Simulation:
         self.recomputed: list[str] = []
         self.affine = True  # every size is a + b·batch (see OpMem.affine)
 
+    def _new_mem(self) -> _Mem:
+        """The live set; a subclass may log every allocation (memdesigner.snapshot.writer)."""
+        return _Mem(self.rounding)
+
     # ----------------------------------------------------------------------------------
     def run(self) -> Simulation:
         s = self.s
@@ -199,7 +206,7 @@ class Simulation:
         dtype = s.torch_dtype
         pdtype = "float32" if s.amp else dtype
         amp = s.amp_dtype
-        mem = _Mem(self.rounding)
+        mem = self._new_mem()
         mem.capture = self.capture
         mem.trace = [] if self.trace else None
         self.mem = mem
@@ -487,7 +494,7 @@ class Simulation:
         self.phase_peaks["forward"] = mem.ppeak
 
         # -- backward ----------------------------------------------------------------------
-        mem.ppeak = 0
+        mem.begin_phase("backward")
         ones = mem.alloc(DTYPE_BYTES[amp or dtype], G, 1, "ones_like(loss)")  # the loss's dtype
         for key in list(grads):
             shape = an.nodes[key[0]].outputs[key[1]].shape
@@ -637,7 +644,7 @@ class Simulation:
         self.phase_peaks["backward"] = mem.ppeak
 
         # -- optimizer step ----------------------------------------------------------------
-        mem.ppeak = 0
+        mem.begin_phase("optimizer_step")
         mem.mark(("optimizer_step", None))
         if opt in ("adam", "adamw"):
             if s.use_foreach:

@@ -63,12 +63,54 @@ def factory_from_design(design):
     return ns["make"]
 
 
+SNAPSHOT_MAX_ENTRIES = 200_000  # trace events kept by the allocator's ring buffer (a few KB each)
+SNAPSHOT_UNAVAILABLE = "memory snapshots need CUDA: this run was on {device}"
+
+
+class CudaSnapshotRecorder:
+    """The only code that touches PyTorch's (private) snapshot API: record the caching
+    allocator's history around the run, then take ``torch.cuda.memory._snapshot()`` (the dict
+    ``_dump_snapshot()`` pickles; memdesigner.snapshot reads it)."""
+
+    def __init__(self, torch, max_entries: int = SNAPSHOT_MAX_ENTRIES):
+        self.memory = torch.cuda.memory
+        self.max_entries = max_entries
+
+    def start(self) -> None:
+        self.memory._record_memory_history(max_entries=self.max_entries)
+
+    def stop(self) -> dict:
+        try:
+            return self.memory._snapshot()
+        finally:
+            self.memory._record_memory_history(enabled=None)
+
+
+def snapshot_recorder(torch, device: str):
+    """A recorder for a CUDA run; None elsewhere (CPU and MPS have no allocator history)."""
+    if device != "cuda":
+        return None
+    return CudaSnapshotRecorder(torch)
+
+
+def save_snapshot(result: dict, path) -> None:
+    """Write a measurement's snapshot as ``_dump_snapshot()`` does (opens in memory_viz)."""
+    import pickle
+
+    if not result.get("snapshot"):
+        raise ValueError(result.get("snapshot_note") or "this measurement has no memory snapshot")
+    with open(path, "wb") as f:
+        pickle.dump(result["snapshot"], f, protocol=4)
+
+
 def measure_design(design, settings=None, *, method: str = "auto", steps: int = 2, seed: int = 0) -> dict:
     """Run one real step of ``design`` and return what the storage tracker saw.
 
     Returns ``{"peak_bytes", "phase_peaks": {forward, backward, optimizer_step}, "timeline": [bytes
-    after each op], "device", "method", "record"}``. phase_peaks follow the engine's phases: the
-    forward includes the loss. method: "auto" (the truth harness if found, else built-in),
+    after each op], "device", "method", "record", "snapshot", "snapshot_note"}``. phase_peaks follow
+    the engine's phases: the forward includes the loss. On CUDA ``snapshot`` is PyTorch's memory
+    snapshot of the whole run (allocator history included); elsewhere it is None and
+    ``snapshot_note`` says why. method: "auto" (the truth harness if found, else built-in),
     "truth" or "builtin".
     """
     import torch
@@ -77,6 +119,21 @@ def measure_design(design, settings=None, *, method: str = "auto", steps: int = 
 
     s = settings or Settings(backend="cpu")
     device = "cuda" if s.backend == "cuda" and torch.cuda.is_available() else "cpu"
+    recorder = snapshot_recorder(torch, device)
+    if recorder is not None:
+        recorder.start()
+        try:
+            res = _measure(design, s, device, method, steps, seed)
+        finally:
+            snap = recorder.stop()
+        res["snapshot"], res["snapshot_note"] = snap, None
+    else:
+        res = _measure(design, s, device, method, steps, seed)
+        res["snapshot"], res["snapshot_note"] = None, SNAPSHOT_UNAVAILABLE.format(device=device)
+    return res
+
+
+def _measure(design, s, device: str, method: str, steps: int, seed: int) -> dict:
     factory = factory_from_design(design)
     opt = OPT_NAMES.get(s.optimizer, s.optimizer)
     truth = _load_truth_measure() if method in ("auto", "truth") else None
@@ -270,4 +327,5 @@ def _builtin_measure(factory, s, device, opt_name, steps, seed) -> dict:
             "device": device}
 
 
-__all__ = ["factory_from_design", "measure_design", "truth_dir"]
+__all__ = ["CudaSnapshotRecorder", "factory_from_design", "measure_design", "save_snapshot", "snapshot_recorder",
+           "truth_dir"]

@@ -1,0 +1,89 @@
+"""File -> Open Memory Snapshot: read a PyTorch memory snapshot off the UI thread (the same
+superqt worker Measure with PyTorch uses) and draw it in the timeline beside the estimate.
+The window only views: reading and replaying are memdesigner.snapshot's."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtWidgets import QFileDialog, QMessageBox
+
+from memdesigner.units import format_bytes
+
+FILTER = "PyTorch memory snapshots (*.pickle *.pkl);;All files (*)"
+
+
+def read_replay(path: str):
+    """Load and replay (worker thread); the raw snapshot is dropped once replayed."""
+    from memdesigner.snapshot.replay import open_replay
+
+    return open_replay(path)
+
+
+def replay_dict(snap: dict):
+    from memdesigner.snapshot import replay
+
+    return replay(snap)
+
+
+def open_dialog(win) -> None:
+    path, _ = QFileDialog.getOpenFileName(win, "Open Memory Snapshot", win._last_dir(), FILTER)
+    if path:
+        load(win, path)
+
+
+def load(win, path: str):
+    """Start reading ``path``; returns the worker (tests wait on its ``finished``)."""
+    return _start(win, read_replay, path, Path(path).name)
+
+
+def show_measured(win, result: dict | None):
+    """A measurement on CUDA carries a snapshot: draw it too."""
+    if result and result.get("snapshot"):
+        return _start(win, replay_dict, result["snapshot"], "of the measured run")
+    if result and result.get("snapshot_note"):
+        cur = win.statusBar().currentMessage()
+        win.statusBar().showMessage(f"{cur} · {result['snapshot_note']}" if cur else result["snapshot_note"], 10000)
+    return None
+
+
+def _start(win, fn, arg, name: str):
+    from superqt.utils import create_worker
+
+    win.snapshot_error = None
+    worker = create_worker(fn, arg, _ignore_errors=True)  # shown by _error, not re-raised
+    worker.returned.connect(lambda rp: show(win, rp, name))
+    worker.errored.connect(lambda err: _error(win, err))
+    worker.finished.connect(lambda: win.busy_label.setText(""))
+    win.busy_label.setText(f"reading memory snapshot {name}…")
+    worker.start()
+    win._snapshot_worker = worker
+    return worker
+
+
+def _error(win, err) -> None:
+    msg = str(err)
+    win.snapshot_error = msg
+    win.statusBar().showMessage(f"Memory snapshot: {msg}", 15000)
+    box = QMessageBox(QMessageBox.Warning, "Open Memory Snapshot", msg, parent=win)
+    box.setModal(False)  # never blocks (and never hangs an offscreen test)
+    box.show()
+    win._snapshot_error_box = box
+
+
+def show(win, rp, name: str) -> None:
+    win.snapshot_error = None
+    win.timeline.set_snapshot(rp, name)
+    win.legend.setText(win.timeline.legend_html())
+    win.act_clear_snapshot.setEnabled(True)
+    pp = rp.phase_peaks()
+    phases = ", ".join(f"{k.replace('_', ' ')} {format_bytes(v['allocated'], 2)}" for k, v in pp.items())
+    win.statusBar().showMessage(f"Memory snapshot {name}: {rp.n_events:,} events, peak allocated "
+                                f"{format_bytes(rp.peak_allocated, 2)}, reserved {format_bytes(rp.peak_reserved, 2)}"
+                                + (f" · {phases}" if phases else ""), 15000)
+
+
+def clear(win) -> None:
+    win.timeline.set_snapshot(None)
+    win.legend.setText(win.timeline.legend_html())
+    win.act_clear_snapshot.setEnabled(False)

@@ -1,0 +1,79 @@
+"""Put a snapshot's curves on the estimate's axis (ops in execution order), phase by phase.
+
+A real run's events are not the estimate's ops, but both have a forward, a backward and an
+optimizer step: each phase's event range of the snapshot's last complete step is stretched
+onto the op range of the same phase in the estimate, so peaks line up where they happen.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from memdesigner.snapshot.replay import Replay, downsample
+
+
+@dataclass
+class Overlay:
+    x: np.ndarray  # op units of the estimate's timeline
+    allocated: np.ndarray  # bytes
+    reserved: np.ndarray
+    peak_allocated: int  # over the aligned events
+    peak_reserved: int
+    matched: list  # [(phase, (first_event, last_event), (first_op, end_op))]
+
+
+def phase_runs(phases: list) -> list[tuple[str, int, int]]:
+    """(phase, start, end) runs of a list of phase names."""
+    runs, start = [], 0
+    for i in range(1, len(phases) + 1):
+        if i == len(phases) or phases[i] != phases[start]:
+            runs.append((phases[start], start, i))
+            start = i
+    return runs
+
+
+def align(rp: Replay, est_phases: list, buckets: int | None = 4000) -> Overlay:
+    """Map ``rp`` onto an estimate whose ops have phases ``est_phases`` (Event.phase per op)."""
+    n_ops = len(est_phases)
+    if rp.n_events == 0:
+        x = np.array([0.0, float(n_ops)])
+        a = np.repeat(rp.allocated[:1], 2)
+        r = np.repeat(rp.reserved[:1], 2)
+        return Overlay(x, a, r, int(a.max()), int(r.max()), [])
+    runs = phase_runs(list(est_phases))
+    chosen = []  # (est run, snapshot span), latest first
+    limit = rp.n_events + 1
+    for phase, a, b in reversed(runs):
+        for sp in reversed(rp.spans):
+            if sp.phase == phase and sp.start < limit:
+                chosen.append(((phase, a, b), sp))
+                limit = sp.start
+                break
+    chosen.reverse()
+    xs, idx, matched = [], [], []
+    if not chosen:  # nothing in common (no frames): stretch the whole trace
+        i = np.arange(rp.n_events)
+        xs.append((i + 1) / rp.n_events * n_ops)
+        idx.append(i)
+    for (phase, a, b), sp in chosen:
+        i = np.arange(sp.start, sp.end)
+        xs.append(a + (i - sp.start + 1) / (sp.end - sp.start) * (b - a))
+        idx.append(i)
+        matched.append((phase, (sp.start, sp.end - 1), (a, b)))
+    x = np.concatenate(xs)
+    ii = np.concatenate(idx)
+    start = ii[0]
+    # the curve starts at the state before the first aligned event
+    before_a = rp.allocated[start - 1] if start > 0 else rp.initial_allocated
+    before_r = rp.reserved[start - 1] if start > 0 else rp.initial_reserved
+    x = np.concatenate(([float(chosen[0][0][1]) if chosen else 0.0], x))
+    al = np.concatenate(([before_a], rp.allocated[ii]))
+    re = np.concatenate(([before_r], rp.reserved[ii]))
+    pa, pr = int(al.max()), int(re.max())
+    if buckets:
+        xa, al = downsample(x, al, buckets)
+        _, re = downsample(x, re, buckets)
+        x = xa
+    return Overlay(x, al, re, pa, pr, matched)
