@@ -3,7 +3,6 @@ bottom. It wires widgets together; memory numbers come only from the engine (via
 
 from __future__ import annotations
 
-import gc
 import time
 from importlib import resources
 from pathlib import Path
@@ -274,10 +273,6 @@ class MainWindow(QMainWindow):
         QTimer.singleShot(0, self.view.fit_all)
         self.view.fit_all()
         self.service.schedule()
-        # long-lived objects (the design, its items) out of the cyclic GC's way: a full collection
-        # over them would otherwise stall the UI for ~100 ms at random moments on big designs
-        gc.collect()
-        gc.freeze()
 
     def _on_design_event(self, event, payload):
         if event != "node_moved":
