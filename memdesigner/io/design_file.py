@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import tempfile
 from importlib import resources
 from pathlib import Path
@@ -203,15 +204,22 @@ def load_design(path) -> Design:
 
 
 def save_design(d: Design, path) -> None:
-    """Write to a temporary file in the same folder, then rename over the target."""
-    path = Path(path)
+    """Write to a temporary file in the target's folder, then rename over the target. A symlink
+    is written through (its target is replaced, the link stays), and the file keeps its mode (a
+    new one gets the umask's default) rather than mkstemp's 0600."""
+    path = Path(os.path.realpath(path))
     text = json.dumps(design_to_dict(d), indent=2) + "\n"
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=str(path.parent or "."))
+    mode = _mode_for(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=str(path.parent))
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
+            if hasattr(os, "fchmod"):
+                os.fchmod(f.fileno(), mode)
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
+        if not hasattr(os, "fchmod"):
+            os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -219,3 +227,13 @@ def save_design(d: Design, path) -> None:
         except OSError:
             pass
         raise
+
+
+def _mode_for(path: Path) -> int:
+    """The permission bits the saved file should have: the existing file's, else 0666 less the umask."""
+    try:
+        return stat.S_IMODE(os.stat(path).st_mode)
+    except OSError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
