@@ -103,11 +103,12 @@ def _load(path):
 
 
 def _device(args, design):
-    from memdesigner.engine.devices import get_device
+    from memdesigner.engine.devices import get_device, warn_device_file_problems
 
     dev_id = args.device or (design.settings.get("device") if design is not None and not args.backend else None)
     if not dev_id:
         return None
+    warn_device_file_problems()
     try:
         return get_device(dev_id)
     except KeyError as err:
@@ -197,8 +198,9 @@ def render_table(rep, design, timeline: bool = False) -> str:
 
 
 def cmd_devices(args) -> int:
-    from memdesigner.engine.devices import all_devices
+    from memdesigner.engine.devices import all_devices, warn_device_file_problems
 
+    warn_device_file_problems()
     devs = all_devices()
     if args.format == "json":
         print(json.dumps([d.to_dict() for d in devs], indent=2))

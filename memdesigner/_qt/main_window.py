@@ -134,6 +134,7 @@ class MainWindow(QMainWindow):
         self.busy_label = QLabel("")
         self.statusBar().addPermanentWidget(self.busy_label)
         self.statusBar().addPermanentWidget(self.busy)
+        self.statusBar().addPermanentWidget(self.settings_bar.device_warning)
 
         self.palette.activated.connect(self.add_layer_at_center)
         self.view.layer_dropped.connect(self.add_layer)
