@@ -102,6 +102,15 @@ def _load(path):
         raise CliError(str(err)) from None
 
 
+def _writable(path) -> None:
+    from memdesigner.io.output_path import OutputPathError, check_output_path
+
+    try:
+        check_output_path(path)
+    except OutputPathError as err:
+        raise CliError(str(err)) from None
+
+
 def _device(args, design):
     from memdesigner.engine.devices import get_device, warn_device_file_problems
 
@@ -225,6 +234,7 @@ def cmd_layers(args) -> int:
 
 
 def cmd_render(args) -> int:
+    _writable(args.output)
     design = _load(args.design)
     settings = _settings_from(args, design)
     dev = _device(args, design)
@@ -232,7 +242,10 @@ def cmd_render(args) -> int:
         from memdesigner._qt.render import render_design
     except ImportError as err:
         raise CliError(f"rendering needs the Qt window: {err}") from None
-    render_design(design, args.output, settings, device_id=dev.id if dev else None)
+    try:
+        render_design(design, args.output, settings, device_id=dev.id if dev else None)
+    except OSError as err:
+        raise CliError(f"{args.output}: cannot write: {err.strerror}" if err.strerror else str(err)) from None
     print(args.output)
     return 0
 
@@ -240,6 +253,7 @@ def cmd_render(args) -> int:
 def cmd_import(args) -> int:
     from memdesigner.io.design_file import save_design
 
+    _writable(args.output)
     if args.source == "keras":
         from memdesigner.importers.keras_json import load_keras_json
 
@@ -276,6 +290,7 @@ def cmd_import(args) -> int:
 def cmd_export(args) -> int:
     if args.target != "torch":
         raise CliError("export needs a target: torch")
+    _writable(args.output)
     design = _load(args.design)
     from memdesigner.exporters.torch_code import to_python
 
@@ -283,8 +298,11 @@ def cmd_export(args) -> int:
         code = to_python(design)
     except ValueError as err:
         raise CliError(str(err)) from None
-    with open(args.output, "w", encoding="utf-8") as f:
-        f.write(code)
+    try:
+        with open(args.output, "w", encoding="utf-8") as f:
+            f.write(code)
+    except OSError as err:
+        raise CliError(f"{args.output}: cannot write: {err.strerror or err}") from None
     print(args.output)
     return 0
 
