@@ -318,6 +318,9 @@ def main(argv=None) -> int:
             return EXIT_USAGE
         return gui_main(argv)
     args = build_parser().parse_args(argv)
+    from memdesigner.io.console import tolerate_unencodable_output
+
+    tolerate_unencodable_output()
     handlers = {"estimate": cmd_estimate, "devices": cmd_devices, "layers": cmd_layers, "render": cmd_render,
                 "import": cmd_import, "export": cmd_export}
     try:
