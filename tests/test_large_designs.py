@@ -23,7 +23,7 @@ def chain_doc(n: int, reverse_edges: bool = False) -> dict:
 def counted(monkeypatch):
     """Counts reachability searches (one per edge made loading quadratic) and index rebuilds."""
     calls = {"reaches": 0, "index": 0}
-    real_reaches, real_index = Design._reaches, Design._edge_index
+    real_reaches, real_index = Design._reaches, getattr(Design, "_edge_index", None)
 
     def reaches(self, a, b):
         calls["reaches"] += 1
@@ -35,7 +35,8 @@ def counted(monkeypatch):
         return real_index(self)
 
     monkeypatch.setattr(Design, "_reaches", reaches)
-    monkeypatch.setattr(Design, "_edge_index", edge_index)
+    if real_index is not None:
+        monkeypatch.setattr(Design, "_edge_index", edge_index)
     return calls
 
 
