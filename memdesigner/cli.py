@@ -112,12 +112,22 @@ def _load(path):
         raise CliError(str(err)) from None
 
 
+def _writable(path) -> None:
+    from memdesigner.io.output_path import OutputPathError, check_output_path
+
+    try:
+        check_output_path(path)
+    except OutputPathError as err:
+        raise CliError(str(err)) from None
+
+
 def _device(args, design):
-    from memdesigner.engine.devices import get_device
+    from memdesigner.engine.devices import get_device, warn_device_file_problems
 
     dev_id = args.device or (design.settings.get("device") if design is not None and not args.backend else None)
     if not dev_id:
         return None
+    warn_device_file_problems()
     try:
         return get_device(dev_id)
     except KeyError as err:
@@ -207,8 +217,9 @@ def render_table(rep, design, timeline: bool = False) -> str:
 
 
 def cmd_devices(args) -> int:
-    from memdesigner.engine.devices import all_devices
+    from memdesigner.engine.devices import all_devices, warn_device_file_problems
 
+    warn_device_file_problems()
     devs = all_devices()
     if args.format == "json":
         print(json.dumps([d.to_dict() for d in devs], indent=2))
@@ -233,6 +244,7 @@ def cmd_layers(args) -> int:
 
 
 def cmd_render(args) -> int:
+    _writable(args.output)
     design = _load(args.design)
     settings = _settings_from(args, design)
     dev = _device(args, design)
@@ -240,7 +252,10 @@ def cmd_render(args) -> int:
         from memdesigner._qt.render import render_design
     except ImportError as err:
         raise CliError(f"rendering needs the Qt window: {err}") from None
-    render_design(design, args.output, settings, device_id=dev.id if dev else None)
+    try:
+        render_design(design, args.output, settings, device_id=dev.id if dev else None)
+    except OSError as err:
+        raise CliError(f"{args.output}: cannot write: {err.strerror}" if err.strerror else str(err)) from None
     print(args.output)
     return 0
 
@@ -248,6 +263,7 @@ def cmd_render(args) -> int:
 def cmd_import(args) -> int:
     from memdesigner.io.design_file import save_design
 
+    _writable(args.output)
     if args.source == "keras":
         from memdesigner.importers.keras_json import load_keras_json
 
@@ -285,9 +301,11 @@ def cmd_export(args) -> int:
     if args.target == "snapshot":
         from memdesigner.snapshot.cli import cmd_export_snapshot
 
+        _writable(args.output)
         return cmd_export_snapshot(args)
     if args.target != "torch":
         raise CliError("export needs a target: torch or snapshot")
+    _writable(args.output)
     design = _load(args.design)
     from memdesigner.exporters.torch_code import to_python
 
@@ -295,8 +313,11 @@ def cmd_export(args) -> int:
         code = to_python(design)
     except ValueError as err:
         raise CliError(str(err)) from None
-    with open(args.output, "w", encoding="utf-8") as f:
-        f.write(code)
+    try:
+        with open(args.output, "w", encoding="utf-8") as f:
+            f.write(code)
+    except OSError as err:
+        raise CliError(f"{args.output}: cannot write: {err.strerror or err}") from None
     print(args.output)
     return 0
 
@@ -324,6 +345,9 @@ def main(argv=None) -> int:
             return EXIT_USAGE
         return gui_main(argv)
     args = build_parser().parse_args(argv)
+    from memdesigner.io.console import tolerate_unencodable_output
+
+    tolerate_unencodable_output()
     handlers = {"estimate": cmd_estimate, "devices": cmd_devices, "layers": cmd_layers, "render": cmd_render,
                 "import": cmd_import, "export": cmd_export, "fit": cmd_fit, "report": cli_report.run,
                 "snapshot": _cmd_snapshot}

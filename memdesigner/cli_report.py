@@ -19,13 +19,14 @@ def add_parser(sub, settings_args) -> None:
 
 
 def run(args) -> int:
-    from memdesigner.cli import CliError, _device, _load, _settings_from
+    from memdesigner.cli import CliError, _device, _load, _settings_from, _writable
     from memdesigner.reports import ReportError, collect, format_for, write_report
 
     try:
         kind = format_for(args.output, args.format)
     except ValueError as err:
         raise CliError(str(err)) from None
+    _writable(args.output)
     design = _load(args.design)
     settings = _settings_from(args, design)
     dev = _device(args, design)

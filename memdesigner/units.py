@@ -5,6 +5,9 @@ Code keeps bytes as ints everywhere; these helpers are only for display.
 
 from __future__ import annotations
 
+import math
+from decimal import Decimal
+
 DTYPE_BYTES = {
     "float32": 4,
     "float16": 2,
@@ -38,8 +41,17 @@ def dtype_bytes(dtype: str) -> int:
     return DTYPE_BYTES[dtype]
 
 
+EiB = 1024**6
+
+
 def format_bytes(n: int | float, digits: int = 1) -> str:
-    """Binary units (KiB/MiB/GiB), the way allocators and nvidia-smi count."""
+    """Binary units (KiB/MiB/GiB), the way allocators and nvidia-smi count. From 1 EiB on (no
+    real device holds that: the sizes are absurd) bytes are written in scientific notation, which
+    also works for ints far beyond a float's range."""
+    if isinstance(n, float) and not math.isfinite(n):
+        return f"{n} B"
+    if abs(n) >= EiB:
+        return f"{_sci(n, max(digits, 2))} B"
     n = float(n)
     sign = "-" if n < 0 else ""
     n = abs(n)
@@ -50,7 +62,11 @@ def format_bytes(n: int | float, digits: int = 1) -> str:
 
 
 def format_count(n: int) -> str:
-    """1,234,567 -> '1.23 M' for compact labels."""
+    """1,234,567 -> '1.23 M' for compact labels; scientific from 10^15 on (any size of int)."""
+    if isinstance(n, float) and not math.isfinite(n):
+        return f"{n}"
+    if abs(n) >= 10**15:
+        return _sci(n, 2)
     n = float(n)
     for unit, size in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
         if abs(n) >= size:
@@ -59,4 +75,11 @@ def format_count(n: int) -> str:
 
 
 def format_flops(n: int) -> str:
-    return f"{int(n)} FLOP" if abs(n) < 1000 else format_count(n) + "FLOP"
+    if abs(n) < 1000 or abs(n) >= 10**15:
+        return f"{format_count(n)} FLOP"
+    return format_count(n) + "FLOP"
+
+
+def _sci(n: int | float, digits: int) -> str:
+    """'1.23e+602' for an int of any size (Decimal: exact, no float overflow)."""
+    return f"{Decimal(n):.{digits}e}"

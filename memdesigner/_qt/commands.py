@@ -29,23 +29,27 @@ class AddNodeCmd(QUndoCommand):
 
 
 class RemoveNodeCmd(QUndoCommand):
-    """Removes a node with its edges; undo puts both back exactly."""
+    """Removes a node with its edges; undo puts both back exactly, each at its old place in the
+    node and edge order (the order picks which ready branch runs first, so it moves the peak)."""
 
     def __init__(self, design: Design, node_id: str):
         super().__init__(f"Delete {design.nodes[node_id].name}")
         self.design = design
         self.node_id = node_id
         self.node: Node | None = None
-        self.edges: list[Edge] = []
+        self.index = 0
+        self.edges: list[tuple[int, Edge]] = []
 
     def redo(self):
-        self.node, self.edges = self.design.remove_node(self.node_id)
+        nid = self.node_id
+        self.index = self.design.node_index(nid)
+        self.edges = [(i, e) for i, e in enumerate(self.design.edges) if e.src == nid or e.dst == nid]
+        self.node, _ = self.design.remove_node(nid)
 
     def undo(self):
-        self.design.insert_node(self.node)
-        for e in self.edges:
-            if e not in self.design.edges:
-                self.design.add_edge(e.src, e.dst, e.src_port, e.dst_port)
+        self.design.insert_node(self.node, self.index)
+        for i, e in self.edges:  # ascending: each lands at its old index
+            self.design.add_edge(e.src, e.dst, e.src_port, e.dst_port, index=i)
 
 
 class AddEdgeCmd(QUndoCommand):
@@ -67,13 +71,14 @@ class RemoveEdgeCmd(QUndoCommand):
         super().__init__("Disconnect")
         self.design = design
         self.edge = edge
+        self.index: int | None = None
 
     def redo(self):
-        self.design.remove_edge(self.edge)
+        self.index = self.design.remove_edge(self.edge)
 
     def undo(self):
         e = self.edge
-        self.design.add_edge(e.src, e.dst, e.src_port, e.dst_port)
+        self.design.add_edge(e.src, e.dst, e.src_port, e.dst_port, index=self.index)
 
 
 class SetPropCmd(QUndoCommand):

@@ -3,7 +3,6 @@ bottom. It wires widgets together; memory numbers come only from the engine (via
 
 from __future__ import annotations
 
-import gc
 import time
 from importlib import resources
 from pathlib import Path
@@ -135,6 +134,7 @@ class MainWindow(QMainWindow):
         self.busy_label = QLabel("")
         self.statusBar().addPermanentWidget(self.busy_label)
         self.statusBar().addPermanentWidget(self.busy)
+        self.statusBar().addPermanentWidget(self.settings_bar.device_warning)
 
         self.palette.activated.connect(self.add_layer_at_center)
         self.view.layer_dropped.connect(self.add_layer)
@@ -284,10 +284,6 @@ class MainWindow(QMainWindow):
         QTimer.singleShot(0, self.view.fit_all)
         self.view.fit_all()
         self.service.schedule()
-        # long-lived objects (the design, its items) out of the cyclic GC's way: a full collection
-        # over them would otherwise stall the UI for ~100 ms at random moments on big designs
-        gc.collect()
-        gc.freeze()
 
     def _on_design_event(self, event, payload):
         if event != "node_moved":

@@ -49,7 +49,7 @@ def render_design(design: Design, out_png, settings: Settings | None = None, dev
         win.view.fit_all()
         app.processEvents()
         if not win.grab().save(str(out_png)):
-            raise OSError(f"cannot write {out_png}")
+            raise OSError(f"{out_png}: cannot write: Qt could not save the image (name it .png)")
     finally:
         win.service.shutdown()
         win.close()

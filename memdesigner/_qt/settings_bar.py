@@ -13,14 +13,8 @@ OPT_LABELS = {"none": "none", "sgd": "SGD", "momentum": "SGD + momentum", "adam"
 
 
 def load_devices() -> list:
-    """Shipped and user profiles; an unreadable profile file leaves the list short, never broken."""
-    try:
-        return devmod.all_devices()
-    except (OSError, ValueError, KeyError, FileNotFoundError):
-        try:
-            return devmod.user_devices()
-        except (OSError, ValueError, KeyError):
-            return []
+    """Shipped and user profiles; bad user entries are skipped (device_warning says which)."""
+    return devmod.all_devices()
 
 
 class SettingsBar(QWidget):
@@ -51,6 +45,8 @@ class SettingsBar(QWidget):
         self.device = QComboBox()
         self.device.setMinimumContentsLength(30)
         self.device.setSizeAdjustPolicy(QComboBox.AdjustToMinimumContentsLengthWithIcon)
+        self.device_warning = QLabel(self)  # the window moves it into its status bar
+        self.device_warning.setStyleSheet("color: #c0392b;")
         self.reload_devices()
         for label, w in (("Mode", self.mode), ("Batch", self.batch), ("Optimizer", self.optimizer),
                          ("dtype", self.dtype)):
@@ -83,6 +79,17 @@ class SettingsBar(QWidget):
         i = self.device.findData(current)
         self.device.setCurrentIndex(max(i, 0))
         self.device.blockSignals(False)
+        self._show_device_problems(devmod.device_file_problems())
+
+    def _show_device_problems(self, problems: list[str]) -> None:
+        """A short note in the status bar; every problem line in its tooltip."""
+        if problems:
+            n = len(problems)
+            name = devmod.user_devices_path().name
+            self.device_warning.setText(f"\u26a0 {name}: {n} problem{'s' if n != 1 else ''}, bad entries skipped "
+                                        "(hover for details)")
+            self.device_warning.setToolTip("\n".join(problems))
+        self.device_warning.setVisible(bool(problems))
 
     def _sync_enabled(self):
         training = self.mode.currentData() == "train"

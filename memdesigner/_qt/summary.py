@@ -7,6 +7,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QFrame, QGridLayout, QLabel, QVBoxLayout, QWidget
 
 from memdesigner._qt import theme
+from memdesigner.engine.sanity import ABSURD_BYTES
 from memdesigner.units import format_bytes, format_count, format_flops
 
 
@@ -86,7 +87,8 @@ class SummaryPanel(QFrame):
         else:
             self.capacity.set(format_bytes(dev["capacity_bytes"]), dev["name"])
             head = dev["headroom_bytes"]
-            self.headroom.set(format_bytes(head), f"{100 * head / dev['capacity_bytes']:.0f}% of capacity")
+            pct = 100 * max(head, -dev["capacity_bytes"] * 10**9) / dev["capacity_bytes"]  # no float overflow
+            self.headroom.set(format_bytes(head), f"{pct:.0f}% of capacity")
             if n_iss:
                 self.verdict.setText(f"⚠ {n_iss} error(s) in the graph — estimate covers the valid part")
                 self._style_verdict(False)
@@ -98,6 +100,10 @@ class SummaryPanel(QFrame):
                     self.verdict.setText(f"✗ Does not fit — {format_bytes(-head)} over")
                 self.verdict.setToolTip(f"{'Fits on' if dev['fits'] else 'Does not fit on'} {dev['name']}")
                 self._style_verdict(dev["fits"])
+        if report.peak_bytes >= ABSURD_BYTES and report.warnings:
+            self.verdict.setText("\u26a0 " + report.warnings[0])  # the absurd-size warning comes first
+            self.verdict.setToolTip(report.warnings[0])
+            self._style_verdict(False)
         if report.max_batch is not None:
             self.max_batch.set(str(report.max_batch))
         self.params.set(format_count(report.params), format_bytes(report.param_bytes) + " of weights")

@@ -59,11 +59,27 @@ def user_devices_path() -> Path:
 
 
 def user_devices(path: Path | None = None) -> list[Device]:
-    path = path or user_devices_path()
-    if not path.exists():
-        return []
-    data = json.loads(path.read_text())
-    return [_from_dict(d, user=True) for d in data.get("devices", [])]
+    """The valid entries of the user's devices.json (bad ones are skipped: see device_file_problems)."""
+    return _read_user(path)[0]
+
+
+def device_file_problems(path: Path | None = None) -> list[str]:
+    """One line per bad entry (or per unreadable file) of the user's devices.json."""
+    return _read_user(path)[1]
+
+
+def warn_device_file_problems(stream=None) -> None:
+    """Write device_file_problems() to stderr as 'memdesigner: warning: ...' lines (for the CLI)."""
+    import sys
+
+    for line in device_file_problems():
+        (stream or sys.stderr).write(f"memdesigner: warning: {line}\n")
+
+
+def _read_user(path: Path | None) -> tuple[list[Device], list[str]]:
+    from memdesigner.engine.user_device_file import read_user_devices
+
+    return read_user_devices(path or user_devices_path(), taken_ids={d.id for d in shipped_devices()})
 
 
 def save_user_devices(devs: list[Device], path: Path | None = None) -> None:
@@ -75,12 +91,7 @@ def save_user_devices(devs: list[Device], path: Path | None = None) -> None:
 
 
 def all_devices(user_path: Path | None = None) -> list[Device]:
-    devs = shipped_devices()
-    try:
-        devs += user_devices(user_path)
-    except (OSError, ValueError, KeyError):
-        pass
-    return devs
+    return shipped_devices() + user_devices(user_path)
 
 
 def get_device(device_id: str, user_path: Path | None = None) -> Device:

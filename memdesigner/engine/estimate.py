@@ -6,6 +6,7 @@ import math
 
 from memdesigner.engine.devices import Device, get_device
 from memdesigner.engine.report import LayerRow, Report
+from memdesigner.engine.sanity import absurd_size_warning
 from memdesigner.engine.settings import Settings
 from memdesigner.engine.simulate import CATS, Simulation
 from memdesigner.model.analysis import Analysis, analyze
@@ -99,6 +100,9 @@ def _run(design: Design, an: Analysis, settings: Settings, dev: Device | None) -
             "fits": dpeak <= dev.memory_bytes, "headroom_bytes": dev.memory_bytes - dpeak,
         }
     warnings = []
+    absurd = absurd_size_warning(peak, {nid: sim.rows[nid] for nid in valid}, {n: design.nodes[n].name for n in valid})
+    if absurd:
+        warnings.append(absurd)
     for nid in an.order:
         if design.nodes[nid].type == "Generic" and an.nodes[nid].ok:
             warnings.append(f"{nid}: op {an.nodes[nid].props.get('op')!r} has no memory rule; "

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import tempfile
 from importlib import resources
 from pathlib import Path
@@ -44,9 +45,54 @@ def _upgrade(data: dict) -> dict:
     return data
 
 
-def design_from_dict(data, source: str = "design") -> Design:
+_FAST = None
+
+
+def schema_error(data) -> tuple[list, str] | None:
+    """The first schema violation as (field path, message), or None. A compiled validator
+    (fastjsonschema) passes valid files quickly and stops at the first error, so a 10^6-edge file
+    is not walked in full before ``edges[9]`` is reported; jsonschema then words the message
+    from the one item (or the top level without the node and edge lists) that holds the error."""
+    global _FAST
+    import fastjsonschema
     import jsonschema
 
+    if _FAST is None:
+        _FAST = fastjsonschema.compile(schema())
+    try:
+        _FAST(data)
+        return None
+    except fastjsonschema.JsonSchemaValueException as err:
+        path = _fast_path(data, err.path[1:])
+        fallback = (path, err.message)
+    if len(path) >= 2 and path[0] in ("nodes", "edges") and isinstance(path[1], int):
+        part, part_schema, prefix = data[path[0]][path[1]], schema()["properties"][path[0]]["items"], path[:2]
+    else:
+        part = {k: ([] if k in ("nodes", "edges") and isinstance(v, list) else v) for k, v in data.items()}
+        part_schema, prefix = schema(), []
+    errors = sorted(jsonschema.Draft202012Validator(part_schema).iter_errors(part),
+                    key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
+    if not errors:
+        return fallback
+    return prefix + list(errors[0].absolute_path), errors[0].message
+
+
+def _fast_path(data, names) -> list:
+    """fastjsonschema names list indices as strings: turn them back into ints."""
+    out, node = [], data
+    for name in names:
+        if isinstance(node, list) and name.isdigit():
+            name = int(name)
+            node = node[name] if name < len(node) else None
+        elif isinstance(node, dict):
+            node = node.get(name)
+        else:
+            node = None
+        out.append(name)
+    return out
+
+
+def design_from_dict(data, source: str = "design") -> Design:
     if not isinstance(data, dict):
         raise DesignFileError(f"{source}: (top level): expected a JSON object, got {type(data).__name__}")
     if data.get("format") != FORMAT:
@@ -54,11 +100,9 @@ def design_from_dict(data, source: str = "design") -> Design:
     version = data.get("version")
     if isinstance(version, int) and not isinstance(version, bool) and version > VERSION:
         raise DesignFileError(f"{source}: version: {version} is newer than this memdesigner reads ({VERSION})")
-    validator = jsonschema.Draft202012Validator(schema())
-    errors = sorted(validator.iter_errors(data), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
-    if errors:
-        e = errors[0]
-        raise DesignFileError(f"{source}: {_path_str(e.absolute_path)}: {e.message}")
+    problem = schema_error(data)
+    if problem:
+        raise DesignFileError(f"{source}: {_path_str(problem[0])}: {problem[1]}")
     data = _upgrade(data)
     d = Design(name=data.get("name", "untitled"), channels_last=bool(data.get("channels_last", False)))
     d.settings = dict(data.get("settings", {}))
@@ -86,15 +130,24 @@ def design_from_dict(data, source: str = "design") -> Design:
         d.add_node(lt.name, props, id=nd["id"], name=nd.get("name"), pos=tuple(nd.get("pos", (0, 0))),
                    bits=nd.get("bits"), scope=nd.get("scope", ""), keep_until=nd.get("keep_until", ""),
                    tied=nd.get("tied"), fused=nd.get("fused", ""))
+    problem = None
     for i, ed in enumerate(data["edges"]):
         where = f"edges[{i}]"
-        for end in ("from", "to"):
-            if ed[end] not in d.nodes:
-                raise DesignFileError(f"{source}: {where}.{end}: no node with id {ed[end]!r}")
+        missing = next((end for end in ("from", "to") if ed[end] not in d.nodes), None)
+        if missing:
+            problem = f"{where}.{missing}: no node with id {ed[missing]!r}"
+            break
         try:
-            d.add_edge(ed["from"], ed["to"], ed.get("from_port", 0), ed.get("to_port", 0))
+            d.add_edge(ed["from"], ed["to"], ed.get("from_port", 0), ed.get("to_port", 0), check_cycle=False)
         except ValueError as err:
-            raise DesignFileError(f"{source}: {where}: {err}") from None
+            problem = f"{where}: {err}"
+            break
+    # cycles: one search over the edges before the first other problem (one per edge is quadratic)
+    bad = d.find_cycle_edge()
+    if bad is not None:
+        problem = f"edges[{bad}]: this connection would make a cycle"
+    if problem:
+        raise DesignFileError(f"{source}: {problem}")
     return d
 
 
@@ -154,15 +207,22 @@ def load_design(path) -> Design:
 
 
 def save_design(d: Design, path) -> None:
-    """Write to a temporary file in the same folder, then rename over the target."""
-    path = Path(path)
+    """Write to a temporary file in the target's folder, then rename over the target. A symlink
+    is written through (its target is replaced, the link stays), and the file keeps its mode (a
+    new one gets the umask's default) rather than mkstemp's 0600."""
+    path = Path(os.path.realpath(path))
     text = json.dumps(design_to_dict(d), indent=2) + "\n"
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=str(path.parent or "."))
+    mode = _mode_for(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=str(path.parent))
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
+            if hasattr(os, "fchmod"):
+                os.fchmod(f.fileno(), mode)
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
+        if not hasattr(os, "fchmod"):
+            os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -170,3 +230,13 @@ def save_design(d: Design, path) -> None:
         except OSError:
             pass
         raise
+
+
+def _mode_for(path: Path) -> int:
+    """The permission bits the saved file should have: the existing file's, else 0666 less the umask."""
+    try:
+        return stat.S_IMODE(os.stat(path).st_mode)
+    except OSError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask

@@ -61,10 +61,27 @@ class Design:
         self.name = name
         self.channels_last = channels_last
         self.nodes: dict[str, Node] = {}
-        self.edges: list[Edge] = []
+        self._edges: list[Edge] = []
+        self._index: _EdgeIndex | None = None
         self.settings: dict = {}
         self._listeners: list[Callable[[str, Any], None]] = []
         self._counter = itertools.count(1)
+
+    @property
+    def edges(self) -> list[Edge]:
+        """The edges in insertion order. Change them through the methods below (or assign a new
+        list), so the successor index behind check_edge stays in step."""
+        return self._edges
+
+    @edges.setter
+    def edges(self, value: list[Edge]) -> None:
+        self._edges = value
+        self._index = None
+
+    def _edge_index(self) -> _EdgeIndex:
+        if self._index is None:
+            self._index = _EdgeIndex(self._edges)
+        return self._index
 
     # -- notifications -------------------------------------------------------------------
     def subscribe(self, fn: Callable[[str, Any], None]) -> None:
@@ -101,21 +118,31 @@ class Design:
         self._emit("node_added", node)
         return node
 
-    def insert_node(self, node: Node) -> None:
-        """Re-insert a node object (undo of a delete)."""
+    def insert_node(self, node: Node, index: int | None = None) -> None:
+        """Re-insert a node object (undo of a delete) at its old place in the node order: the
+        order decides which of two ready branches runs first, so it changes the estimate."""
         if node.id in self.nodes:
             raise ValueError(f"duplicate node id {node.id!r}")
-        self.nodes[node.id] = node
+        if index is None or index >= len(self.nodes):
+            self.nodes[node.id] = node
+        else:
+            items = list(self.nodes.items())
+            items.insert(index, (node.id, node))
+            self.nodes.clear()
+            self.nodes.update(items)
         self._emit("node_added", node)
 
     def remove_node(self, nid: str) -> tuple[Node, list[Edge]]:
         node = self.nodes[nid]
         removed = [e for e in self.edges if e.src == nid or e.dst == nid]
-        for e in removed:
+        for e in reversed(removed):
             self.remove_edge(e)
         del self.nodes[nid]
         self._emit("node_removed", node)
         return node, removed
+
+    def node_index(self, nid: str) -> int:
+        return list(self.nodes).index(nid)
 
     def set_prop(self, nid: str, key: str, value: Any) -> None:
         self.nodes[nid].props[key] = value
@@ -142,20 +169,35 @@ class Design:
         self.nodes[nid].pos = (float(pos[0]), float(pos[1]))
         self._emit("node_moved", self.nodes[nid])
 
-    def add_edge(self, src: str, dst: str, src_port: int = 0, dst_port: int = 0) -> Edge:
-        problem = self.check_edge(src, dst, src_port, dst_port)
+    def add_edge(self, src: str, dst: str, src_port: int = 0, dst_port: int = 0, *,
+                 index: int | None = None, check_cycle: bool = True) -> Edge:
+        """index: where in the edge order (undo puts an edge back where it was). check_cycle=False
+        skips the reachability search; a loader that adds many edges checks once with
+        find_cycle_edge() instead (one search per edge is quadratic on long chains)."""
+        problem = self.check_edge(src, dst, src_port, dst_port, check_cycle=check_cycle)
         if problem:
             raise ValueError(problem)
         e = Edge(src, dst, src_port, dst_port)
-        self.edges.append(e)
+        if index is None:
+            self._edges.append(e)
+        else:
+            self._edges.insert(index, e)
+        if self._index is not None:
+            self._index.add(e)
         self._emit("edge_added", e)
         return e
 
-    def remove_edge(self, e: Edge) -> None:
-        self.edges.remove(e)
+    def remove_edge(self, e: Edge) -> int:
+        """Returns the edge's place in the edge order, for undo."""
+        i = self._edges.index(e)
+        del self._edges[i]
+        if self._index is not None:
+            self._index.discard(e)
         self._emit("edge_removed", e)
+        return i
 
-    def check_edge(self, src: str, dst: str, src_port: int = 0, dst_port: int = 0) -> str | None:
+    def check_edge(self, src: str, dst: str, src_port: int = 0, dst_port: int = 0, *,
+                   check_cycle: bool = True) -> str | None:
         """Why this connection cannot be made, or None."""
         if src not in self.nodes:
             return f"no node {src!r}"
@@ -168,17 +210,29 @@ class Design:
             return f"{lt.name} takes no inputs"
         if lt.max_inputs is not None and dst_port >= lt.max_inputs:
             return f"{lt.name} takes at most {lt.max_inputs} input(s)"
-        for e in self.edges:
-            if e.dst == dst and e.dst_port == dst_port:
-                return f"input {dst_port} of {self.nodes[dst].name} is already connected"
-        if self._reaches(dst, src):
+        index = self._edge_index()
+        if (dst, dst_port) in index.taken:
+            return f"input {dst_port} of {self.nodes[dst].name} is already connected"
+        if check_cycle and self._reaches(dst, src):
             return "this connection would make a cycle"
         return None
 
+    def find_cycle_edge(self) -> int | None:
+        """The index of the first edge that closes a cycle (None: acyclic), in O((V + E) log E):
+        a binary search over edge prefixes, each checked once by Kahn's algorithm."""
+        if _acyclic(self.nodes, self._edges):
+            return None
+        lo, hi = 0, len(self._edges) - 1  # edges[:hi + 1] has a cycle; find the shortest such prefix
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if _acyclic(self.nodes, self._edges[:mid + 1]):
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
+
     def _reaches(self, a: str, b: str) -> bool:
-        succ: dict[str, list[str]] = {}
-        for e in self.edges:
-            succ.setdefault(e.src, []).append(e.dst)
+        succ = self._edge_index().succ
         stack, seen = [a], {a}
         while stack:
             n = stack.pop()
@@ -192,7 +246,8 @@ class Design:
 
     def clear(self) -> None:
         self.nodes.clear()
-        self.edges.clear()
+        self._edges.clear()
+        self._index = None
         self._emit("reset", None)
 
     # -- queries -------------------------------------------------------------------------
@@ -237,3 +292,45 @@ class Design:
 
     def __len__(self) -> int:
         return len(self.nodes)
+
+
+
+class _EdgeIndex:
+    """Successors and taken input ports, kept in step with the edge list so that checking one
+    new edge costs what it reaches rather than a pass over all edges."""
+
+    def __init__(self, edges: list[Edge]):
+        self.succ: dict[str, list[str]] = {}
+        self.taken: set[tuple[str, int]] = set()
+        for e in edges:
+            self.add(e)
+
+    def add(self, e: Edge) -> None:
+        self.succ.setdefault(e.src, []).append(e.dst)
+        self.taken.add((e.dst, e.dst_port))
+
+    def discard(self, e: Edge) -> None:
+        succ = self.succ.get(e.src)
+        if succ and e.dst in succ:
+            succ.remove(e.dst)
+        self.taken.discard((e.dst, e.dst_port))
+
+
+def _acyclic(nodes, edges) -> bool:
+    """Kahn's algorithm, O(V + E)."""
+    indeg = dict.fromkeys(nodes, 0)
+    succ: dict[str, list[str]] = {}
+    for e in edges:
+        if e.src in indeg and e.dst in indeg:
+            indeg[e.dst] += 1
+            succ.setdefault(e.src, []).append(e.dst)
+    ready = [n for n, d in indeg.items() if d == 0]
+    seen = 0
+    while ready:
+        n = ready.pop()
+        seen += 1
+        for m in succ.get(n, ()):
+            indeg[m] -= 1
+            if indeg[m] == 0:
+                ready.append(m)
+    return seen == len(indeg)
