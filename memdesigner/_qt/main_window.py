@@ -79,7 +79,9 @@ class MainWindow(QMainWindow):
             self.autosave_timer.setInterval(AUTOSAVE_MS)
             self.autosave_timer.timeout.connect(self.autosave)
             self.autosave_timer.start()
-        self.resize(1500, 950)
+        from memdesigner._qt.window_fit import place
+
+        place(self, None if headless else QSettings().value("window/geometry"), headless=headless)
 
     # -- construction ------------------------------------------------------------------------
     def _build_widgets(self):
@@ -694,9 +696,6 @@ class MainWindow(QMainWindow):
     # -- window state ------------------------------------------------------------------------
     def _restore_state(self):
         s = QSettings()
-        geo = s.value("window/geometry")
-        if geo is not None:
-            self.restoreGeometry(geo)
         st = s.value("window/state")
         if st is not None:
             self.restoreState(st)
