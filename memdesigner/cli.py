@@ -10,7 +10,7 @@ import json
 import os
 import sys
 
-from memdesigner.units import format_bytes, format_count, format_flops
+from memdesigner.units import format_bytes, format_count, format_flops, format_gib
 
 EXIT_USAGE = 2
 
@@ -205,9 +205,9 @@ def cmd_devices(args) -> int:
         print(json.dumps([d.to_dict() for d in devs], indent=2))
         return 0
     print(f"{'id':<24} {'name':<34} {'kind':<5} {'memory':>10} {'runtime':>10}")
-    for d in devs:
-        print(f"{d.id:<24} {d.name[:34]:<34} {d.kind:<5} {format_bytes(d.memory_bytes):>10} "
-              f"{format_bytes(d.runtime_overhead_bytes):>10}{'  (user)' if d.user else ''}")
+    for d in devs:  # one unit for every row, so rows compare at a glance
+        print(f"{d.id:<24} {d.name[:34]:<34} {d.kind:<5} {format_gib(d.memory_bytes):>10} "
+              f"{format_gib(d.runtime_overhead_bytes, 2):>10}{'  (user)' if d.user else ''}")
     return 0
 
 

@@ -88,6 +88,9 @@ class MainWindow(QMainWindow):
         self.scene = GraphScene(self.stack, self)
         self.view = GraphView(self.scene)
         self.setCentralWidget(self.view)
+        from memdesigner._qt.canvas_keys import CanvasKeys
+
+        self.canvas_keys = CanvasKeys(self.view, self.scene, self.stack, lambda: self.design)
         self.palette = PaletteWidget()
         self.inspector = Inspector(self.stack)
         self.settings_bar = SettingsBar()
@@ -728,5 +731,7 @@ class MainWindow(QMainWindow):
             "Drag from an output port (right) to an input port (left) to connect.\n"
             "Wheel: zoom · middle button or Space+drag: pan · drag on empty canvas: select\n"
             "F: fit to view · L: auto layout · Del: delete · Ctrl+C/V/D: copy/paste/duplicate\n"
+            "Esc: deselect · arrow keys: nudge the selection (Shift: further)\n"
+            "Timeline: wheel zooms, double-click or Home resets the zoom\n"
             "Ctrl+Z / Ctrl+Shift+Z: undo / redo\n"
             "Click the timeline or a table row to select that layer."))

@@ -227,6 +227,7 @@ class LayerType:
     input_names: tuple = ()  # port labels, e.g. ("query", "key", "value")
     torch_ops: tuple = ()  # torch modules / functions that map onto this type (importer hints)
     aliases: tuple = ()  # other names a user or a Keras file may use
+    search_words: tuple = ()  # what people type to find it in the palette ("fc", "bn"); need not be unique
     keeps_for_backward: str = ""  # one line for the inspector / docs: what autograd saves
 
     def prop(self, name: str) -> Prop:
