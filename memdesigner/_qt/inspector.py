@@ -334,7 +334,7 @@ class Inspector(QScrollArea):
         for name, row in self.fields.items():
             if not row.refused:
                 row.show_error(iss.message if iss is not None and iss.field == name else None, kind="issue")
-        calm = iss is not None and iss.field == "inputs" and not self.design.inputs_of(self.node_id)
+        calm = iss is not None and iss.pending
         self.issue_label.setStyleSheet(f"background: {theme.muted() if calm else theme.BAD_COLOR}; color: white; "
                                        "border-radius: 4px; padding: 6px;")
         if calm:

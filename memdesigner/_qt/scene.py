@@ -155,7 +155,7 @@ class GraphScene(QGraphicsScene):
             item._result_key = key
             issue = blocked = pending = ""
             if info is not None:
-                if info.issue is not None and info.issue.field == "inputs" and not self._adj_in(nid):
+                if info.issue is not None and info.issue.pending:
                     pending = NOT_CONNECTED  # freshly dropped: not an error the user made
                 elif info.issue is not None:
                     f = info.issue.field

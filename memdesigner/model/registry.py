@@ -309,6 +309,7 @@ class Issue:
     field: str
     message: str
     severity: str = "error"
+    pending: bool = False  # a layer with no input connected yet: work to do, not a mistake (shown calmly)
 
     def __str__(self) -> str:
         return f"{self.node_id}.{self.field}: {self.message}"

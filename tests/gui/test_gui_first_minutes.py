@@ -116,6 +116,7 @@ def test_dropped_layer_is_calmly_not_connected_yet(window, qtbot):
     item = window.scene.nodes[nid]
     assert item.issue == "" and not item.in_error
     assert item.pending == NOT_CONNECTED
+    assert window.summary.verdict.text() == "1 layer(s) not connected yet"  # no red banner either
     window.select_node(nid)
     assert window.inspector.issue_label.text().startswith("Not connected yet")
     with qtbot.waitSignal(window.result_applied, timeout=5000):
