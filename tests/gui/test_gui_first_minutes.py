@@ -136,6 +136,18 @@ def test_timeline_home_resets_the_zoom(window, qtbot):
     assert full[0] == [0, n]
 
 
+    class DoubleClick:  # what pyqtgraph's scene emits on a double-click
+        def button(self):
+            return Qt.LeftButton
+
+        def double(self):
+            return True
+
+    tl.setXRange(1, 3, padding=0)
+    tl.scene().sigMouseClicked.emit(DoubleClick())
+    assert tl.getViewBox().viewRange() == full
+
+
 def test_flops_scale_past_giga():
     assert format_flops(2_500_000_000) == "2.50 GFLOP"
     assert format_flops(3_100_000_000_000) == "3.10 TFLOP"
