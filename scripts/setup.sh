@@ -45,9 +45,16 @@ if ! venv_ok; then
 fi
 VPY="$VENV/bin/python"
 # torch first, pinned: an open range would pull a multi-GB CUDA build on a machine without torch
-if ! "$VPY" -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '2.13.0')" >/dev/null 2>&1; then
+if ! "$VPY" -c "import sys; from importlib.metadata import version; sys.exit(version('torch').split('+')[0] != '2.13.0')" \
+    >/dev/null 2>&1; then
   "$VPY" -m pip install -q "torch==2.13.0" \
     || echo "memdesigner setup: torch 2.13.0 not available; PyTorch import and measurement tests will be skipped" >&2
 fi
-"$VPY" -m pip install -q -e ".[test]"
+# the package and its dependencies: again only when pyproject.toml changed since the last setup
+stamp="$VENV/.memdesigner-setup"
+want=$(cksum pyproject.toml | cut -d' ' -f1)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ] || ! "$VPY" -c "import memdesigner, sys; sys.exit(not memdesigner.__file__.startswith('$PWD/'))" >/dev/null 2>&1; then
+  "$VPY" -m pip install -q -e ".[test]"
+  echo "$want" > "$stamp"
+fi
 echo "memdesigner setup: ready: $VENV/bin/memdesigner, $VENV/bin/python -m pytest -q" >&2
