@@ -119,7 +119,8 @@ class TimelinePlot(pg.PlotWidget):
         self.events = list(report.timeline) if report is not None else []
         self.highlight_node(None)
         if report is None or not self.events:
-            self._empty("Nothing to show: " + ("fix the errors in the graph" if report is not None and report.issues
+            errors = report is not None and any(not i.pending for i in report.issues)
+            self._empty("Nothing to show: " + ("fix the errors in the graph" if errors
                                                 else "add an Input layer and connect layers"))
             return
         self._empty_text.hide()

@@ -124,6 +124,16 @@ def test_dropped_layer_is_calmly_not_connected_yet(window, qtbot):
     assert item.pending == "" and item.issue == ""
 
 
+def test_lone_dropped_layer_asks_to_connect_not_to_fix(window, qtbot):
+    from memdesigner.model.design import Design
+
+    load(window, qtbot, Design("empty"))
+    with qtbot.waitSignal(window.result_applied, timeout=5000):
+        window.add_layer("Conv2d", QPointF(0, 0))
+    assert window.timeline._empty_text.textItem.toPlainText() == \
+        "Nothing to show: add an Input layer and connect layers"
+
+
 def test_timeline_home_resets_the_zoom(window, qtbot):
     load(window, qtbot, small_cnn())
     tl = window.timeline
