@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 from memdesigner import cli_report
-from memdesigner.units import format_bytes, format_count, format_flops
+from memdesigner.units import format_bytes, format_count, format_flops, format_gib
 
 EXIT_USAGE = 2
 
@@ -149,8 +150,8 @@ def cmd_estimate(args) -> int:
 
         contents = explain_peak(design, settings, device=dev)
     if rep.issues:
-        for iss in rep.issues:
-            sys.stderr.write(f"memdesigner: error: {args.design}: {iss}\n")
+        more = f" (and {len(rep.issues) - 1} more; --format json lists them)" if len(rep.issues) > 1 else ""
+        sys.stderr.write(f"memdesigner: error: {args.design}: {rep.issues[0]}{more}\n")
         if args.format == "json":
             print(json.dumps(rep.to_dict(), indent=2))
         return EXIT_USAGE
@@ -225,9 +226,9 @@ def cmd_devices(args) -> int:
         print(json.dumps([d.to_dict() for d in devs], indent=2))
         return 0
     print(f"{'id':<24} {'name':<34} {'kind':<5} {'memory':>10} {'runtime':>10}")
-    for d in devs:
-        print(f"{d.id:<24} {d.name[:34]:<34} {d.kind:<5} {format_bytes(d.memory_bytes):>10} "
-              f"{format_bytes(d.runtime_overhead_bytes):>10}{'  (user)' if d.user else ''}")
+    for d in devs:  # one unit for every row, so rows compare at a glance
+        print(f"{d.id:<24} {d.name[:34]:<34} {d.kind:<5} {format_gib(d.memory_bytes):>10} "
+              f"{format_gib(d.runtime_overhead_bytes, 2):>10}{'  (user)' if d.user else ''}")
     return 0
 
 
@@ -273,7 +274,7 @@ def cmd_import(args) -> int:
             raise CliError(f"{args.model}: {err}") from None
     elif args.source == "torch":
         try:
-            from memdesigner.importers.torch_fx import import_file
+            from memdesigner.importers.torch_fx import TorchImportError, import_file
         except ImportError as err:
             raise CliError(f"PyTorch import needs torch installed (pip install memdesigner[torch]): {err}") from None
         shape = None
@@ -286,6 +287,8 @@ def cmd_import(args) -> int:
             design = import_file(args.spec, input_shape=shape, input_dtype=args.input_dtype)
         except ImportError as err:
             raise CliError(f"PyTorch import needs torch installed: {err}") from None
+        except TorchImportError as err:  # already names the spec
+            raise CliError(str(err)) from None
         except Exception as err:  # the user's model code can raise anything: one line, exit 2  # noqa: BLE001
             raise CliError(f"{args.spec}: {type(err).__name__}: {err}") from None
     else:
@@ -332,12 +335,24 @@ def _cmd_snapshot(args) -> int:
     from memdesigner.snapshot.cli import cmd_snapshot
 
     return cmd_snapshot(args)
+def _not_a_command(word: str, commands) -> str:
+    """A first argument that is neither a subcommand nor an existing file (the window opens files)."""
+    import difflib
+
+    if word.lower().endswith(".json") or os.sep in word:
+        return f"{word}: no such design file"
+    near = difflib.get_close_matches(word, sorted(commands), n=1)
+    hint = f"did you mean {near[0]!r}? " if near else ""
+    return f"{word!r} is not a command nor a design file; {hint}commands: {', '.join(sorted(commands))}"
 
 
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     commands = {"estimate", "devices", "layers", "render", "import", "export", "fit", "report", "snapshot"}
     if not argv or (argv[0] not in commands and not argv[0].startswith("-")):
+        if argv and not os.path.exists(argv[0]):
+            sys.stderr.write(f"memdesigner: error: {_not_a_command(argv[0], commands)}\n")
+            return EXIT_USAGE
         try:
             from memdesigner._qt.app import main as gui_main
         except ImportError as err:
@@ -354,7 +369,8 @@ def main(argv=None) -> int:
     try:
         return handlers[args.cmd](args)
     except CliError as err:
-        sys.stderr.write(f"memdesigner: error: {err}\n")
+        one_line = " ".join(str(err).split())  # messages with newlines (user code, tracers) stay one line
+        sys.stderr.write(f"memdesigner: error: {one_line}\n")
         return EXIT_USAGE
     except BrokenPipeError:
         return 0

@@ -61,21 +61,27 @@ def format_bytes(n: int | float, digits: int = 1) -> str:
     return f"{sign}{int(n)} B"
 
 
+def format_gib(n: int | float, digits: int = 1) -> str:
+    """Always GiB, for lists whose rows must compare at a glance (device memory, runtime)."""
+    return f"{n / GiB:.{digits}f} GiB"
+
+
 def format_count(n: int) -> str:
-    """1,234,567 -> '1.23 M' for compact labels; scientific from 10^15 on (any size of int)."""
+    """1,234,567 -> '1.23 M' for compact labels; up to E (10^18) so a large model's training
+    FLOPs read '3.10 PFLOP', not '3100000.00 GFLOP'; scientific from 10^21 on (any size of int)."""
     if isinstance(n, float) and not math.isfinite(n):
         return f"{n}"
-    if abs(n) >= 10**15:
+    if abs(n) >= 10**21:
         return _sci(n, 2)
     n = float(n)
-    for unit, size in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+    for unit, size in (("E", 1e18), ("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
         if abs(n) >= size:
             return f"{n / size:.2f} {unit}"
     return f"{int(n)}"
 
 
 def format_flops(n: int) -> str:
-    if abs(n) < 1000 or abs(n) >= 10**15:
+    if abs(n) < 1000 or abs(n) >= 10**21:
         return f"{format_count(n)} FLOP"
     return format_count(n) + "FLOP"
 

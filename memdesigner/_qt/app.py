@@ -9,8 +9,16 @@ from PySide6.QtCore import Qt, QTimer
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    from PySide6.QtGui import QGuiApplication
     from PySide6.QtWidgets import QApplication
+
+    if QApplication.instance() is None:
+        from memdesigner._qt.preflight import window_problem
+
+        problem = window_problem()
+        if problem:
+            sys.stderr.write(f"memdesigner: error: {problem}\n")
+            return 2
+    from PySide6.QtGui import QGuiApplication
 
     QGuiApplication.setHighDpiScaleFactorRoundingPolicy(Qt.HighDpiScaleFactorRoundingPolicy.PassThrough)
     app = QApplication.instance() or QApplication([sys.argv[0] if sys.argv else "memdesigner", *argv])

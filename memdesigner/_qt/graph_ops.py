@@ -61,10 +61,26 @@ def from_clipboard() -> dict | None:
     return data if isinstance(data, dict) else None
 
 
-def paste(design: Design, stack, data: dict, offset=(40.0, 40.0)) -> list[str]:
-    """Add copies with fresh ids and their internal edges; returns the new ids."""
+PASTE_STEP = 40.0
+
+
+def free_offset(design: Design, positions, step: float = PASTE_STEP) -> tuple[float, float]:
+    """The first diagonal offset (step, 2*step, ...) at which no pasted layer lands on an existing
+    one, so pasting twice does not stack the second copy exactly on the first."""
+    taken = {(round(x), round(y)) for x, y in (n.pos for n in design.nodes.values())}
+    k = 1
+    while k < 1000 and any((round(x + k * step), round(y + k * step)) in taken for x, y in positions):
+        k += 1
+    return (k * step, k * step)
+
+
+def paste(design: Design, stack, data: dict, offset=None) -> list[str]:
+    """Add copies with fresh ids and their internal edges; returns the new ids. Without an
+    offset, the copies go to the first free diagonal step from the originals."""
     if not data or not data.get("nodes"):
         return []
+    if offset is None:
+        offset = free_offset(design, [tuple(nd["pos"]) for nd in data["nodes"]])
     mapping: dict[str, str] = {}
     stack.beginMacro(f"Paste {len(data['nodes'])} layer(s)")
     try:

@@ -91,16 +91,18 @@ class FieldRow(QWidget):
 
     def _make_editor(self):
         p = self.prop
+        # number fields take what is typed, whatever the range: a spin box clamped to the range
+        # would turn "-5" into 5 without a word; the registry refuses it with the field's reason
         if p.kind == "int":
             w = QSpinBox()
-            w.setRange(int(p.min) if p.min is not None else -INT_LIMIT, int(p.max) if p.max is not None else INT_LIMIT)
+            w.setRange(-INT_LIMIT, INT_LIMIT)
             w.setKeyboardTracking(False)
             w.setAccelerated(True)
             w.valueChanged.connect(lambda v: self.committed.emit(p.name, int(v)))
             return w
         if p.kind == "float" and p.min is not None and p.max is not None and p.max - p.min <= 1000:
             w = QDoubleSpinBox()
-            w.setRange(p.min, p.max)
+            w.setRange(-1e9, 1e9)
             w.setDecimals(4)
             w.setSingleStep(0.05 if p.max - p.min <= 1 else 0.5)
             w.setKeyboardTracking(False)
@@ -332,7 +334,14 @@ class Inspector(QScrollArea):
         for name, row in self.fields.items():
             if not row.refused:
                 row.show_error(iss.message if iss is not None and iss.field == name else None, kind="issue")
-        if iss is not None:
+        calm = iss is not None and iss.pending
+        self.issue_label.setStyleSheet(f"background: {theme.muted() if calm else theme.BAD_COLOR}; color: white; "
+                                       "border-radius: 4px; padding: 6px;")
+        if calm:
+            self.issue_label.setText("Not connected yet: drag from another layer's output port (right side) to this "
+                                     "layer's input port (left side).")
+            self.issue_label.show()
+        elif iss is not None:
             self.issue_label.setText(f"<b>Error</b> ({iss.field}): {iss.message}")
             self.issue_label.show()
         else:

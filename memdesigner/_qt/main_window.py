@@ -78,13 +78,18 @@ class MainWindow(QMainWindow):
             self.autosave_timer.setInterval(AUTOSAVE_MS)
             self.autosave_timer.timeout.connect(self.autosave)
             self.autosave_timer.start()
-        self.resize(1500, 950)
+        from memdesigner._qt.window_fit import place
+
+        place(self, None if headless else QSettings().value("window/geometry"), headless=headless)
 
     # -- construction ------------------------------------------------------------------------
     def _build_widgets(self):
         self.scene = GraphScene(self.stack, self)
         self.view = GraphView(self.scene)
         self.setCentralWidget(self.view)
+        from memdesigner._qt.canvas_keys import CanvasKeys
+
+        self.canvas_keys = CanvasKeys(self.view, self.scene, self.stack, lambda: self.design)
         self.palette = PaletteWidget()
         self.inspector = Inspector(self.stack)
         self.settings_bar = SettingsBar()
@@ -735,9 +740,6 @@ class MainWindow(QMainWindow):
     # -- window state ------------------------------------------------------------------------
     def _restore_state(self):
         s = QSettings()
-        geo = s.value("window/geometry")
-        if geo is not None:
-            self.restoreGeometry(geo)
         st = s.value("window/state")
         if st is not None:
             self.restoreState(st)
@@ -770,5 +772,7 @@ class MainWindow(QMainWindow):
             "Drag from an output port (right) to an input port (left) to connect.\n"
             "Wheel: zoom · middle button or Space+drag: pan · drag on empty canvas: select\n"
             "F: fit to view · L: auto layout · Del: delete · Ctrl+C/V/D: copy/paste/duplicate\n"
+            "Esc: deselect · arrow keys: nudge the selection (Shift: further)\n"
+            "Timeline: wheel zooms, double-click or Home resets the zoom\n"
             "Ctrl+Z / Ctrl+Shift+Z: undo / redo\n"
             "Click the timeline or a table row to select that layer."))

@@ -79,6 +79,7 @@ class NodeItem(QGraphicsItem):
         self.mem_tip = ""
         self.issue = ""  # the reason this node is in error
         self.blocked = ""  # the upstream node in error
+        self.pending = ""  # a calm note: not connected yet
         self.highlight = False
         self.inputs: list[PortItem] = []
         self.outputs: list[PortItem] = []
@@ -130,12 +131,14 @@ class NodeItem(QGraphicsItem):
         self.name = name
         self.update()
 
-    def set_info(self, shape: str, params: str, mem: str, mem_tip: str, issue: str, blocked: str):
-        if (shape, params, mem, mem_tip, issue, blocked) == (self.shape_text, self.params_text, self.mem_text,
-                                                            self.mem_tip, self.issue, self.blocked):
+    def set_info(self, shape: str, params: str, mem: str, mem_tip: str, issue: str, blocked: str,
+                 pending: str = ""):
+        """pending: a calm note instead of an error (a layer not connected yet)."""
+        if (shape, params, mem, mem_tip, issue, blocked, pending) == (
+                self.shape_text, self.params_text, self.mem_text, self.mem_tip, self.issue, self.blocked, self.pending):
             return
         self.shape_text, self.params_text, self.mem_text, self.mem_tip = shape, params, mem, mem_tip
-        self.issue, self.blocked = issue, blocked
+        self.issue, self.blocked, self.pending = issue, blocked, pending
         self._update_tooltip()
         self.update()
 
@@ -143,6 +146,8 @@ class NodeItem(QGraphicsItem):
         lines = [f"<b>{self.name}</b> — {self.type_name}"]
         if self.issue:
             lines.append(f"<span style='color:{theme.BAD_COLOR}'><b>Error:</b> {self.issue}</span>")
+        elif self.pending:
+            lines.append(f"<i>{self.pending}</i>")
         elif self.blocked:
             lines.append(f"<span style='color:{theme.WARN_COLOR}'>Not checked: upstream node "
                          f"<b>{self.blocked}</b> has an error</span>")
@@ -221,9 +226,10 @@ class NodeItem(QGraphicsItem):
         fm = QFontMetricsF(f)
         y += LINE
         painter.setPen(c["muted"])
-        if self.issue or self.blocked:
-            painter.setPen(QColor(theme.BAD_COLOR if self.issue else theme.WARN_COLOR))
-            msg = self.issue or f"waiting for {self.blocked}"
+        if self.issue or self.blocked or self.pending:
+            painter.setPen(QColor(theme.BAD_COLOR) if self.issue else QColor(theme.WARN_COLOR) if self.blocked
+                           else c["muted"])
+            msg = self.issue or (f"waiting for {self.blocked}" if self.blocked else self.pending.split(":")[0])
             painter.drawText(QRectF(12, y, WIDTH - 24, 2 * LINE), Qt.AlignTop | Qt.AlignLeft | Qt.TextWordWrap,
                              fm.elidedText(msg, Qt.ElideRight, 2 * (WIDTH - 30)))
         else:

@@ -72,7 +72,8 @@ class PaletteWidget(QWidget):
             it.data(0, Qt.UserRole)))
 
     def filter(self, text: str):
-        """Match the name, aliases, family and doc, so 'fc', 'norm' or 'pool' find what people mean."""
+        """Match the name, aliases, search words, family and doc, so 'fc', 'bn' or 'pool' find what
+        people mean (the words live in each layer type's registration)."""
         t = text.strip().lower()
         for i in range(self.tree.topLevelItemCount()):
             group = self.tree.topLevelItem(i)
@@ -80,7 +81,7 @@ class PaletteWidget(QWidget):
             for j in range(group.childCount()):
                 it = group.child(j)
                 lt = registry.get(it.data(0, Qt.UserRole))
-                hay = " ".join([lt.name, lt.family, lt.doc, *lt.aliases]).lower()
+                hay = " ".join([lt.name, lt.family, lt.doc, *lt.aliases, *lt.search_words]).lower()
                 ok = not t or t in hay
                 it.setHidden(not ok)
                 shown += ok

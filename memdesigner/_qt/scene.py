@@ -14,6 +14,8 @@ from memdesigner._qt.node_item import NodeItem, PortItem
 from memdesigner.model.design import Design, Edge
 from memdesigner.units import format_bytes, format_count
 
+NOT_CONNECTED = "not connected yet: drag from an output port to its input"
+
 
 def shape_text(shape) -> str:
     if shape and isinstance(shape[0], (list, tuple)):
@@ -151,9 +153,11 @@ class GraphScene(QGraphicsScene):
             if getattr(item, "_result_key", None) == key:
                 continue
             item._result_key = key
-            issue = blocked = ""
+            issue = blocked = pending = ""
             if info is not None:
-                if info.issue is not None:
+                if info.issue is not None and info.issue.pending:
+                    pending = NOT_CONNECTED  # freshly dropped: not an error the user made
+                elif info.issue is not None:
                     f = info.issue.field
                     issue = f"{f}: {info.issue.message}" if f not in ("props", "inputs", "type") else info.issue.message
                 blocked = info.blocked_by or ""
@@ -169,7 +173,7 @@ class GraphScene(QGraphicsScene):
                        f"{format_bytes(row.kept_bytes)} · weights {format_bytes(row.param_bytes)}")
             else:
                 shape = params = mem_text = tip = ""
-            item.set_info(shape, params, mem_text, tip, issue, blocked)
+            item.set_info(shape, params, mem_text, tip, issue, blocked, pending)
         for e, it in self.edges.items():
             info = infos.get(e.src)
             if info is not None and info.ok and e.src_port < len(info.outputs):

@@ -7,7 +7,7 @@ from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QLabel, QSpinBo
 
 from memdesigner.engine import devices as devmod
 from memdesigner.engine.settings import DTYPES, MODES, OPTIMIZERS, Settings
-from memdesigner.units import format_bytes
+from memdesigner.units import format_gib
 
 OPT_LABELS = {"none": "none", "sgd": "SGD", "momentum": "SGD + momentum", "adam": "Adam", "adamw": "AdamW"}
 
@@ -74,7 +74,7 @@ class SettingsBar(QWidget):
         self.device.clear()
         self.device.addItem("No device", None)
         for d in self.devices.values():
-            label = f"{d.name} — {format_bytes(d.memory_bytes, 0)}" + ("  (custom)" if d.user else "")
+            label = f"{d.name} — {format_gib(d.memory_bytes)}" + ("  (custom)" if d.user else "")
             self.device.addItem(label, d.id)
         i = self.device.findData(current)
         self.device.setCurrentIndex(max(i, 0))

@@ -78,11 +78,13 @@ class SummaryPanel(QFrame):
                       f"tensors {format_bytes(report.peak_bytes, 2)}; with allocator rounding and runtime overhead "
                       f"{format_bytes(report.device_peak_bytes, 2)}")
         dev = report.device
-        n_iss = len(report.issues)
+        n_iss = sum(not i.pending for i in report.issues)
+        n_pending = len(report.issues) - n_iss
         if dev is None:
             self.capacity.set("none", "pick a device above")
             self.headroom.set("—")
-            self.verdict.setText("No device selected" if not n_iss else f"{n_iss} error(s) in the graph")
+            self.verdict.setText(f"{n_iss} error(s) in the graph" if n_iss else
+                                 f"{n_pending} layer(s) not connected yet" if n_pending else "No device selected")
             self._style_verdict(None if not n_iss else False)
         else:
             self.capacity.set(format_bytes(dev["capacity_bytes"]), dev["name"])
@@ -92,6 +94,9 @@ class SummaryPanel(QFrame):
             if n_iss:
                 self.verdict.setText(f"⚠ {n_iss} error(s) in the graph — estimate covers the valid part")
                 self._style_verdict(False)
+            elif n_pending:  # freshly dropped layers: no verdict yet, and no alarm either
+                self.verdict.setText(f"{n_pending} layer(s) not connected yet")
+                self._style_verdict(None)
             else:
                 # the device name is in the DEVICE cell; the banner stays short enough never to clip
                 if dev["fits"]:

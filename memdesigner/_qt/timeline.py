@@ -130,7 +130,8 @@ class TimelinePlot(pg.PlotWidget):
         self.events = list(report.timeline) if report is not None else []
         self.highlight_node(None)
         if report is None or not self.events:
-            self._empty("Nothing to show: " + ("fix the errors in the graph" if report is not None and report.issues
+            errors = report is not None and any(not i.pending for i in report.issues)
+            self._empty("Nothing to show: " + ("fix the errors in the graph" if errors
                                                 else "add an Input layer and connect layers"))
             return
         self._empty_text.hide()
@@ -185,7 +186,8 @@ class TimelinePlot(pg.PlotWidget):
         self.peak_label.show()
         self.setLimits(xMin=None, xMax=None, yMin=None)
         self.enableAutoRange(False)
-        self.setRange(xRange=(0, n), yRange=(0, ymax * 1.08), padding=0)
+        self._home = ((0, n), (0, ymax * 1.08))
+        self.setRange(xRange=self._home[0], yRange=self._home[1], padding=0)
         # ops are whole numbers: no 0.5 ticks on short timelines
         axis = self.getAxis("bottom")
         if n <= 24:
@@ -344,7 +346,23 @@ class TimelinePlot(pg.PlotWidget):
         self._hover_text.setPos(p.x(), p.y())
         self._hover_text.show()
 
+    def reset_zoom(self):
+        """Back to the whole step (double-click or Home), after zooming in with the wheel."""
+        home = getattr(self, "_home", None)
+        if home is not None and self.events:
+            self.setRange(xRange=home[0], yRange=home[1], padding=0)
+
+    def keyPressEvent(self, ev):
+        if ev.key() == Qt.Key_Home:
+            self.reset_zoom()
+            ev.accept()
+            return
+        super().keyPressEvent(ev)
+
     def _click(self, ev):
+        if ev.button() == Qt.LeftButton and ev.double():
+            self.reset_zoom()
+            return
         if ev.button() != Qt.LeftButton:
             return
         i = self.index_at(ev.scenePos())

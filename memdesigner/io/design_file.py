@@ -19,7 +19,58 @@ VERSION = 1
 
 
 class DesignFileError(ValueError):
-    """A design file that cannot be loaded; the message names the field path and the problem."""
+    """A design file that cannot be loaded; the message is one line naming the file, the field
+    path and the problem. The only exception ``load_design`` and ``design_from_dict`` raise for
+    bad content (unreadable, not UTF-8/UTF-16 text, invalid JSON, too deeply nested, failing the
+    schema or a layer's rules)."""
+
+
+MAX_PORT = 4096  # inputs of one node (a Concat of thousands is already far beyond any model)
+MAX_DEPTH = 64  # a design nests about 5 deep; deeper input is a broken or hostile file
+
+
+def _too_deep(data) -> list | None:
+    """The path to a value nested deeper than MAX_DEPTH, or None (iterative: no recursion)."""
+    stack = [(data, [])]
+    while stack:
+        obj, path = stack.pop()
+        if len(path) > MAX_DEPTH:
+            return path
+        if isinstance(obj, dict):
+            stack.extend((v, [*path, k]) for k, v in obj.items())
+        elif isinstance(obj, list):
+            stack.extend((v, [*path, i]) for i, v in enumerate(obj))
+    return None
+
+
+def _reject_constant(name):
+    raise DesignFileError(f"{name} is not a number JSON allows")
+
+
+def parse_design_text(data: bytes | str, source: str) -> object:
+    """JSON from a file's bytes: UTF-8 (with or without BOM) or UTF-16/32 as JSON detects it;
+    NaN/Infinity, integers of thousands of digits and absurd nesting are refused in one line."""
+    if isinstance(data, bytes):
+        enc = json.detect_encoding(data)
+        try:
+            text = data.decode(enc)
+        except UnicodeDecodeError as err:
+            raise DesignFileError(f"{source}: byte 0x{data[err.start]:02x} at offset {err.start} is not "
+                                  f"{enc.upper()} text (save the file as UTF-8)") from None
+    else:
+        text = data
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    try:
+        return json.loads(text, parse_constant=_reject_constant)
+    except json.JSONDecodeError as err:
+        raise DesignFileError(f"{source}: line {err.lineno} column {err.colno}: invalid JSON: {err.msg}") from None
+    except DesignFileError as err:
+        raise DesignFileError(f"{source}: invalid JSON: {err}") from None
+    except RecursionError:
+        raise DesignFileError(f"{source}: invalid design: nested deeper than {MAX_DEPTH} levels") from None
+    except ValueError as err:  # e.g. an integer literal over Python's 4,300-digit limit
+        raise DesignFileError(f"{source}: invalid JSON: {str(err).splitlines()[0]}") from None
 
 
 _SCHEMA = None
@@ -97,12 +148,16 @@ def design_from_dict(data, source: str = "design") -> Design:
         raise DesignFileError(f"{source}: (top level): expected a JSON object, got {type(data).__name__}")
     if data.get("format") != FORMAT:
         raise DesignFileError(f"{source}: format: expected {FORMAT!r}, got {data.get('format')!r}")
+    deep = _too_deep(data)
+    if deep is not None:
+        raise DesignFileError(f"{source}: {_path_str(deep[:3])}: nested deeper than {MAX_DEPTH} levels")
     version = data.get("version")
     if isinstance(version, int) and not isinstance(version, bool) and version > VERSION:
         raise DesignFileError(f"{source}: version: {version} is newer than this memdesigner reads ({VERSION})")
     problem = schema_error(data)
     if problem:
-        raise DesignFileError(f"{source}: {_path_str(problem[0])}: {problem[1]}")
+        msg = problem[1] if len(problem[1]) <= 160 else problem[1][:150] + " ..."
+        raise DesignFileError(f"{source}: {_path_str(problem[0])}: {msg}")
     data = _upgrade(data)
     d = Design(name=data.get("name", "untitled"), channels_last=bool(data.get("channels_last", False)))
     d.settings = dict(data.get("settings", {}))
@@ -137,8 +192,17 @@ def design_from_dict(data, source: str = "design") -> Design:
         if missing:
             problem = f"{where}.{missing}: no node with id {ed[missing]!r}"
             break
+        ports = []
+        for key in ("from_port", "to_port"):
+            port = ed.get(key, 0)
+            if not isinstance(port, int) or port >= MAX_PORT:
+                problem = f"{where}.{key}: {port!r} is not a port number below {MAX_PORT}"
+                break
+            ports.append(port)
+        if problem:
+            break
         try:
-            d.add_edge(ed["from"], ed["to"], ed.get("from_port", 0), ed.get("to_port", 0), check_cycle=False)
+            d.add_edge(ed["from"], ed["to"], *ports, check_cycle=False)
         except ValueError as err:
             problem = f"{where}: {err}"
             break
@@ -194,16 +258,14 @@ def design_to_dict(d: Design) -> dict:
 
 
 def load_design(path) -> Design:
+    """Read and validate a design file. Raises DesignFileError (one line naming the file and the
+    field) and nothing else for a missing, unreadable or malformed file."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except OSError as err:
         raise DesignFileError(f"{path}: cannot read: {err.strerror or err}") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise DesignFileError(f"{path}: line {err.lineno} column {err.colno}: invalid JSON: {err.msg}") from None
-    return design_from_dict(data, str(path))
+    return design_from_dict(parse_design_text(data, str(path)), str(path))
 
 
 def save_design(d: Design, path) -> None:

@@ -139,7 +139,7 @@ def analyze(design: Design) -> Analysis:
             need = lt.min_inputs if lt.max_inputs == lt.min_inputs else f"at least {lt.min_inputs}"
             msg = f"needs {need} connected input(s), has {n_in}" if n_in < lt.min_inputs else \
                 f"input ports {ports} leave a gap"
-            info.issue = Issue(nid, "inputs", msg)
+            info.issue = Issue(nid, "inputs", msg, pending=n_in == 0)
             issues.append(info.issue)
             continue
         if lt.max_inputs is not None and n_in > lt.max_inputs:

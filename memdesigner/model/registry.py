@@ -39,6 +39,27 @@ class LayerError(ValueError):
         self.message = message
 
 
+MAX_INT = 2**62  # no tensor dimension, stride or count comes near; keeps every product a finite float
+
+
+def _strict_int(name: str, value) -> int:
+    """An integer from an int, an integral float or a decimal string; booleans, fractions,
+    NaN/infinity and absurd magnitudes are refused."""
+    if isinstance(value, bool):
+        raise TypeError
+    if isinstance(value, float):
+        if not math.isfinite(value) or not value.is_integer():
+            raise TypeError
+    elif isinstance(value, str):
+        value = value.strip()
+    elif not isinstance(value, int):
+        raise TypeError
+    v = int(value)
+    if abs(v) > MAX_INT:
+        raise LayerError(name, f"{v:.3g} is too large" if v.bit_length() < 1000 else "the number is too large")
+    return v
+
+
 @dataclass(frozen=True)
 class Prop:
     """An editable property: its kind drives the inspector widget and the file schema.
@@ -65,15 +86,15 @@ class Prop:
         k = self.kind
         try:
             if k == "int":
-                if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
-                    raise TypeError
-                v = int(value)
+                v = _strict_int(self.name, value)
                 self._check_range(v)
                 return v
             if k == "float":
                 if isinstance(value, bool):
                     raise TypeError
                 v = float(value)
+                if not math.isfinite(v):
+                    raise LayerError(self.name, f"{value!r} is not a finite number")
                 self._check_range(v)
                 return v
             if k == "bool":
@@ -91,7 +112,9 @@ class Prop:
                     value = [p for p in value.replace("x", ",").replace("×", ",").split(",") if p.strip()]
                 if isinstance(value, int):
                     value = [value]
-                v = tuple(int(x) for x in value)
+                if not isinstance(value, (list, tuple)):
+                    raise TypeError
+                v = tuple(_strict_int(self.name, x) for x in value)
                 if k == "shape":
                     if not v:
                         raise LayerError(self.name, "a shape needs at least one dimension")
@@ -112,17 +135,21 @@ class Prop:
                 return self._pair(value, allow_zero=False)
         except LayerError:
             raise
-        except (TypeError, ValueError):
-            raise LayerError(self.name, f"{value!r} is not a valid {k}") from None
+        except (TypeError, ValueError, OverflowError):
+            shown = repr(value)
+            shown = shown if len(shown) <= 40 else shown[:36] + " ..."
+            raise LayerError(self.name, f"{shown} is not a valid {k}") from None
         raise LayerError(self.name, f"unknown property kind {k}")
 
     def _pair(self, value, allow_zero: bool):
         if isinstance(value, bool):
             raise TypeError
         if isinstance(value, (int, float)):
-            vals = (int(value),)
+            vals = (_strict_int(self.name, value),)
+        elif isinstance(value, (list, tuple)) and value:
+            vals = tuple(_strict_int(self.name, x) for x in value)
         else:
-            vals = tuple(int(x) for x in value)
+            raise TypeError
         lo = 0 if allow_zero else 1
         for x in vals:
             if x < lo:
@@ -200,6 +227,7 @@ class LayerType:
     input_names: tuple = ()  # port labels, e.g. ("query", "key", "value")
     torch_ops: tuple = ()  # torch modules / functions that map onto this type (importer hints)
     aliases: tuple = ()  # other names a user or a Keras file may use
+    search_words: tuple = ()  # what people type to find it in the palette ("fc", "bn"); need not be unique
     keeps_for_backward: str = ""  # one line for the inspector / docs: what autograd saves
 
     def prop(self, name: str) -> Prop:
@@ -289,6 +317,7 @@ class Issue:
     field: str
     message: str
     severity: str = "error"
+    pending: bool = False  # a layer with no input connected yet: work to do, not a mistake (shown calmly)
 
     def __str__(self) -> str:
         return f"{self.node_id}.{self.field}: {self.message}"

@@ -84,6 +84,7 @@ MultiHeadAttention = register(LayerType(
            Prop("need_weights", "bool", True, doc="also return head-averaged attention weights")),
     shape=_mha_shape, params=_mha_params, flops=_mha_flops, memory=_mha_mem,
     torch_ops=("MultiheadAttention",), aliases=("MultiheadAttention", "MHA"),
+    search_words=("attention", "self-attention", "cross-attention", "transformer", "mha", "heads"),
     keeps_for_backward="math: the attention probabilities (B x heads x L x L); fused: output + logsumexp",
 ))
 
@@ -128,5 +129,6 @@ ScaledDotProductAttention = register(LayerType(
     min_inputs=3, max_inputs=3, input_names=("query", "key", "value"), shape=_sdpa_shape, memory=_sdpa_mem,
     flops=lambda c, o: 4 * o[0].numel * c.inputs[1].shape[1],
     torch_ops=("scaled_dot_product_attention",), aliases=("SDPA",),
+    search_words=("attention", "sdpa", "flash attention", "transformer"),
     keeps_for_backward="fused: q, k, v, output and a float32 logsumexp; math: the probabilities",
 ))

@@ -57,6 +57,7 @@ def _make_conv(name, n, aliases=(), torch_ops=()):
         doc=f"{n}-D convolution. groups = in_channels gives a depthwise convolution.",
         props=conv_props(n), shape=_conv_shape(n), params=_conv_params(n), flops=_conv_flops(n),
         memory=_conv_mem, aliases=aliases, torch_ops=torch_ops,
+        search_words=("conv", "cnn", "convolution", "filter", "kernel") + (("depthwise",) if n == 2 else ()),
         keeps_for_backward="its input (and the weight)",
     ))
 

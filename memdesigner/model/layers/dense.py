@@ -52,6 +52,7 @@ Linear = register(LayerType(
     props=(Prop("out_features", "int", 128, min=1, doc="output units"), Prop("bias", "bool", True)),
     shape=_linear_shape, params=_linear_params, flops=_linear_flops, memory=_linear_mem,
     aliases=("Dense",), torch_ops=("Linear", "linear"),
+    search_words=("fc", "fully connected", "dense", "mlp", "perceptron", "affine", "projection", "head"),
     keeps_for_backward="its input (for the weight gradient)",
 ))
 
@@ -71,6 +72,7 @@ def _emb_mem(m):
 
 Embedding = register(LayerType(
     name="Embedding", family="dense",
+    search_words=("embedding", "token", "lookup", "word vectors", "vocabulary", "transformer"),
     doc="Lookup table of token vectors.",
     props=(Prop("num_embeddings", "int", 10000, min=1, doc="vocabulary size"),
            Prop("embedding_dim", "int", 256, min=1)),

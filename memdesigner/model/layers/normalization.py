@@ -49,12 +49,14 @@ _BN_PROPS = (Prop("eps", "float", 1e-5, min=0.0), Prop("momentum", "float", 0.1,
 
 BatchNorm1d = register(LayerType(
     name="BatchNorm1d", family="normalization", doc="Batch normalization over (C) or (C,L) inputs.",
+    search_words=("bn", "batch norm", "batchnorm"),
     props=_BN_PROPS, shape=_bn_shape(1), params=_bn_params, flops=lambda c, o: 4 * c.inputs[0].numel,
     memory=_bn_mem, torch_ops=("BatchNorm1d",),
     keeps_for_backward="its input, plus per-channel mean and inverse std",
 ))
 BatchNorm2d = register(LayerType(
     name="BatchNorm2d", family="normalization", doc="Batch normalization over (C,H,W) inputs.",
+    search_words=("bn", "batch norm", "batchnorm"),
     props=_BN_PROPS, shape=_bn_shape(2), params=_bn_params, flops=lambda c, o: 4 * c.inputs[0].numel,
     memory=_bn_mem, aliases=("BatchNormalization",), torch_ops=("BatchNorm2d",),
     keeps_for_backward="its input, plus per-channel mean and inverse std",
@@ -106,6 +108,7 @@ def _with_row_stats(m, rows):
 
 LayerNorm = register(LayerType(
     name="LayerNorm", family="normalization", doc="Layer normalization over the last dimension(s).",
+    search_words=("ln", "layer norm", "transformer"),
     props=(Prop("normalized_shape", "ints", (), doc="empty = the last dimension"),
            Prop("eps", "float", 1e-5, min=0.0), Prop("elementwise_affine", "bool", True)),
     shape=_ln_shape, params=_ln_params, flops=lambda c, o: 5 * c.inputs[0].numel, memory=_ln_mem,
@@ -127,6 +130,7 @@ def _gn_mem(m):
 
 GroupNorm = register(LayerType(
     name="GroupNorm", family="normalization", doc="Group normalization over channel groups.",
+    search_words=("gn", "group norm"),
     props=(Prop("num_groups", "int", 8, min=1), Prop("eps", "float", 1e-5, min=0.0), Prop("affine", "bool", True)),
     shape=_gn_shape,
     params=lambda c: ([ParamSpec("weight", (c.inputs[0].shape[0],)),
@@ -156,6 +160,7 @@ def _dropout_mem(m):
 
 Dropout = register(LayerType(
     name="Dropout", family="normalization",
+    search_words=("dropout", "regularization"),
     doc="Zeroes elements with probability p in training; identity in inference.",
     props=(Prop("p", "float", 0.5, min=0.0, max=1.0), Prop("inplace", "bool", False)),
     shape=lambda c: [TensorSpec(c.inputs[0].shape, c.inputs[0].kind)], memory=_dropout_mem,

@@ -181,11 +181,13 @@ _RNN_PROPS = (
 
 LSTM = register(LayerType(
     name="LSTM", family="recurrent", doc="Long short-term memory, batch first.",
+    search_words=("lstm", "rnn", "long short-term memory", "sequence"),
     props=_RNN_PROPS, shape=_rnn_shape, params=_rnn_params(4), flops=_rnn_flops(4), memory=_lstm_mem,
     n_outputs=2, input_names=(), torch_ops=("LSTM",), keeps_for_backward="per layer: its output, h_n, c_n and a workspace (~15x the output)",
 ))
 GRU = register(LayerType(
     name="GRU", family="recurrent", doc="Gated recurrent unit, batch first.",
+    search_words=("gru", "rnn", "sequence"),
     props=_RNN_PROPS, shape=_rnn_shape, params=_rnn_params(3), flops=_rnn_flops(3), memory=_gru_mem,
     n_outputs=2, input_names=(), torch_ops=("GRU",), keeps_for_backward="every time step's gate tensors (~7 x batch x hidden per step)",
 ))

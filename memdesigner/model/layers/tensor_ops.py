@@ -303,6 +303,7 @@ def _pos_mem(m):
 
 PositionEmbedding = register(LayerType(
     name="PositionEmbedding", family="tensor", doc="Adds a learned (tokens, dim) embedding: x + pos.",
+    search_words=("positional encoding", "position embedding", "transformer", "vit"),
     shape=lambda c: [c.inputs[0]],
     params=lambda c: [ParamSpec("pos_embed", (1,) + c.inputs[0].shape)],
     memory=_pos_mem, flops=lambda c, o: o[0].numel, torch_ops=("pos_embed",), keeps_for_backward="nothing",

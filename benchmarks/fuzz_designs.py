@@ -1,0 +1,229 @@
+"""Fuzz the design loader and ``memdesigner estimate`` with mutated example files.
+
+Every bad file must give exactly one stderr line and exit code 2 (a mutant that is still a valid
+design may give exit 0); a Python traceback or a second line is a bug. Mutants come from
+resources/examples/*.json with a fixed seed, so a run is reproducible:
+
+    python benchmarks/fuzz_designs.py                 # 10,500 mutants
+    python benchmarks/fuzz_designs.py -n 2000 --seed 7 --show 5
+
+The mutations are those people's files go through: type swaps, deleted keys and items, huge /
+NaN / infinite / negative numbers, deep nesting, non-UTF-8 bytes, UTF-16, truncation, duplicate
+ids, cycles and dangling edges. memdesigner.cli.main runs in-process with captured output (a
+subprocess per file would take an hour on two cores).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import contextlib
+import io
+import json
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = sorted((ROOT / "resources" / "examples").glob("*.json"))
+
+ODD_VALUES = [None, True, False, 0, -1, 1.5, -7, 2**63, 10**400, 1e308, "x", "", [], {}, [1], {"a": 1},
+              float("nan"), float("inf"), float("-inf"), "\u00e9\u6f22", [0, 0], [-1, 3], 3.0]
+NUMBERS = [0, -1, -(2**31), 2**31, 2**63, 10**40, 10**400, 1e308, 1e-308, 0.5, float("nan"), float("inf"),
+           float("-inf"), 3.0]
+
+
+def _paths(obj, prefix=()):
+    """Every (path, value) in a JSON tree."""
+    yield prefix, obj
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            yield from _paths(v, (*prefix, k))
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj):
+            yield from _paths(v, (*prefix, i))
+
+
+def _set(root, path, value):
+    if not path:
+        return value
+    cur = root
+    for p in path[:-1]:
+        cur = cur[p]
+    cur[path[-1]] = value
+    return root
+
+
+def _delete(root, path):
+    if not path:
+        return root
+    cur = root
+    for p in path[:-1]:
+        cur = cur[p]
+    del cur[path[-1]]
+    return root
+
+
+def _dump(doc) -> bytes:
+    return json.dumps(doc, indent=1, ensure_ascii=False).encode("utf-8")  # NaN/Infinity as JSON5-ish words
+
+
+DEEP = "@@DEEP@@"
+
+
+def _mutate_tree(rng: random.Random, doc):
+    paths = list(_paths(doc))
+    path, value = rng.choice(paths)
+    kind = rng.choice(("swap", "delete", "number", "number", "deep", "dup_node", "cycle", "edge_end",
+                       "dup_id", "swap", "number_list"))
+    if kind == "swap":
+        return f"swap {path}", _set(doc, path, rng.choice(ODD_VALUES))
+    if kind == "delete":
+        return f"delete {path}", _delete(doc, path)
+    if kind == "number":
+        nums = [p for p, v in paths if isinstance(v, (int, float)) and not isinstance(v, bool)]
+        if nums:
+            p = rng.choice(nums)
+            return f"number {p}", _set(doc, p, rng.choice(NUMBERS))
+    if kind == "number_list":
+        lists = [p for p, v in paths if isinstance(v, list) and v and all(isinstance(x, int) for x in v)]
+        if lists:
+            p = rng.choice(lists)
+            return f"numbers {p}", _set(doc, p, [rng.choice(NUMBERS) for _ in range(rng.randint(0, 5))])
+    if kind == "deep":
+        return f"deep {path}", _set(doc, path, DEEP)
+    nodes = doc.get("nodes") if isinstance(doc, dict) else None
+    edges = doc.get("edges") if isinstance(doc, dict) else None
+    if kind == "dup_node" and isinstance(nodes, list) and nodes:
+        nodes.insert(rng.randrange(len(nodes) + 1), json.loads(json.dumps(rng.choice(nodes))))
+        return "duplicate node", doc
+    if kind == "dup_id" and isinstance(nodes, list) and len(nodes) > 1:
+        a, b = rng.sample(range(len(nodes)), 2)
+        if isinstance(nodes[a], dict) and isinstance(nodes[b], dict):
+            nodes[b]["id"] = nodes[a].get("id")
+        return "duplicate id", doc
+    if kind in ("cycle", "edge_end") and isinstance(edges, list) and isinstance(nodes, list) and len(nodes) > 1:
+        ids = [n.get("id") for n in nodes if isinstance(n, dict)]
+        if kind == "cycle" and len(ids) > 1:
+            edges.append({"from": ids[-1], "to": ids[rng.randrange(len(ids) - 1)]})
+            return "cycle", doc
+        if edges and isinstance(edges[0], dict):
+            e = rng.choice(edges)
+            if isinstance(e, dict):
+                e[rng.choice(("from", "to"))] = rng.choice([*ids, "nowhere", ""])
+            return "edge end", doc
+    return f"swap {path}", _set(doc, path, rng.choice(ODD_VALUES))
+
+
+def _deepen(rng: random.Random, data: bytes) -> bytes:
+    depth = rng.choice((200, 1000, 5000, 100_000))
+    o, c = ("[", "]") if rng.random() < 0.5 else ('{"a":', "}")
+    return data.replace(json.dumps(DEEP).encode(), (o * depth + "1" + c * depth).encode())
+
+
+def _mutate_bytes(rng: random.Random, data: bytes) -> tuple[str, bytes]:
+    kind = rng.choice(("truncate", "utf16", "latin1", "badbyte", "flip", "bom", "utf16le", "nul"))
+    if kind == "truncate":
+        return "truncate", data[: rng.randrange(len(data))]
+    if kind == "utf16":
+        return "utf-16", data.decode("utf-8").encode("utf-16")
+    if kind == "utf16le":
+        return "utf-16-le", data.decode("utf-8").encode("utf-16-le")
+    if kind == "latin1":
+        return "latin-1 e-acute", data.replace(b'"name": "', '"name": "\u00e9'.encode("latin-1"), 1)
+    if kind == "badbyte":
+        i = rng.randrange(len(data))
+        return "byte 0xff", data[:i] + bytes([rng.choice((0xFF, 0xC3, 0x80, 0xFE))]) + data[i:]
+    if kind == "bom":
+        return "utf-8 BOM", b"\xef\xbb\xbf" + data
+    if kind == "nul":
+        i = rng.randrange(len(data))
+        return "NUL byte", data[:i] + b"\x00" + data[i:]
+    i = rng.randrange(len(data))
+    return "bit flip", data[:i] + bytes([data[i] ^ (1 << rng.randrange(8))]) + data[i + 1:]
+
+
+def mutants(n: int, seed: int = 10, examples=None):
+    """``n`` (description, bytes) mutants of the examples, the same for the same seed."""
+    rng = random.Random(seed)
+    sources = [(p.name, json.loads(p.read_text(encoding="utf-8"))) for p in (examples or EXAMPLES)]
+    for i in range(n):
+        name, base = sources[i % len(sources)]
+        doc = json.loads(json.dumps(base))
+        steps = []
+        for _ in range(rng.choice((1, 1, 1, 2, 3))):
+            what, doc = _mutate_tree(rng, doc)
+            steps.append(what)
+        data = _deepen(rng, _dump(doc))
+        if rng.random() < 0.3:
+            what, data = _mutate_bytes(rng, data)
+            steps.append(what)
+        yield f"{name}: {'; '.join(steps)}", data
+
+
+def run_cli(path: str) -> tuple[int | str, str]:
+    """memdesigner estimate PATH in-process: (exit code or the escaping exception's name, stderr)."""
+    from memdesigner.cli import main
+
+    err, out = io.StringIO(), io.StringIO()
+    limit = sys.getrecursionlimit()
+    try:
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
+            code = main(["estimate", path])
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    except BaseException as exc:  # what would be a traceback in a real run  # noqa: BLE001
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        code = type(exc).__name__
+    finally:
+        sys.setrecursionlimit(limit)
+    return code, err.getvalue()
+
+
+def classify(code, err: str) -> str:
+    if isinstance(code, str):
+        return f"traceback {code}"
+    if code == 0:
+        return "valid (exit 0)"
+    if code != 2:
+        return f"exit {code}"
+    if not err.endswith("\n") or err.count("\n") != 1 or not err.startswith("memdesigner: error: "):
+        return "exit 2, not exactly one line"
+    return "exit 2, one line"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("-n", type=int, default=10_500)
+    ap.add_argument("--seed", type=int, default=10)
+    ap.add_argument("--show", type=int, default=3, help="examples to print per bad outcome")
+    args = ap.parse_args(argv)
+    counts = collections.Counter()
+    shown = collections.defaultdict(list)
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "design.json"
+        for what, data in mutants(args.n, args.seed):
+            path.write_bytes(data)
+            code, err = run_cli(str(path))
+            kind = classify(code, err)
+            counts[kind] += 1
+            if not kind.startswith(("valid", "exit 2, one")) and len(shown[kind]) < args.show:
+                shown[kind].append(f"{what} -> {err.strip()[:300]!r}")
+    dt = time.perf_counter() - t0
+    print(f"{args.n} mutants (seed {args.seed}) in {dt:.1f} s")
+    for kind, c in counts.most_common():
+        print(f"  {c:>6}  {kind}")
+    for kind, rows in shown.items():
+        print(f"{kind}:")
+        for r in rows:
+            print(f"    {r}")
+    bad = sum(c for k, c in counts.items() if not k.startswith(("valid", "exit 2, one")))
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,55 @@
+"""File -> Open with broken files (from benchmarks/fuzz_designs.py): one message of one line each,
+and the open document stays as it was."""
+
+import sys
+from pathlib import Path
+
+from gui_helpers import load, small_cnn
+from PySide6.QtWidgets import QMessageBox
+
+from memdesigner.io.design_file import DesignFileError, design_to_dict, load_design
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+
+import fuzz_designs  # noqa: E402
+
+
+def _bad_files(tmp_path, n=6):
+    out = []
+    for i, (what, data) in enumerate(fuzz_designs.mutants(400, seed=3)):
+        p = tmp_path / f"bad{i}.json"
+        p.write_bytes(data)
+        try:
+            load_design(p)
+        except DesignFileError:
+            out.append((what, p))
+        if len(out) == n:
+            break
+    p = tmp_path / "deep.json"
+    p.write_bytes(b'{"format": "memdesigner-design", "nodes": ' + b"[" * 50_000 + b"]" * 50_000 + b"}")
+    out.append(("deep nesting", p))
+    p = tmp_path / "latin1.json"
+    p.write_bytes('{"format": "memdesigner-design", "name": "caf\xe9"}'.encode("latin-1"))
+    out.append(("latin-1", p))
+    return out
+
+
+def test_open_bad_files_one_message_document_untouched(window, qtbot, tmp_path, monkeypatch):
+    load(window, qtbot, small_cnn())
+    window.select_node("conv")
+    window.inspector.commit("out_channels", 24)
+    before = design_to_dict(window.design)
+    design, path, undo = window.design, window.path, window.stack.count()
+    shown = []
+    monkeypatch.setattr(QMessageBox, "warning", lambda parent, title, text, *a: shown.append((title, text)))
+    files = _bad_files(tmp_path)
+    for what, p in files:
+        n = len(shown)
+        assert window.open_path(str(p)) is False, what
+        assert len(shown) == n + 1, what
+        title, text = shown[-1]
+        assert title == "Cannot open design"
+        assert "\n" not in text and str(p) in text, (what, text)
+    assert len(shown) == len(files) == 8
+    assert window.design is design and window.path == path and window.stack.count() == undo
+    assert design_to_dict(window.design) == before
