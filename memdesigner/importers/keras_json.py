@@ -186,6 +186,7 @@ class _Importer:
         self.channels_last = True
         self.k3_shapes: dict[tuple, list] = {}  # (layer, node_index, tensor_index) -> Keras shape
         self.keras_layers: dict[str, str] = {}  # Keras layer name -> the node that holds its output
+        self.refs: dict[str, _Ref] = {}  # node id -> its output (whose .moved handlers may still set)
 
     # -- errors and helpers ---------------------------------------------------------------------
     def fail(self, msg: str, layer: str | None = None):
@@ -224,7 +225,8 @@ class _Importer:
         self.specs[nid] = outs
         self.lane[nid] = lane
         moved = bool(inputs) and inputs[0].moved and len(outs[0].shape) >= 3
-        return _Ref(nid, 0, outs[0], moved)
+        ref = self.refs[nid] = _Ref(nid, 0, outs[0], moved)
+        return ref
 
     def to_internal(self, shape: tuple) -> tuple[tuple, bool]:
         """A Keras per-sample shape -> the internal (channels-first) one, and whether it moved."""
@@ -331,6 +333,7 @@ class _Importer:
         else:
             self.functional(layers, cfg)
         self.layout()
+        self.record_layouts()
         self.d.import_warnings = list(self.warnings)
         self.d.keras_layers = dict(self.keras_layers)
         return self.d
@@ -523,9 +526,10 @@ class _Importer:
         if shape is None:
             shape, moved = x.spec.shape, x.moved
             self.warn(f"{lname}: Keras layer {cls!r} is not supported; imported as a Generic node, output shape "
-                      "assumed equal to its input")
+                      "assumed equal to its input; its parameters (if any) are not counted")
         else:
-            self.warn(f"{lname}: Keras layer {cls!r} is not supported; imported as a Generic node")
+            self.warn(f"{lname}: Keras layer {cls!r} is not supported; imported as a Generic node: its "
+                      "parameters (if any) are not counted")
         return [self.generic(ins, cls, shape, lname, lname, moved=moved)]
 
     def simple_shape(self, cls, c, x: _Ref):
@@ -587,7 +591,9 @@ class _Importer:
         props = self._conv(c, x, n, 1)
         if self.channels_last:  # Keras (steps, channels) -> Conv1d wants (channels, steps)
             t = self.node("Permute", [x], {"dims": [0, 2, 1]}, n + "_to_channels_first", n)
+            t.moved = True
             y = self.node("Conv1d", [t], props, n, n)
+            y.moved = True
             y = self.node("Permute", [y], {"dims": [0, 2, 1]}, n + "_to_channels_last", n)
         else:
             y = self.node("Conv1d", [x], props, n, n)
@@ -679,7 +685,9 @@ class _Importer:
         if not self.channels_last:
             return self._pool(c, ins, n, "MaxPool1d", 1)
         t = self.node("Permute", [x], {"dims": [0, 2, 1]}, n + "_to_channels_first", n)
+        t.moved = True
         y = self._pool(c, [t], n, "MaxPool1d", 1)
+        y.moved = True
         return self.node("Permute", [y], {"dims": [0, 2, 1]}, n + "_to_channels_last", n)
 
     _l_MaxPool1D = _l_MaxPooling1D
@@ -740,7 +748,9 @@ class _Importer:
             return self.node("BatchNorm1d", [x], props, n, n)
         if rank == 2 and a == 2:  # (steps, features) normalised over features: BatchNorm1d wants (C, L)
             t = self.node("Permute", [x], {"dims": [0, 2, 1]}, n + "_to_channels_first", n)
+            t.moved = True
             y = self.node("BatchNorm1d", [t], props, n, n)
+            y.moved = True
             return self.node("Permute", [y], {"dims": [0, 2, 1]}, n + "_to_channels_last", n)
         return None
 
@@ -839,12 +849,10 @@ class _Importer:
         units = int(c["units"])
         props = {"hidden_size": units, "num_layers": 1, "bias": bool(c.get("use_bias", True)),
                  "bidirectional": bidirectional, "return_sequences": bool(c.get("return_sequences", False))}
-        if type_name == "LSTM" and props["bias"]:
-            self.warn(f"{n}: PyTorch's LSTM keeps two bias vectors where Keras keeps one: "
-                      f"{4 * units * (2 if bidirectional else 1):,} more parameters than Keras reports")
-        if type_name == "GRU" and props["bias"] and not c.get("reset_after", True):
-            self.warn(f"{n}: GRU reset_after=False has one bias vector in Keras; PyTorch's GRU has two: "
-                      f"{3 * units * (2 if bidirectional else 1):,} more parameters than Keras reports")
+        # Keras's bias layout: LSTM and GRU(reset_after=False) keep one bias vector, GRU with
+        # reset_after=True (Keras 3's default) a (2, 3 x units) one, as PyTorch's bias_ih + bias_hh
+        single = type_name == "LSTM" or not c.get("reset_after", True)
+        props["rnn_bias"] = "single" if single else "double"
         if c.get("return_state"):
             self.warn(f"{n}: return_state: the extra state outputs are not imported")
         y = self.node(type_name, [x], props, n, n)
@@ -902,6 +910,15 @@ class _Importer:
         return self.node("MultiHeadAttention", [x], {"num_heads": heads, "dropout": float(c.get("dropout", 0.0)),
                                                      "bias": bool(c.get("use_bias", True)), "kernel": "fused",
                                                      "need_weights": False}, n, n)
+
+    def record_layouts(self):
+        """Where a node's output order differs from the design's rule (channels_last: image tensors
+        are shown channels last), say so on the node, so that shapes are shown as Keras shows them."""
+        for nid, ref in self.refs.items():
+            rank = len(ref.spec.shape)
+            default = self.channels_last and rank >= 3
+            if ref.moved != default:
+                self.d.nodes[nid].layout = "moved" if ref.moved else "as_is"
 
     # -- layout ---------------------------------------------------------------------------------
     def layout(self):

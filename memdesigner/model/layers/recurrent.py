@@ -28,12 +28,21 @@ def _rnn_params(gates):
                 sfx = f"_l{layer}" + ("_reverse" if direction else "")
                 ps.append(ParamSpec("weight_ih" + sfx, (gates * h, inp)))
                 ps.append(ParamSpec("weight_hh" + sfx, (gates * h, h)))
-                if c["bias"]:
+                if c["bias"] and c["rnn_bias"] == "single":  # Keras LSTM, GRU(reset_after=False)
+                    ps.append(ParamSpec("bias" + sfx, (gates * h,), "bias"))
+                elif c["bias"]:  # PyTorch; Keras GRU(reset_after=True) keeps its (2, 3H) bias the same way
                     ps.append(ParamSpec("bias_ih" + sfx, (gates * h,), "bias"))
                     ps.append(ParamSpec("bias_hh" + sfx, (gates * h,), "bias"))
             inp = d * h
         return ps
     return rule
+
+
+def _tensors_per_direction(props) -> int:
+    """Parameter tensors per layer and direction: two weights and none, one or two biases."""
+    if not props["bias"]:
+        return 2
+    return 3 if props["rnn_bias"] == "single" else 4
 
 
 def _rnn_flops(gates):
@@ -82,7 +91,7 @@ def _lstm_mem(m):
     L = m.props["num_layers"]
     dt = m.amp or m.float_in
     rs = m.props["return_sequences"]
-    per_layer = d * (4 if m.props["bias"] else 2)
+    per_layer = d * _tensors_per_direction(m.props)
     x_tm = T(t * b * i0, dt, "time-major copy of the input")
     states = [T(L * d * b * h, dt, "h0 (zeros)"), T(L * d * b * h, dt, "c0 (zeros)")]
     outs = [T(t * b * d * h, dt, f"layer {layer} output") for layer in range(L)]
@@ -135,7 +144,7 @@ def _gru_mem(m):
     d = 2 if m.props["bidirectional"] else 1
     L = m.props["num_layers"]
     dt = m.amp or m.float_in
-    per_layer = d * (4 if m.props["bias"] else 2)
+    per_layer = d * _tensors_per_direction(m.props)
     saved, temps, stages = [], [], []
     layer_saved = []
     for layer in range(L):
@@ -176,6 +185,9 @@ _RNN_PROPS = (
     Prop("hidden_size", "int", 256, min=1), Prop("num_layers", "int", 1, min=1, max=16),
     Prop("bias", "bool", True), Prop("bidirectional", "bool", False),
     Prop("return_sequences", "bool", True, doc="off: only the last time step (out[:, -1])"),
+    Prop("rnn_bias", "choice", "double", choices=("double", "single"),
+         doc="double: bias_ih and bias_hh (PyTorch; Keras GRU reset_after=True); single: one bias "
+             "vector per layer (Keras LSTM, GRU reset_after=False)"),
 )
 
 LSTM = register(LayerType(

@@ -1,0 +1,62 @@
+"""Eight Keras 3 models (benchmarks/keras_models.py) imported from their model.to_json():
+parameter counts and output shapes exactly as Keras reports them. The numbers in
+tests/fixtures/keras/keras_facts.json were recorded from Keras 3.15 itself (count_params,
+trainable_weights, non_trainable_weights, each layer's output.shape); no Keras needed here."""
+
+import json
+
+import pytest
+from helpers import ROOT
+
+import memdesigner
+from memdesigner.importers.keras_json import load_keras_json
+
+FIX = ROOT / "tests" / "fixtures" / "keras"
+FACTS = json.loads((FIX / "keras_facts.json").read_text())
+
+
+@pytest.mark.parametrize("name", sorted(FACTS))
+def test_params_and_shapes_as_keras_reports_them(name):
+    facts = FACTS[name]
+    d = load_keras_json(FIX / f"{name}.json")
+    rep = memdesigner.estimate(d, batch=2)
+    assert rep.issues == [] and d.import_warnings == []
+    assert (rep.total_params, rep.params, rep.non_trainable_params) == (
+        facts["total"], facts["trainable"], facts["non_trainable"])
+    rows = {r.id: r.output_shape for r in rep.layers}
+    for layer, shape in facts["output_shapes"].items():
+        got = rows[d.keras_layers[layer]]
+        got = got[0] if isinstance(got[0], list) else got  # an RNN's first output
+        assert got == [2, *shape], layer
+
+
+def test_keras_rnn_bias_layout_by_hand():
+    d = load_keras_json(FIX / "gru_tagger.json")
+    per = {r.id: r.params for r in memdesigner.estimate(d).layers}
+    k = d.keras_layers
+    # GRU(32) on 12 features, reset_after=True: 3*32*(12+32) weights + a (2, 96) bias
+    assert per[k["gru"]] == 3 * 32 * (12 + 32) + 2 * 3 * 32 == 4_416
+    # GRU(24, reset_after=False) on 32: one bias vector, 3*24*(32+24+1)
+    assert per[k["gru_1"]] == 3 * 24 * (32 + 24 + 1) == 4_104
+    d = load_keras_json(FIX / "lstm_classifier.json")
+    per = {r.id: r.params for r in memdesigner.estimate(d).layers}
+    k = d.keras_layers
+    assert per[k["lstm"]] == 4 * 48 * (32 + 48 + 1) == 15_552  # PyTorch's two biases: 15,744
+    assert per[k["bidirectional"]] == 2 * 4 * 16 * (48 + 16 + 1) == 8_320
+
+
+def test_batchnorm_statistics_are_non_trainable_parameters():
+    d = load_keras_json(FIX / "mlp_bn.json")
+    rows = {r.id: r for r in memdesigner.estimate(d).layers}
+    bn = rows[d.keras_layers["batch_normalization"]]
+    # Keras's summary: 512 params for BatchNormalization(128): gamma, beta trainable; moving
+    # mean and variance not (no gradient, no optimizer state)
+    assert (bn.params, bn.non_trainable) == (256, 256)
+
+
+def test_conv1d_on_sequences_is_shown_steps_first():
+    d = load_keras_json(FIX / "text_conv1d.json")
+    rows = {r.id: r.output_shape for r in memdesigner.estimate(d, batch=1).layers}
+    conv = d.nodes["conv1d"]  # inside: Conv1d over (channels, steps)
+    assert conv.type == "Conv1d" and conv.layout == "moved"
+    assert rows["conv1d"] == [1, 60, 32]  # Keras: (None, 60, 32)
