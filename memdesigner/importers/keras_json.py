@@ -89,6 +89,9 @@ _ACTIVATIONS = {
 _ELEMENTWISE_UNKNOWN = {"elu", "selu", "softplus", "softsign", "hard_sigmoid", "hard_silu", "hard_swish",
                         "exponential", "mish", "log_softmax", "celu", "glu", "sparse_plus", "squareplus",
                         "tanh_shrink", "hard_tanh", "soft_shrink", "hard_shrink", "threshold", "log_sigmoid"}
+# types whose Keras implementation differs from PyTorch's whatever the data format (the bias add,
+# BatchNormalization's ops); the rest (layout copies) only for channels-last models
+_KERAS_OPS_ANY_LAYOUT = {"Linear", "BatchNorm1d", "BatchNorm2d"}
 _IDENTITY_LAYERS = {"Masking", "ActivityRegularization", "GaussianNoise", "GaussianDropout", "AlphaDropout",
                     "SpatialDropout3D"}
 
@@ -209,6 +212,8 @@ class _Importer:
         """Add a node, connect its inputs, compute its output with the registry's shape rule."""
         lt = registry.get(type_name)
         nid = self.new_id(base_id)
+        if any(p.name == "impl" for p in lt.props) and (self.channels_last or lt.name in _KERAS_OPS_ANY_LAYOUT):
+            props = {**props, "impl": "keras_torch"}  # memory as the Keras layer runs on the torch backend
         try:
             coerced = lt.coerce_props(props)
         except LayerError as err:

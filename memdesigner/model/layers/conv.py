@@ -1,6 +1,7 @@
 """Convolutions (PyTorch arithmetic; SAME/VALID padding the TensorFlow way)."""
 
 from memdesigner.model.layers._common import amp_casts, as_tuple, conv_props, f_dtype, need_rank, window_out
+from memdesigner.model.layers._keras_torch import IMPL, channels_last_strides, kernel_copy, keras, layout_copies
 from memdesigner.model.oprules import In, OpMem, Param, T
 from memdesigner.model.registry import LayerError, LayerType, ParamSpec, TensorSpec, register
 
@@ -45,9 +46,42 @@ def _conv_flops(n):
 
 def _conv_mem(m):
     """convolution saves its input and weight (ConvolutionBackward0), whatever requires grad."""
+    if keras(m):
+        return _keras_conv_mem(m)
     dt = f_dtype(m)
     saved = [In(0), Param(0)] if m.records else []
     mem = OpMem(outputs=[T(m.out_elems(0), dt, "output")], out_dtypes=[dt], saved=saved, grad_in=["new"])
+    return amp_casts(m, mem)
+
+
+def _keras_conv_mem(m):
+    """A Keras Conv1D/2D/3D (DepthwiseConv2D, SeparableConv2D's halves) on the torch backend: the
+    input's layout copies and the kernel's channels_last copy are what the convolution keeps; the
+    bias is a separate add, so the raw output and the biased one meet. Without grad each copy dies
+    after the convolution: the peak is the raw output plus the larger of the last copy and the
+    biased output. A 2-D / 3-D output is channels-last memory."""
+    dt = f_dtype(m)
+    copies, x = layout_copies(m, to_channels_last=True)
+    kc = kernel_copy(m, m.params[0].shape)
+    out = T(m.out_elems(0), dt, "output (bias added)")
+    bias = m.props["bias"]
+    raw = [T(m.out_elems(0), dt, "convolution output before the bias add")] if bias else []
+    strides = [channels_last_strides(m.out_shapes[0])] if len(m.out_shapes[0]) >= 4 else None
+    if m.records:
+        saved = [x, kc or Param(0)]
+        temps = raw  # the first layout copy died when the second was made
+        mem = OpMem(outputs=[out], out_dtypes=[dt], saved=saved, temps=temps, grad_in=["new"])
+    else:
+        # the input and kernel copies die with the convolution, before the bias add makes the output
+        before = (copies[-1].nbytes if copies else 0) + (kc.nbytes if kc else 0)
+        if bias:
+            temps = list(raw)
+            if before > out.nbytes:
+                temps.append(T(before - out.nbytes, "uint8", "input / kernel copies beyond the output they precede"))
+        else:
+            temps = copies[-1:] + ([kc] if kc else [])
+        mem = OpMem(outputs=[out], out_dtypes=[dt], temps=temps, grad_in=["new"])
+    mem.out_strides = strides
     return amp_casts(m, mem)
 
 
@@ -55,7 +89,7 @@ def _make_conv(name, n, aliases=(), torch_ops=()):
     return register(LayerType(
         name=name, family="convolution",
         doc=f"{n}-D convolution. groups = in_channels gives a depthwise convolution.",
-        props=conv_props(n), shape=_conv_shape(n), params=_conv_params(n), flops=_conv_flops(n),
+        props=conv_props(n) + (IMPL,), shape=_conv_shape(n), params=_conv_params(n), flops=_conv_flops(n),
         memory=_conv_mem, aliases=aliases, torch_ops=torch_ops,
         keeps_for_backward="its input (and the weight)",
     ))
