@@ -1,5 +1,7 @@
 """Convolutions (PyTorch arithmetic; SAME/VALID padding the TensorFlow way)."""
 
+import math
+
 from memdesigner.model.layers._common import amp_casts, as_tuple, conv_props, f_dtype, need_rank, window_out
 from memdesigner.model.layers._keras_torch import IMPL, channels_last_strides, kernel_copy, keras, layout_copies
 from memdesigner.model.oprules import In, OpMem, Param, T
@@ -62,6 +64,16 @@ def _keras_conv_mem(m):
     biased output. A 2-D / 3-D output is channels-last memory."""
     dt = f_dtype(m)
     copies, x = layout_copies(m, to_channels_last=True)
+    if m.props["padding"] == "SAME":
+        # Keras pads explicitly (F.pad, a copy the convolution then reads) when SAME padding is
+        # uneven (an odd total: stride 2 on an even size); even padding goes to the convolution
+        spatial = m.in_shapes[0][2:]
+        n = len(spatial)
+        _, pads = window_out(None, n, spatial, m.props["kernel"], m.props["stride"], "SAME", m.props["dilation"])
+        if any(p % 2 for p in pads):
+            elems = m.in_shapes[0][0] * m.in_shapes[0][1] * math.prod(s + p for s, p in zip(spatial, pads))
+            x = T(elems, m.in_dtypes[0], "input padded for uneven SAME padding")
+            copies = copies + [x]
     kc = kernel_copy(m, m.params[0].shape)
     out = T(m.out_elems(0), dt, "output (bias added)")
     bias = m.props["bias"]
