@@ -339,6 +339,7 @@ class _Importer:
             self.functional(layers, cfg)
         self.layout()
         self.record_layouts()
+        self.hold_layer_outputs()
         self.d.import_warnings = list(self.warnings)
         self.d.keras_layers = dict(self.keras_layers)
         return self.d
@@ -915,6 +916,20 @@ class _Importer:
         return self.node("MultiHeadAttention", [x], {"num_heads": heads, "dropout": float(c.get("dropout", 0.0)),
                                                      "bias": bool(c.get("use_bias", True)), "kernel": "fused",
                                                      "need_weights": False}, n, n)
+
+    def hold_layer_outputs(self):
+        """Keras runs a model (Functional, and Sequential built on an Input) through
+        ``Function._run_through_graph``, which keeps every layer's output in a dict until the
+        forward pass returns: none is freed when its last consumer ran. Each node holding a Keras
+        layer's output keeps it until the model's last op."""
+        order = self.d.topo_order()
+        if not order:
+            return
+        last = order[-1]
+        for nid in set(self.keras_layers.values()):
+            node = self.d.nodes[nid]
+            if nid != last and node.type != "Input":
+                node.keep_until = last
 
     def record_layouts(self):
         """Where a node's output order differs from the design's rule (channels_last: image tensors
