@@ -7,7 +7,7 @@ the truth harness running the model on Keras 3's PyTorch backend on the CPU.
 
     python benchmarks/keras_models.py --export     # needs keras: write tests/fixtures/keras/*.json and
                                                    # the Keras facts (params, output shapes) next to them
-    python benchmarks/keras_models.py --measure    # needs keras + shared/truth: benchmarks/keras_truth.json
+    python benchmarks/keras_models.py --measure    # needs keras + shared/truth: tests/fixtures/keras/keras_measured.json
     python benchmarks/keras_models.py              # compare with the stored files (no keras needed)
 
 Keras runs with ``KERAS_BACKEND=torch``: a Keras 3 model is then a ``torch.nn.Module``; a thin
@@ -35,7 +35,7 @@ from _tables import OPTIMIZERS, default_truth_dir, mib  # noqa: E402
 
 FIXTURES = REPO / "tests" / "fixtures" / "keras"
 FACTS = FIXTURES / "keras_facts.json"
-TRUTH_JSON = HERE / "keras_truth.json"
+TRUTH_JSON = FIXTURES / "keras_measured.json"
 GRID = [("inference-b8", "inference", None, 8), ("train-sgd-b8", "train", "sgd", 8),
         ("train-adam-b8", "train", "adam", 8)]
 
@@ -195,7 +195,7 @@ def compare():
         cells = []
         rep = None
         for key, mode, opt, batch in GRID:
-            rep = memdesigner.estimate(d, mode=mode, batch=batch, optimizer=OPTIMIZERS[opt])
+            rep = memdesigner.estimate(d, mode=mode, batch=batch, optimizer=OPTIMIZERS[opt], backend="cpu")
             t = truth.get(f"{name}/{key}")
             if t is None:
                 cells.append(f"{mib(rep.peak_bytes)} / -")
