@@ -3,7 +3,7 @@
 import math
 
 from memdesigner.model.layers._common import amp_casts, as_tuple, conv_props, f_dtype, need_rank, window_out
-from memdesigner.model.layers._keras_torch import IMPL, channels_last_strides, kernel_copy, keras, layout_copies
+from memdesigner.model.layers._keras_torch import IMPL, channels_last_strides, keras, kernel_copy, layout_copies
 from memdesigner.model.oprules import In, OpMem, Param, T
 from memdesigner.model.registry import LayerError, LayerType, ParamSpec, TensorSpec, register
 
@@ -143,8 +143,40 @@ def _convt_flops(c, outs):
     return 2 * c.inputs[0].numel * (c["out_channels"] // c["groups"]) * k[0] * k[1]
 
 
+def _keras_convt_mem(m):
+    """A Keras Conv2DTranspose on the torch backend: a channels-first copy of the input (kept for
+    backward), then conv_transpose2d with padding 0 (the largest output, (in - 1) x stride +
+    kernel per side), sliced to Keras's window (views) and a separate bias add. Backward: each
+    cropped dimension's slice_backward makes a zero-filled gradient of the size before its crop."""
+    dt = f_dtype(m)
+    copies, x = layout_copies(m, to_channels_last=False)
+    b, cin, *spatial = m.in_shapes[0]
+    cout, *outs = m.out_shapes[0][1:]
+    k, s, d = as_tuple(m.props["kernel"], 2), as_tuple(m.props["stride"], 2), as_tuple(m.props["dilation"], 2)
+    natural = [(n - 1) * st + (kk - 1) * dd + 1 for n, kk, st, dd in zip(spatial, k, s, d)]
+    raw = T(b * cout * math.prod(natural), dt, "conv_transpose output before cropping")
+    out = T(m.out_elems(0), dt, "output (bias added)")
+    if not m.records:
+        return amp_casts(m, OpMem(outputs=[out], out_dtypes=[dt], temps=[raw], grad_in=["new"]))
+    # the chain of gradients: the incoming one, then one per cropped dimension (the last slice's
+    # backward runs first); each lives until the next is made, so two neighbours meet at most
+    chain, size = [out.elems], list(outs)
+    for i in reversed(range(2)):
+        if natural[i] != outs[i]:
+            size[i] = natural[i]
+            chain.append(b * cout * math.prod(size))
+    pair = max((a + c for a, c in zip(chain, chain[1:])), default=chain[0])
+    bwd = [T(pair - chain[0], dt, "slice_backward: zero-filled gradients of the uncropped output")] if pair > chain[0] else []
+    return amp_casts(m, OpMem(outputs=[out], out_dtypes=[dt], saved=[x, Param(0)], temps=[raw],
+                              grad_in=["new"], bwd_temps=bwd))
+
+
+def _convt_mem(m):
+    return _keras_convt_mem(m) if keras(m) else _conv_mem(m)
+
+
 def _convt_props():
-    props = list(conv_props(2, transpose=True))
+    props = list(conv_props(2, transpose=True)) + [IMPL]
     return tuple(props)
 
 
@@ -152,6 +184,6 @@ ConvTranspose2d = register(LayerType(
     name="ConvTranspose2d", family="convolution",
     doc="2-D transposed convolution (learned upsampling).",
     props=_convt_props(), shape=_convt_shape, params=_convt_params, flops=_convt_flops,
-    memory=_conv_mem, aliases=("Conv2DTranspose",), torch_ops=("ConvTranspose2d",),
+    memory=_convt_mem, aliases=("Conv2DTranspose",), torch_ops=("ConvTranspose2d",),
     keeps_for_backward="its input (and the weight)",
 ))
