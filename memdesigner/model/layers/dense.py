@@ -101,16 +101,8 @@ def _reshape_mem(m):
     when the memory is channels last."""
     from memdesigner.model.layout import view_strides
 
-    if keras(m) and len(m.in_shapes[0]) >= 4 and m.in_strides:
-        shape, st0 = m.in_shapes[0], m.in_strides[0]
-        perm = (0,) + tuple(range(2, len(shape))) + (1,)
-        st = view_strides(tuple(shape[p] for p in perm), tuple(st0[p] for p in perm), m.out_shapes[0])
-        if st is not None:
-            mem = view(m)
-            mem.out_strides = [st]
-            return mem
-        t = T(m.in_elems(0), m.in_dtypes[0], "contiguous copy (Keras flattens channels last)")
-        return OpMem(outputs=[t], out_dtypes=[m.in_dtypes[0]], grad_in=["alias"])
+    if keras(m) and m.in_strides and (len(m.in_shapes[0]) >= 4 or len(m.out_shapes[0]) >= 4):
+        return _keras_reshape_mem(m)
     st = view_strides(m.in_shapes[0], m.in_strides[0], m.out_shapes[0]) if m.in_strides else None
     if st is not None or not m.in_strides:
         mem = view(m)
@@ -118,6 +110,36 @@ def _reshape_mem(m):
         return mem
     t = T(m.in_elems(0), m.in_dtypes[0], "contiguous copy")
     return OpMem(outputs=[t], out_dtypes=[m.in_dtypes[0]], grad_in=["alias"])
+
+
+def _channels_last_perm(rank: int) -> tuple:
+    """Keras's dimension order of an internal (B, C, *spatial) tensor; identity below 4-D."""
+    return (0,) + tuple(range(2, rank)) + (1,) if rank >= 4 else tuple(range(rank))
+
+
+def _keras_reshape_mem(m):
+    """A Keras Flatten / Reshape of a channels-last image reshapes Keras's (B, H, W, C) order:
+    a view when that order's strides allow it (after a convolution: channels-last memory),
+    a copy otherwise (after pooling, whose output is channels-first memory)."""
+    from memdesigner.model.layout import contiguous_strides, view_strides
+
+    shape, strides, out = m.in_shapes[0], m.in_strides[0], m.out_shapes[0]
+    pin, pout = _channels_last_perm(len(shape)), _channels_last_perm(len(out))
+    k_out = tuple(out[p] for p in pout)
+    st = view_strides(tuple(shape[p] for p in pin), tuple(strides[p] for p in pin), k_out)
+    copy = st is None
+    if copy:
+        st = contiguous_strides(k_out)
+    internal = [0] * len(out)
+    for j, p in enumerate(pout):
+        internal[p] = st[j]
+    if copy:
+        t = T(m.in_elems(0), m.in_dtypes[0], "contiguous copy (Keras reshapes channels last)")
+        mem = OpMem(outputs=[t], out_dtypes=[m.in_dtypes[0]], grad_in=["alias"])
+    else:
+        mem = view(m)
+    mem.out_strides = [tuple(internal)]
+    return mem
 
 
 Flatten = register(LayerType(
@@ -153,7 +175,7 @@ def _reshape_shape(c):
 Reshape = register(LayerType(
     name="Reshape", family="dense",
     doc="Reshape per sample (a view when the input is contiguous, a copy otherwise).",
-    props=(Prop("shape", "ints", (-1,), doc="per-sample target shape; one dimension may be -1"),),
+    props=(Prop("shape", "ints", (-1,), doc="per-sample target shape; one dimension may be -1"), IMPL),
     shape=_reshape_shape, memory=_reshape_mem, torch_ops=("reshape", "view"),
     keeps_for_backward="nothing",
 ))
