@@ -42,7 +42,8 @@ def _bn_mem(m):
         # Keras: square(x) saves x; (x - mean).mul_(scale) keeps a clone of x - mean; the backward
         # of the moments and of the product makes a second full-size gradient
         full = m.in_elems(0)
-        return OpMem(outputs=[out], out_dtypes=[out.dtype], saved=[In(0), T(full, m.float_in, "clone of x - mean")],
+        saved = [In(0), T(full, m.float_in, "clone of x - mean"), T(ch, m.float_in, "rsqrt(variance + eps)")]
+        return OpMem(outputs=[out], out_dtypes=[out.dtype], saved=saved,
                      grad_in=["new"], bwd_temps=[T(full, m.float_in, "moments' gradient")])
     sd = _stat_dtype(m)
     stats = [T(ch, sd, "save_mean"), T(ch, sd, "save_invstd")]
