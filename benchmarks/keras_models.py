@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import sys
 from pathlib import Path
 
@@ -207,8 +208,9 @@ def compare():
         print(f"{name:18} {p:>24} {rep.non_trainable_params:>10,}" + "".join(f" {c:>34}" for c in cells))
     if errs:
         abs_errs = sorted(abs(e) for e in errs)
-        print(f"\n{len(errs)} configurations: median |error| {abs_errs[len(abs_errs) // 2]:.1f} %, "
-              f"worst {max(errs, key=abs):+.1f} %")
+        within = sum(e <= 1.0 for e in abs_errs)
+        print(f"\n{len(errs)} configurations: median |error| {statistics.median(abs_errs):.2f} %, "
+              f"worst {max(errs, key=abs):+.2f} %, within 1 %: {within}")
 
 
 def main(argv=None):

@@ -41,6 +41,8 @@ CASES = [
      "train", 470_184),
     ("DepthwiseConv2D: the same copies, groups = channels",
      _seq((32, 32, 16), _l("DepthwiseConv2D", "dw", kernel_size=3, padding="same")), "train", 2_099_016),
+    ("Conv3D: the same copies in channels_last_3d",
+     _seq((8, 16, 16, 4), _l("Conv3D", "c", filters=8, kernel_size=3)), "train", 1_136_840),
     ("MaxPooling2D pools a channels-first copy",
      _seq((32, 32, 16), _l("MaxPooling2D", "p", pool_size=2)), "inference", 1_441_792),
     ("Flatten after pooling copies (Keras flattens H, W, C of channels-first memory)",
@@ -90,3 +92,11 @@ def test_eight_models_within_measured(key):
     # nn.MultiheadAttention rule: up to 5 % under in training; everything else within 2 %
     tol = 0.06 if name == "attention_block" and mode == "train" else 0.021
     assert abs(est - truth) <= tol * truth, (est, truth)
+
+
+def test_conv3d_is_modelled_with_keras_params_and_shape():
+    d = load_keras_json(_seq((8, 16, 16, 4), _l("Conv3D", "c", filters=8, kernel_size=3)))
+    assert d.import_warnings == [] and d.nodes["c"].type == "Conv3d"
+    rep = memdesigner.estimate(d, batch=1)
+    assert rep.params == 8 * 4 * 27 + 8 == 872
+    assert rep.layers[-1].output_shape == [1, 6, 14, 14, 8]  # Keras: (None, 6, 14, 14, 8)

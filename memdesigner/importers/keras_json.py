@@ -590,6 +590,12 @@ class _Importer:
 
     _l_Convolution2D = _l_Conv2D
 
+    def _l_Conv3D(self, c, ins, n):
+        x = ins[0]
+        y = self.node("Conv3d", [x], self._conv(c, x, n, 3), n, n)
+        y.moved = x.moved
+        return self.activation(y, c.get("activation"), n, n)
+
     def _l_Conv1D(self, c, ins, n):
         x = ins[0]
         if len(x.spec.shape) != 2:

@@ -109,6 +109,7 @@ def _make_conv(name, n, aliases=(), torch_ops=()):
 
 Conv1d = _make_conv("Conv1d", 1, ("Conv1D",), ("Conv1d", "conv1d"))
 Conv2d = _make_conv("Conv2d", 2, ("Conv2D", "DepthwiseConv2d"), ("Conv2d", "conv2d"))
+Conv3d = _make_conv("Conv3d", 3, ("Conv3D",), ("Conv3d", "conv3d"))  # volumes, video: (C, D, H, W)
 
 
 def _convt_shape(c):
