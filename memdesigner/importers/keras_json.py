@@ -22,18 +22,27 @@ A ``.keras`` archive (a zip holding ``config.json``) is read too.
 channels-first, as PyTorch's. The importer converts every image tensor (3 or more dimensions per
 sample) to channels-first internally: a Keras Input (1491, 257, 1) becomes an Input (1, 1491, 257),
 Conv2D maps onto Conv2d, and ``Concatenate(axis=-1)`` onto ``Concat(dim=1)``. Element counts,
-parameters, FLOPs and memory are identical either way; ``design.channels_last`` is set to True so
-that the user interface can show shapes the Keras way. Where a Keras layer works on the last axis of
+parameters and FLOPs are identical either way; ``design.channels_last`` is set to True and shapes
+are shown the Keras way (below). Where a Keras layer works on the last axis of
 an image tensor (Dense or LayerNormalization on (H, W, C)), the op is wrapped in two Permute views so
 that it sees channels last, as in Keras. Sequences (2 dimensions per sample: steps, features) keep
 the Keras layout, which is also PyTorch's batch-first layout. A model whose layers say
 ``data_format: "channels_first"`` is taken as it is.
 
-**Parameters.** The count memdesigner reports is trainable parameters; Keras' summary "Total
-params" also counts BatchNormalization's moving mean and variance (memdesigner: buffers). Keras'
-LSTM has one bias vector per gate set where PyTorch has two (bias_ih and bias_hh), so an imported
-LSTM has 4 x units more parameters than Keras reports (a warning says so); GRU with the default
-``reset_after=True`` matches PyTorch exactly.
+**Parameters** are Keras's: ``Report.total_params`` is model.summary()'s "Total params",
+``.params`` the trainable ones and ``.non_trainable_params`` BatchNormalization's moving mean and
+variance (buffers: no gradient, no optimizer state; Keras has no ``num_batches_tracked``). Keras's
+LSTM and GRU(reset_after=False) keep one bias vector per layer (``rnn_bias = "single"``); a GRU
+with reset_after=True (Keras 3's default) keeps a (2, 3 x units) bias, PyTorch's bias_ih + bias_hh.
+
+**Shapes** are shown as Keras shows them: each node records its layout (``Node.layout``), so the
+report's ``output_shape`` of a Conv2D is (batch, H, W, C) and a Conv1D's (batch, steps, channels)
+although the nodes hold them channels-first (memdesigner/model/shown_layout.py).
+
+**Memory** follows Keras 3 on the PyTorch backend: nodes get ``impl = "keras_torch"`` (a separate
+bias add, layout copies around convolutions and pooling, Keras's BatchNormalization ops and RNN
+loop), and every Keras layer's output is held until the model's last op (``keep_until``): Keras's
+``Function._run_through_graph`` keeps them all in a dict until the forward pass returns.
 
 **Unknown layers** become Generic nodes (their output is counted, their inputs are assumed kept for
 backward) and add a line to ``design.import_warnings``. Their output shape is taken from the Keras 3
