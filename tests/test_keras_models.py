@@ -60,3 +60,17 @@ def test_conv1d_on_sequences_is_shown_steps_first():
     conv = d.nodes["conv1d"]  # inside: Conv1d over (channels, steps)
     assert conv.type == "Conv1d" and conv.layout == "moved"
     assert rows["conv1d"] == [1, 60, 32]  # Keras: (None, 60, 32)
+
+
+def test_multi_head_attention_with_its_own_key_dim():
+    """Keras MHA(num_heads=2, key_dim=16) on 8 features: q, k, v kernels (8, 2, 16) + biases
+    (2, 16), output kernel (2, 16, 8) + bias (8): 3 x (256 + 32) + 256 + 8 = 1,128."""
+    model = {"class_name": "Functional", "config": {"name": "m", "layers": [
+        {"class_name": "InputLayer", "name": "x", "config": {"name": "x", "batch_input_shape": [None, 5, 8]},
+         "inbound_nodes": []},
+        {"class_name": "MultiHeadAttention", "name": "mha", "config": {"name": "mha", "num_heads": 2, "key_dim": 16},
+         "inbound_nodes": [[["x", 0, 0, {}], ["x", 0, 0, {}]]]}]}}
+    d = load_keras_json(model)
+    assert d.nodes["mha"].type == "MultiHeadAttention" and d.nodes["mha"].props["head_dim"] == 16
+    rep = memdesigner.estimate(d, batch=1)
+    assert rep.params == 1_128 and rep.layers[-1].output_shape == [1, 5, 8]

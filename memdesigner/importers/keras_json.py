@@ -926,11 +926,12 @@ class _Importer:
         if any(r.node != x.node or r.port != x.port for r in ins[1:]):
             return None  # cross-attention: not representable by the self-attention node
         heads, key_dim = int(c["num_heads"]), int(c["key_dim"])
-        if heads * key_dim != x.spec.shape[1] or (c.get("value_dim") not in (None, key_dim)):
+        if c.get("value_dim") not in (None, key_dim) or c.get("output_shape") is not None:
             return None
+        head_dim = 0 if heads * key_dim == x.spec.shape[1] else key_dim
         return self.node("MultiHeadAttention", [x], {"num_heads": heads, "dropout": float(c.get("dropout", 0.0)),
                                                      "bias": bool(c.get("use_bias", True)), "kernel": "fused",
-                                                     "need_weights": False}, n, n)
+                                                     "need_weights": False, "head_dim": head_dim}, n, n)
 
     def hold_layer_outputs(self):
         """Keras runs a model (Functional, and Sequential built on an Input) through
