@@ -74,3 +74,20 @@ def test_multi_head_attention_with_its_own_key_dim():
     assert d.nodes["mha"].type == "MultiHeadAttention" and d.nodes["mha"].props["head_dim"] == 16
     rep = memdesigner.estimate(d, batch=1)
     assert rep.params == 1_128 and rep.layers[-1].output_shape == [1, 5, 8]
+
+
+@pytest.mark.parametrize("merge, width", [("sum", 16), ("ave", 16), ("mul", 16), ("concat", 32)])
+def test_bidirectional_merge_modes(merge, width):
+    """Keras: Bidirectional(LSTM(16, return_sequences=True), merge_mode) on (10, 8): 2 x 4 x 16 x
+    (8 + 16 + 1) = 3,200 parameters; output (None, 10, 16), or (None, 10, 32) concatenated."""
+    lstm = {"class_name": "LSTM", "config": {"name": "lstm", "units": 16, "return_sequences": True}}
+    model = {"class_name": "Sequential", "config": {"name": "s", "layers": [
+        {"class_name": "InputLayer", "config": {"name": "in", "batch_input_shape": [None, 10, 8]}},
+        {"class_name": "Bidirectional", "config": {"name": "bi", "layer": lstm, "merge_mode": merge}}]}}
+    d = load_keras_json(model)
+    assert d.import_warnings == []
+    rep = memdesigner.estimate(d, batch=1)
+    assert rep.params == 3_200
+    out = {r.id: r.output_shape for r in rep.layers}[d.keras_layers["bi"]]
+    out = out[0] if isinstance(out[0], list) else out  # concat: the LSTM node itself (and its h_n)
+    assert out == [1, 10, width]

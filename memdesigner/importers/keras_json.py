@@ -877,7 +877,16 @@ class _Importer:
         if c.get("return_state"):
             self.warn(f"{n}: return_state: the extra state outputs are not imported")
         y = self.node(type_name, [x], props, n, n)
-        if bidirectional and merge_mode != "concat":
+        if bidirectional and merge_mode in ("sum", "mul", "ave"):
+            # Keras merges the two directions' outputs: split the (.., 2H) output back (views),
+            # then add / multiply (and halve for ave)
+            halves = self.node("Split", [y], {"chunks": 2, "dim": -1}, n + "_directions", n)
+            second = _Ref(halves.node, 1, self.specs[halves.node][1])
+            op = "Multiply" if merge_mode == "mul" else "Add"
+            y = self.node(op, [halves, second], {}, n + "_" + merge_mode, n)
+            if merge_mode == "ave":
+                y = self.node("Scale", [y], {"factor": 0.5}, n + "_ave", n)
+        elif bidirectional and merge_mode != "concat":
             self.warn(f"{n}: Bidirectional merge_mode {merge_mode!r} imported as concat (twice the output width)")
         return y
 
