@@ -190,6 +190,8 @@ def render_table(rep, design, timeline: bool = False) -> str:
     lines.append("-" * len(hdr))
     lines.append(f"parameters        {rep.params:,} ({format_bytes(rep.param_bytes)}"
                  f"{', buffers ' + format_bytes(rep.buffer_bytes) if rep.buffer_bytes else ''})")
+    if rep.non_trainable_params:  # float buffers: Keras's "Non-trainable params"
+        lines.append(f"  non-trainable   {rep.non_trainable_params:,} (total {rep.total_params:,})")
     lines.append(f"FLOPs (forward)   {format_count(rep.flops)}")
     where = f" in {rep.peak_phase}" + (f" at {design.nodes[rep.peak_layer].name}" if rep.peak_layer in design.nodes
                                          else "") if rep.peak_phase else ""

@@ -53,6 +53,19 @@ def test_conv2d(p):
     assert ours(shape, "Conv2d", props) == theirs(m, shape)
 
 
+@pytest.mark.parametrize("p", [dict(out_channels=4, kernel=3), dict(out_channels=6, kernel=[1, 3, 2], stride=2, padding=1),
+                               dict(out_channels=3, kernel=3, groups=3, bias=False, dilation=2)])
+def test_conv3d(p):
+    shape = (3, 9, 11, 10)
+    pt = dict(p)
+    m = nn.Conv3d(shape[0], pt.pop("out_channels"), pt.pop("kernel"), stride=pt.pop("stride", 1),
+                  padding=pt.pop("padding", 0), dilation=pt.pop("dilation", 1), groups=pt.pop("groups", 1),
+                  bias=pt.pop("bias", True))
+    props = dict(p)
+    props.setdefault("padding", 0)
+    assert ours(shape, "Conv3d", props) == theirs(m, shape)
+
+
 @pytest.mark.parametrize("stride", [1, 2, 3])
 @pytest.mark.parametrize("size", [(200, 300), (25, 38), (7, 9)])
 def test_conv2d_same_and_valid_keras_formula(stride, size):
@@ -208,7 +221,7 @@ def test_merge_shapes():
 
 
 def test_every_registered_type_is_covered():
-    covered = {"Conv2d", "Conv1d", "ConvTranspose2d", "Linear", "MaxPool2d", "AvgPool2d", "MaxPool1d",
+    covered = {"Conv2d", "Conv1d", "Conv3d", "ConvTranspose2d", "Linear", "MaxPool2d", "AvgPool2d", "MaxPool1d",
                "AdaptiveAvgPool2d", "Upsample", "BatchNorm2d", "BatchNorm1d", "LayerNorm", "GroupNorm", "ReLU", "ReLU6",
                "LeakyReLU", "GELU", "SiLU", "Sigmoid", "Tanh", "Softmax", "Dropout", "Flatten", "Reshape", "Embedding",
                "LSTM", "GRU", "MultiHeadAttention", "Transpose", "Permute", "Split", "Select", "Mean", "ClassToken",

@@ -12,6 +12,7 @@ from memdesigner._qt.commands import AddEdgeCmd, MoveNodesCmd
 from memdesigner._qt.edge_item import EdgeItem, curve
 from memdesigner._qt.node_item import NodeItem, PortItem
 from memdesigner.model.design import Design, Edge
+from memdesigner.model.shown_layout import shown_shape
 from memdesigner.units import format_bytes, format_count
 
 NOT_CONNECTED = "not connected yet: drag from an output port to its input"
@@ -178,6 +179,8 @@ class GraphScene(QGraphicsScene):
             info = infos.get(e.src)
             if info is not None and info.ok and e.src_port < len(info.outputs):
                 shp = info.outputs[e.src_port].shape
+                if e.src_port == 0:  # in the source framework's order (Keras: channels last)
+                    shp = shown_shape(self.design, e.src, shp)
                 if getattr(it, "_shape_key", None) != (batch, shp):
                     it._shape_key = (batch, shp)
                     it.set_label(shape_text([batch, *shp]))

@@ -11,6 +11,7 @@ from memdesigner.engine.settings import Settings
 from memdesigner.engine.simulate import CATS, Simulation
 from memdesigner.model.analysis import Analysis, analyze
 from memdesigner.model.design import Design
+from memdesigner.model.shown_layout import shown_shape
 from memdesigner.units import DTYPE_BYTES
 
 
@@ -55,11 +56,12 @@ def _run(design: Design, an: Analysis, settings: Settings, dev: Device | None) -
     sim = Simulation(design, an, settings, rounding).run()
     mem = sim.mem
     batch = settings.batch
-    params = pbytes = bbytes = flops = lower = 0
+    params = non_trainable = pbytes = bbytes = flops = lower = 0
     valid = [nid for nid in an.order if an.nodes[nid].ok]
     for nid in valid:
         r = sim.rows[nid]
         params += r["params"]
+        non_trainable += r["non_trainable"]
         pbytes += r["param_bytes"]
         bbytes += r["buffer_bytes"]
         flops += an.nodes[nid].flops * batch
@@ -70,10 +72,12 @@ def _run(design: Design, an: Analysis, settings: Settings, dev: Device | None) -
             info = an.nodes[nid]
             node = design.nodes[nid]
             r = sim.rows[nid]
-            shape = ([[batch, *o.shape] for o in info.outputs] if len(info.outputs) > 1
-                     else [batch, *info.outputs[0].shape])
+            # in the source framework's order (Keras: channels last); the first output only: the
+            # others (an RNN's h_n) are not laid out as images
+            outs = [shown_shape(design, nid, o.shape) if i == 0 else o.shape for i, o in enumerate(info.outputs)]
+            shape = [[batch, *o] for o in outs] if len(outs) > 1 else [batch, *outs[0]]
             rows.append(LayerRow(nid, node.name, node.type, shape, r["params"], r["param_bytes"],
-                                 r["activation_bytes"], r["kept_bytes"], info.flops * batch))
+                                 r["activation_bytes"], r["kept_bytes"], info.flops * batch, r["non_trainable"]))
         return rows
 
     # textbook lower bound: parameters + the largest pair of adjacent feature maps
@@ -112,7 +116,7 @@ def _run(design: Design, an: Analysis, settings: Settings, dev: Device | None) -
         peak_bytes=peak, device_peak_bytes=dpeak, phase_peaks=dict(sim.phase_peaks), at_peak=at_peak,
         peak_phase=phase, peak_layer=layer, lower_bound_bytes=lower, layers_fn=layer_rows, timeline=sim.events,
         issues=list(an.issues), warnings=warnings, device=device,
-        runtime_overhead_bytes=dev.runtime_overhead_bytes if dev else 0,
+        runtime_overhead_bytes=dev.runtime_overhead_bytes if dev else 0, non_trainable_params=non_trainable,
         recompute_flops=sum(an.nodes[n].flops for n in sim.recomputed) * batch,
     )
 

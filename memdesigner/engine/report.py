@@ -30,11 +30,12 @@ class LayerRow:
     activation_bytes: int  # new output storages this op creates
     kept_bytes: int  # extra tensors it keeps for backward (masks, indices, statistics)
     flops: int  # forward, whole batch
+    non_trainable: int = 0  # float buffers (BatchNorm's moving statistics): Keras counts them per layer
 
     def to_dict(self) -> dict:
         return {
             "id": self.id, "name": self.name, "type": self.type, "output_shape": self.output_shape,
-            "params": self.params, "param_bytes": self.param_bytes, "activation_bytes": self.activation_bytes,
+            "params": self.params, "non_trainable": self.non_trainable, "param_bytes": self.param_bytes, "activation_bytes": self.activation_bytes,
             "kept_bytes": self.kept_bytes, "flops": self.flops,
         }
 
@@ -75,6 +76,7 @@ class Report:
     max_batch: int | None = None
     runtime_overhead_bytes: int = 0
     recompute_flops: int = 0  # forward FLOPs that activation checkpointing runs again in backward
+    non_trainable_params: int = 0  # float buffers: Keras's "Non-trainable params" (moving mean/variance)
 
     _layers: list | None = None
 
@@ -83,6 +85,11 @@ class Report:
         if self._layers is None:
             self._layers = self.layers_fn()
         return self._layers
+
+    @property
+    def total_params(self) -> int:
+        """Trainable + non-trainable: Keras's "Total params"."""
+        return self.params + self.non_trainable_params
 
     @property
     def ok(self) -> bool:
@@ -96,6 +103,8 @@ class Report:
         d = {
             "settings": self.settings,
             "params": self.params,
+            "non_trainable_params": self.non_trainable_params,
+            "total_params": self.total_params,
             "param_bytes": self.param_bytes,
             "buffer_bytes": self.buffer_bytes,
             "flops": self.flops,

@@ -244,7 +244,7 @@ class Simulation:
             info = an.nodes[nid]
             bits = nodes[nid].bits
             tied = nodes[nid].tied
-            pb = bb = n_p = 0
+            pb = bb = n_p = n_nt = 0
             for p in info.params:
                 if p.name in tied:  # the same tensor as another layer's parameter: counted there
                     continue
@@ -254,6 +254,9 @@ class Simulation:
                     n_p += p.numel
                 else:
                     bb += nb
+                    # a float buffer is a non-trainable parameter in Keras's sense (moving statistics);
+                    # an int64 step counter (num_batches_tracked) is not
+                    n_nt += p.numel if p.dtype is None else 0
                 weights_total += nb
                 weights_r += nb if rnd <= 1 else -(-nb // rnd) * rnd
                 if p.trainable:
@@ -262,8 +265,8 @@ class Simulation:
                     if state_per_param:
                         state_total += state_per_param * tb + step_tensor
                         state_r += state_per_param * (tb if rnd <= 1 else -(-tb // rnd) * rnd) + step_tensor
-            self.rows[nid] = {"params": n_p, "param_bytes": pb, "buffer_bytes": bb, "activation_bytes": 0,
-                              "kept_bytes": 0}
+            self.rows[nid] = {"params": n_p, "non_trainable": n_nt, "param_bytes": pb, "buffer_bytes": bb,
+                              "activation_bytes": 0, "kept_bytes": 0}
         # weights and optimizer state live all step long: one block each (already rounded)
         mem.alloc_exact(weights_total, weights_r, W, "parameters and buffers (all layers)")
         if state_total:

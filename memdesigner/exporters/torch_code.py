@@ -199,8 +199,8 @@ def to_python(design: Design, class_name: str | None = None) -> str:
         xs = in_spec(nid) if ins[nid] else None
         line = None
         mod = None
-        if t in ("Conv1d", "Conv2d"):
-            n = 1 if t == "Conv1d" else 2
+        if t in ("Conv1d", "Conv2d", "Conv3d"):
+            n = int(t[-2])
             pad = _conv_padding(p, xs.shape[1:], n)
             mod = (f"nn.{t}({xs.shape[0]}, {p['out_channels']}, kernel_size={_lit(p['kernel'])}, "
                    f"stride={_lit(p['stride'])}, padding={_lit(pad)}, dilation={_lit(p['dilation'])}, "

@@ -22,18 +22,27 @@ A ``.keras`` archive (a zip holding ``config.json``) is read too.
 channels-first, as PyTorch's. The importer converts every image tensor (3 or more dimensions per
 sample) to channels-first internally: a Keras Input (1491, 257, 1) becomes an Input (1, 1491, 257),
 Conv2D maps onto Conv2d, and ``Concatenate(axis=-1)`` onto ``Concat(dim=1)``. Element counts,
-parameters, FLOPs and memory are identical either way; ``design.channels_last`` is set to True so
-that the user interface can show shapes the Keras way. Where a Keras layer works on the last axis of
+parameters and FLOPs are identical either way; ``design.channels_last`` is set to True and shapes
+are shown the Keras way (below). Where a Keras layer works on the last axis of
 an image tensor (Dense or LayerNormalization on (H, W, C)), the op is wrapped in two Permute views so
 that it sees channels last, as in Keras. Sequences (2 dimensions per sample: steps, features) keep
 the Keras layout, which is also PyTorch's batch-first layout. A model whose layers say
 ``data_format: "channels_first"`` is taken as it is.
 
-**Parameters.** The count memdesigner reports is trainable parameters; Keras' summary "Total
-params" also counts BatchNormalization's moving mean and variance (memdesigner: buffers). Keras'
-LSTM has one bias vector per gate set where PyTorch has two (bias_ih and bias_hh), so an imported
-LSTM has 4 x units more parameters than Keras reports (a warning says so); GRU with the default
-``reset_after=True`` matches PyTorch exactly.
+**Parameters** are Keras's: ``Report.total_params`` is model.summary()'s "Total params",
+``.params`` the trainable ones and ``.non_trainable_params`` BatchNormalization's moving mean and
+variance (buffers: no gradient, no optimizer state; Keras has no ``num_batches_tracked``). Keras's
+LSTM and GRU(reset_after=False) keep one bias vector per layer (``rnn_bias = "single"``); a GRU
+with reset_after=True (Keras 3's default) keeps a (2, 3 x units) bias, PyTorch's bias_ih + bias_hh.
+
+**Shapes** are shown as Keras shows them: each node records its layout (``Node.layout``), so the
+report's ``output_shape`` of a Conv2D is (batch, H, W, C) and a Conv1D's (batch, steps, channels)
+although the nodes hold them channels-first (memdesigner/model/shown_layout.py).
+
+**Memory** follows Keras 3 on the PyTorch backend: nodes get ``impl = "keras_torch"`` (a separate
+bias add, layout copies around convolutions and pooling, Keras's BatchNormalization ops and RNN
+loop), and every Keras layer's output is held until the model's last op (``keep_until``): Keras's
+``Function._run_through_graph`` keeps them all in a dict until the forward pass returns.
 
 **Unknown layers** become Generic nodes (their output is counted, their inputs are assumed kept for
 backward) and add a line to ``design.import_warnings``. Their output shape is taken from the Keras 3
@@ -89,6 +98,9 @@ _ACTIVATIONS = {
 _ELEMENTWISE_UNKNOWN = {"elu", "selu", "softplus", "softsign", "hard_sigmoid", "hard_silu", "hard_swish",
                         "exponential", "mish", "log_softmax", "celu", "glu", "sparse_plus", "squareplus",
                         "tanh_shrink", "hard_tanh", "soft_shrink", "hard_shrink", "threshold", "log_sigmoid"}
+# types whose Keras implementation differs from PyTorch's whatever the data format (the bias add,
+# BatchNormalization's ops); the rest (layout copies) only for channels-last models
+_KERAS_OPS_ANY_LAYOUT = {"Linear", "BatchNorm1d", "BatchNorm2d"}
 _IDENTITY_LAYERS = {"Masking", "ActivityRegularization", "GaussianNoise", "GaussianDropout", "AlphaDropout",
                     "SpatialDropout3D"}
 
@@ -186,6 +198,7 @@ class _Importer:
         self.channels_last = True
         self.k3_shapes: dict[tuple, list] = {}  # (layer, node_index, tensor_index) -> Keras shape
         self.keras_layers: dict[str, str] = {}  # Keras layer name -> the node that holds its output
+        self.refs: dict[str, _Ref] = {}  # node id -> its output (whose .moved handlers may still set)
 
     # -- errors and helpers ---------------------------------------------------------------------
     def fail(self, msg: str, layer: str | None = None):
@@ -208,6 +221,8 @@ class _Importer:
         """Add a node, connect its inputs, compute its output with the registry's shape rule."""
         lt = registry.get(type_name)
         nid = self.new_id(base_id)
+        if any(p.name == "impl" for p in lt.props) and (self.channels_last or lt.name in _KERAS_OPS_ANY_LAYOUT):
+            props = {**props, "impl": "keras_torch"}  # memory as the Keras layer runs on the torch backend
         try:
             coerced = lt.coerce_props(props)
         except LayerError as err:
@@ -224,7 +239,8 @@ class _Importer:
         self.specs[nid] = outs
         self.lane[nid] = lane
         moved = bool(inputs) and inputs[0].moved and len(outs[0].shape) >= 3
-        return _Ref(nid, 0, outs[0], moved)
+        ref = self.refs[nid] = _Ref(nid, 0, outs[0], moved)
+        return ref
 
     def to_internal(self, shape: tuple) -> tuple[tuple, bool]:
         """A Keras per-sample shape -> the internal (channels-first) one, and whether it moved."""
@@ -331,6 +347,8 @@ class _Importer:
         else:
             self.functional(layers, cfg)
         self.layout()
+        self.record_layouts()
+        self.hold_layer_outputs()
         self.d.import_warnings = list(self.warnings)
         self.d.keras_layers = dict(self.keras_layers)
         return self.d
@@ -523,9 +541,10 @@ class _Importer:
         if shape is None:
             shape, moved = x.spec.shape, x.moved
             self.warn(f"{lname}: Keras layer {cls!r} is not supported; imported as a Generic node, output shape "
-                      "assumed equal to its input")
+                      "assumed equal to its input; its parameters (if any) are not counted")
         else:
-            self.warn(f"{lname}: Keras layer {cls!r} is not supported; imported as a Generic node")
+            self.warn(f"{lname}: Keras layer {cls!r} is not supported; imported as a Generic node: its "
+                      "parameters (if any) are not counted")
         return [self.generic(ins, cls, shape, lname, lname, moved=moved)]
 
     def simple_shape(self, cls, c, x: _Ref):
@@ -580,6 +599,12 @@ class _Importer:
 
     _l_Convolution2D = _l_Conv2D
 
+    def _l_Conv3D(self, c, ins, n):
+        x = ins[0]
+        y = self.node("Conv3d", [x], self._conv(c, x, n, 3), n, n)
+        y.moved = x.moved
+        return self.activation(y, c.get("activation"), n, n)
+
     def _l_Conv1D(self, c, ins, n):
         x = ins[0]
         if len(x.spec.shape) != 2:
@@ -587,7 +612,9 @@ class _Importer:
         props = self._conv(c, x, n, 1)
         if self.channels_last:  # Keras (steps, channels) -> Conv1d wants (channels, steps)
             t = self.node("Permute", [x], {"dims": [0, 2, 1]}, n + "_to_channels_first", n)
+            t.moved = True
             y = self.node("Conv1d", [t], props, n, n)
+            y.moved = True
             y = self.node("Permute", [y], {"dims": [0, 2, 1]}, n + "_to_channels_last", n)
         else:
             y = self.node("Conv1d", [x], props, n, n)
@@ -679,7 +706,9 @@ class _Importer:
         if not self.channels_last:
             return self._pool(c, ins, n, "MaxPool1d", 1)
         t = self.node("Permute", [x], {"dims": [0, 2, 1]}, n + "_to_channels_first", n)
+        t.moved = True
         y = self._pool(c, [t], n, "MaxPool1d", 1)
+        y.moved = True
         return self.node("Permute", [y], {"dims": [0, 2, 1]}, n + "_to_channels_last", n)
 
     _l_MaxPool1D = _l_MaxPooling1D
@@ -740,7 +769,9 @@ class _Importer:
             return self.node("BatchNorm1d", [x], props, n, n)
         if rank == 2 and a == 2:  # (steps, features) normalised over features: BatchNorm1d wants (C, L)
             t = self.node("Permute", [x], {"dims": [0, 2, 1]}, n + "_to_channels_first", n)
+            t.moved = True
             y = self.node("BatchNorm1d", [t], props, n, n)
+            y.moved = True
             return self.node("Permute", [y], {"dims": [0, 2, 1]}, n + "_to_channels_last", n)
         return None
 
@@ -839,16 +870,23 @@ class _Importer:
         units = int(c["units"])
         props = {"hidden_size": units, "num_layers": 1, "bias": bool(c.get("use_bias", True)),
                  "bidirectional": bidirectional, "return_sequences": bool(c.get("return_sequences", False))}
-        if type_name == "LSTM" and props["bias"]:
-            self.warn(f"{n}: PyTorch's LSTM keeps two bias vectors where Keras keeps one: "
-                      f"{4 * units * (2 if bidirectional else 1):,} more parameters than Keras reports")
-        if type_name == "GRU" and props["bias"] and not c.get("reset_after", True):
-            self.warn(f"{n}: GRU reset_after=False has one bias vector in Keras; PyTorch's GRU has two: "
-                      f"{3 * units * (2 if bidirectional else 1):,} more parameters than Keras reports")
+        # Keras's bias layout: LSTM and GRU(reset_after=False) keep one bias vector, GRU with
+        # reset_after=True (Keras 3's default) a (2, 3 x units) one, as PyTorch's bias_ih + bias_hh
+        single = type_name == "LSTM" or not c.get("reset_after", True)
+        props["rnn_bias"] = "single" if single else "double"
         if c.get("return_state"):
             self.warn(f"{n}: return_state: the extra state outputs are not imported")
         y = self.node(type_name, [x], props, n, n)
-        if bidirectional and merge_mode != "concat":
+        if bidirectional and merge_mode in ("sum", "mul", "ave"):
+            # Keras merges the two directions' outputs: split the (.., 2H) output back (views),
+            # then add / multiply (and halve for ave)
+            halves = self.node("Split", [y], {"chunks": 2, "dim": -1}, n + "_directions", n)
+            second = _Ref(halves.node, 1, self.specs[halves.node][1])
+            op = "Multiply" if merge_mode == "mul" else "Add"
+            y = self.node(op, [halves, second], {}, n + "_" + merge_mode, n)
+            if merge_mode == "ave":
+                y = self.node("Scale", [y], {"factor": 0.5}, n + "_ave", n)
+        elif bidirectional and merge_mode != "concat":
             self.warn(f"{n}: Bidirectional merge_mode {merge_mode!r} imported as concat (twice the output width)")
         return y
 
@@ -897,11 +935,35 @@ class _Importer:
         if any(r.node != x.node or r.port != x.port for r in ins[1:]):
             return None  # cross-attention: not representable by the self-attention node
         heads, key_dim = int(c["num_heads"]), int(c["key_dim"])
-        if heads * key_dim != x.spec.shape[1] or (c.get("value_dim") not in (None, key_dim)):
+        if c.get("value_dim") not in (None, key_dim) or c.get("output_shape") is not None:
             return None
+        head_dim = 0 if heads * key_dim == x.spec.shape[1] else key_dim
         return self.node("MultiHeadAttention", [x], {"num_heads": heads, "dropout": float(c.get("dropout", 0.0)),
                                                      "bias": bool(c.get("use_bias", True)), "kernel": "fused",
-                                                     "need_weights": False}, n, n)
+                                                     "need_weights": False, "head_dim": head_dim}, n, n)
+
+    def hold_layer_outputs(self):
+        """Keras runs a model (Functional, and Sequential built on an Input) through
+        ``Function._run_through_graph``, which keeps every layer's output in a dict until the
+        forward pass returns: none is freed when its last consumer ran. Each node holding a Keras
+        layer's output keeps it until the model's last op."""
+        order = self.d.topo_order()
+        if not order:
+            return
+        last = order[-1]
+        for nid in set(self.keras_layers.values()):
+            node = self.d.nodes[nid]
+            if nid != last and node.type != "Input":
+                node.keep_until = last
+
+    def record_layouts(self):
+        """Where a node's output order differs from the design's rule (channels_last: image tensors
+        are shown channels last), say so on the node, so that shapes are shown as Keras shows them."""
+        for nid, ref in self.refs.items():
+            rank = len(ref.spec.shape)
+            default = self.channels_last and rank >= 3
+            if ref.moved != default:
+                self.d.nodes[nid].layout = "moved" if ref.moved else "as_is"
 
     # -- layout ---------------------------------------------------------------------------------
     def layout(self):

@@ -2,6 +2,7 @@
 self-attention; ScaledDotProductAttention takes q, k, v of shape (heads, tokens, head_dim)."""
 
 from memdesigner.model.layers._common import fmt
+from memdesigner.model.layers._keras_torch import IMPL, keras
 from memdesigner.model.oprules import In, OpMem, Out, T
 from memdesigner.model.registry import LayerError, LayerType, ParamSpec, Prop, TensorSpec, register
 
@@ -10,17 +11,23 @@ def _mha_shape(c):
     x = c.inputs[0]
     if len(x.shape) != 2:
         raise LayerError("inputs", f"expects (tokens, embed_dim) per sample, got {fmt(x.shape)}")
-    if x.shape[1] % c["num_heads"]:
+    if not c["head_dim"] and x.shape[1] % c["num_heads"]:
         raise LayerError("num_heads", f"{c['num_heads']} does not divide embed_dim {x.shape[1]}")
     return [TensorSpec(x.shape)]
 
 
+def _inner(c, e: int) -> int:
+    """Width of the projected q / k / v: heads x head_dim (Keras's key_dim), else embed_dim."""
+    return c["num_heads"] * c["head_dim"] if c["head_dim"] else e
+
+
 def _mha_params(c):
     e = c.inputs[0].shape[1]
-    ps = [ParamSpec("in_proj_weight", (3 * e, e))]
+    inner = _inner(c, e)
+    ps = [ParamSpec("in_proj_weight", (3 * inner, e))]
     if c["bias"]:
-        ps.append(ParamSpec("in_proj_bias", (3 * e,), "bias"))
-    ps.append(ParamSpec("out_proj.weight", (e, e)))
+        ps.append(ParamSpec("in_proj_bias", (3 * inner,), "bias"))
+    ps.append(ParamSpec("out_proj.weight", (e, inner)))
     if c["bias"]:
         ps.append(ParamSpec("out_proj.bias", (e,), "bias"))
     return ps
@@ -28,7 +35,37 @@ def _mha_params(c):
 
 def _mha_flops(c, o):
     n, e = c.inputs[0].shape
-    return 2 * n * e * 3 * e + 2 * 2 * n * n * e + 2 * n * e * e
+    i = _inner(c, e)
+    return 2 * n * e * 3 * i + 2 * 2 * n * n * i + 2 * n * i * e
+
+
+def _keras_mha_mem(m):
+    """Keras's MultiHeadAttention on the torch backend (no dropout: ``ops.dot_product_attention``):
+    three EinsumDense projections, each a raw einsum and a separate bias add (the biased q, k, v
+    are locals of ``call``: alive to its end); contiguous (B, heads, T, D) copies of q, k, v for
+    SDPA (kept by it with its output and a float32 logsumexp); the output projection reads a
+    copy of the transposed attention output, then adds its bias. Without grad the copies die with
+    SDPA, before the output projection."""
+    b, n, e = m.in_shapes[0]
+    h = m.props["num_heads"]
+    dt = m.amp or m.float_in
+    bi = b * n * _inner(m.props, e)
+    out = T(b * n * e, dt, "output (bias added)")
+    qkv = T(3 * bi, dt, "biased q, k, v (EinsumDense outputs)")
+    attn = T(bi, dt, "attention output")
+    lse = T(b * h * n, "float32", "logsumexp")
+    copies = T(3 * bi, dt, "q, k, v transposed to (B, heads, T, D) (contiguous copies)")
+    o_copy = T(bi, dt, "attention output transposed back (einsum's copy)")
+    raw = T(b * n * e, dt, "output einsum before the bias add")
+    if m.records:
+        return OpMem(outputs=[out], out_dtypes=[dt], saved=[In(0), copies, attn, lse, o_copy], temps=[qkv, raw],
+                     grad_in=["new"], bwd_temps=[T(bi, dt, "q, k, v gradients (beyond the input's)")])
+    # two moments: SDPA (copies, its output and logsumexp) and the output projection (its copy,
+    # raw and biased outputs); the biased q, k, v and the attention output live through both
+    first = copies.nbytes + lse.nbytes
+    second = o_copy.nbytes + raw.nbytes + out.nbytes
+    extra = T(max(first, second) - out.nbytes, "uint8", "the larger of SDPA's copies and the output projection's")
+    return OpMem(outputs=[out], out_dtypes=[dt], temps=[qkv, attn, extra], grad_in=["new"])
 
 
 def _mha_mem(m):
@@ -36,6 +73,8 @@ def _mha_mem(m):
     materialised; softmax output, the packed q/k/v copy, the scaled q and the re-laid-out attention
     output are kept. Fused kernel (SDPA / the inference fast path): no L x L matrix; the output
     and a float32 logsumexp per (B, H, L) are kept."""
+    if keras(m) and not (m.training and m.props["dropout"]):
+        return _keras_mha_mem(m)
     b, n, e = m.in_shapes[0]
     h = m.props["num_heads"]
     dt = m.amp or m.float_in
@@ -81,7 +120,9 @@ MultiHeadAttention = register(LayerType(
         "the tokens x tokens attention matrix; fused does not.",
     props=(Prop("num_heads", "int", 8, min=1), Prop("dropout", "float", 0.0, min=0.0, max=1.0),
            Prop("bias", "bool", True), Prop("kernel", "choice", "math", choices=("math", "fused")),
-           Prop("need_weights", "bool", True, doc="also return head-averaged attention weights")),
+           Prop("need_weights", "bool", True, doc="also return head-averaged attention weights"),
+           Prop("head_dim", "int", 0, min=0, doc="width of each head's q / k / v (Keras key_dim); 0: embed_dim / heads"),
+           IMPL),
     shape=_mha_shape, params=_mha_params, flops=_mha_flops, memory=_mha_mem,
     torch_ops=("MultiheadAttention",), aliases=("MultiheadAttention", "MHA"),
     search_words=("attention", "self-attention", "cross-attention", "transformer", "mha", "heads"),

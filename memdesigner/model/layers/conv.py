@@ -1,6 +1,9 @@
 """Convolutions (PyTorch arithmetic; SAME/VALID padding the TensorFlow way)."""
 
+import math
+
 from memdesigner.model.layers._common import amp_casts, as_tuple, conv_props, f_dtype, need_rank, window_out
+from memdesigner.model.layers._keras_torch import IMPL, channels_last_strides, keras, kernel_copy, layout_copies
 from memdesigner.model.oprules import In, OpMem, Param, T
 from memdesigner.model.registry import LayerError, LayerType, ParamSpec, TensorSpec, register
 
@@ -45,9 +48,52 @@ def _conv_flops(n):
 
 def _conv_mem(m):
     """convolution saves its input and weight (ConvolutionBackward0), whatever requires grad."""
+    if keras(m):
+        return _keras_conv_mem(m)
     dt = f_dtype(m)
     saved = [In(0), Param(0)] if m.records else []
     mem = OpMem(outputs=[T(m.out_elems(0), dt, "output")], out_dtypes=[dt], saved=saved, grad_in=["new"])
+    return amp_casts(m, mem)
+
+
+def _keras_conv_mem(m):
+    """A Keras Conv1D/2D/3D (DepthwiseConv2D, SeparableConv2D's halves) on the torch backend: the
+    input's layout copies and the kernel's channels_last copy are what the convolution keeps; the
+    bias is a separate add, so the raw output and the biased one meet. Without grad each copy dies
+    after the convolution: the peak is the raw output plus the larger of the last copy and the
+    biased output. A 2-D / 3-D output is channels-last memory."""
+    dt = f_dtype(m)
+    copies, x = layout_copies(m, to_channels_last=True)
+    if m.props["padding"] == "SAME":
+        # Keras pads explicitly (F.pad, a copy the convolution then reads) when SAME padding is
+        # uneven (an odd total: stride 2 on an even size); even padding goes to the convolution
+        spatial = m.in_shapes[0][2:]
+        n = len(spatial)
+        _, pads = window_out(None, n, spatial, m.props["kernel"], m.props["stride"], "SAME", m.props["dilation"])
+        if any(p % 2 for p in pads):
+            elems = m.in_shapes[0][0] * m.in_shapes[0][1] * math.prod(s + p for s, p in zip(spatial, pads))
+            x = T(elems, m.in_dtypes[0], "input padded for uneven SAME padding")
+            copies = copies + [x]
+    kc = kernel_copy(m, m.params[0].shape)
+    out = T(m.out_elems(0), dt, "output (bias added)")
+    bias = m.props["bias"]
+    raw = [T(m.out_elems(0), dt, "convolution output before the bias add")] if bias else []
+    strides = [channels_last_strides(m.out_shapes[0])] if len(m.out_shapes[0]) >= 4 else None
+    if m.records:
+        saved = [x, kc or Param(0)]
+        temps = raw  # the first layout copy died when the second was made
+        mem = OpMem(outputs=[out], out_dtypes=[dt], saved=saved, temps=temps, grad_in=["new"])
+    else:
+        # the input and kernel copies die with the convolution, before the bias add makes the output
+        before = (copies[-1].nbytes if copies else 0) + (kc.nbytes if kc else 0)
+        if bias:
+            temps = list(raw)
+            if before > out.nbytes:
+                temps.append(T(before - out.nbytes, "uint8", "input / kernel copies beyond the output they precede"))
+        else:
+            temps = copies[-1:] + ([kc] if kc else [])
+        mem = OpMem(outputs=[out], out_dtypes=[dt], temps=temps, grad_in=["new"])
+    mem.out_strides = strides
     return amp_casts(m, mem)
 
 
@@ -55,7 +101,7 @@ def _make_conv(name, n, aliases=(), torch_ops=()):
     return register(LayerType(
         name=name, family="convolution",
         doc=f"{n}-D convolution. groups = in_channels gives a depthwise convolution.",
-        props=conv_props(n), shape=_conv_shape(n), params=_conv_params(n), flops=_conv_flops(n),
+        props=conv_props(n) + (IMPL,), shape=_conv_shape(n), params=_conv_params(n), flops=_conv_flops(n),
         memory=_conv_mem, aliases=aliases, torch_ops=torch_ops,
         search_words=("conv", "cnn", "convolution", "filter", "kernel") + (("depthwise",) if n == 2 else ()),
         keeps_for_backward="its input (and the weight)",
@@ -64,6 +110,7 @@ def _make_conv(name, n, aliases=(), torch_ops=()):
 
 Conv1d = _make_conv("Conv1d", 1, ("Conv1D",), ("Conv1d", "conv1d"))
 Conv2d = _make_conv("Conv2d", 2, ("Conv2D", "DepthwiseConv2d"), ("Conv2d", "conv2d"))
+Conv3d = _make_conv("Conv3d", 3, ("Conv3D",), ("Conv3d", "conv3d"))  # volumes, video: (C, D, H, W)
 
 
 def _convt_shape(c):
@@ -98,8 +145,40 @@ def _convt_flops(c, outs):
     return 2 * c.inputs[0].numel * (c["out_channels"] // c["groups"]) * k[0] * k[1]
 
 
+def _keras_convt_mem(m):
+    """A Keras Conv2DTranspose on the torch backend: a channels-first copy of the input (kept for
+    backward), then conv_transpose2d with padding 0 (the largest output, (in - 1) x stride +
+    kernel per side), sliced to Keras's window (views) and a separate bias add. Backward: each
+    cropped dimension's slice_backward makes a zero-filled gradient of the size before its crop."""
+    dt = f_dtype(m)
+    copies, x = layout_copies(m, to_channels_last=False)
+    b, cin, *spatial = m.in_shapes[0]
+    cout, *outs = m.out_shapes[0][1:]
+    k, s, d = as_tuple(m.props["kernel"], 2), as_tuple(m.props["stride"], 2), as_tuple(m.props["dilation"], 2)
+    natural = [(n - 1) * st + (kk - 1) * dd + 1 for n, kk, st, dd in zip(spatial, k, s, d)]
+    raw = T(b * cout * math.prod(natural), dt, "conv_transpose output before cropping")
+    out = T(m.out_elems(0), dt, "output (bias added)")
+    if not m.records:
+        return amp_casts(m, OpMem(outputs=[out], out_dtypes=[dt], temps=[raw], grad_in=["new"]))
+    # the chain of gradients: the incoming one, then one per cropped dimension (the last slice's
+    # backward runs first); each lives until the next is made, so two neighbours meet at most
+    chain, size = [out.elems], list(outs)
+    for i in reversed(range(2)):
+        if natural[i] != outs[i]:
+            size[i] = natural[i]
+            chain.append(b * cout * math.prod(size))
+    pair = max((a + c for a, c in zip(chain, chain[1:])), default=chain[0])
+    bwd = [T(pair - chain[0], dt, "slice_backward: zero-filled gradients of the uncropped output")] if pair > chain[0] else []
+    return amp_casts(m, OpMem(outputs=[out], out_dtypes=[dt], saved=[x, Param(0)], temps=[raw],
+                              grad_in=["new"], bwd_temps=bwd))
+
+
+def _convt_mem(m):
+    return _keras_convt_mem(m) if keras(m) else _conv_mem(m)
+
+
 def _convt_props():
-    props = list(conv_props(2, transpose=True))
+    props = list(conv_props(2, transpose=True)) + [IMPL]
     return tuple(props)
 
 
@@ -107,6 +186,6 @@ ConvTranspose2d = register(LayerType(
     name="ConvTranspose2d", family="convolution",
     doc="2-D transposed convolution (learned upsampling).",
     props=_convt_props(), shape=_convt_shape, params=_convt_params, flops=_convt_flops,
-    memory=_conv_mem, aliases=("Conv2DTranspose",), torch_ops=("ConvTranspose2d",),
+    memory=_convt_mem, aliases=("Conv2DTranspose",), torch_ops=("ConvTranspose2d",),
     keeps_for_backward="its input (and the weight)",
 ))

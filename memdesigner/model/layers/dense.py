@@ -1,6 +1,7 @@
 """Fully connected layers, embeddings and reshapes."""
 
 from memdesigner.model.layers._common import amp_casts, f_dtype, fmt
+from memdesigner.model.layers._keras_torch import IMPL, keras
 from memdesigner.model.oprules import In, OpMem, Param, T, view
 from memdesigner.model.registry import LayerError, LayerType, ParamSpec, Prop, TensorSpec, register
 
@@ -41,6 +42,8 @@ def _linear_mem(m):
         if m.in_rg[0]:
             saved.append(Param(0))
     temps = [t for t in temps if t not in saved]
+    if keras(m) and m.props["bias"]:  # Keras Dense: matmul, then a separate bias add
+        temps.append(T(m.out_elems(0), dt, "matmul output before the bias add"))
     mem = OpMem(outputs=[T(m.out_elems(0), dt, "output")], out_dtypes=[dt], saved=saved, temps=temps,
                 grad_in=["new"])
     return amp_casts(m, mem)
@@ -49,7 +52,7 @@ def _linear_mem(m):
 Linear = register(LayerType(
     name="Linear", family="dense",
     doc="Fully connected layer on the last dimension (Keras Dense).",
-    props=(Prop("out_features", "int", 128, min=1, doc="output units"), Prop("bias", "bool", True)),
+    props=(Prop("out_features", "int", 128, min=1, doc="output units"), Prop("bias", "bool", True), IMPL),
     shape=_linear_shape, params=_linear_params, flops=_linear_flops, memory=_linear_mem,
     aliases=("Dense",), torch_ops=("Linear", "linear"),
     search_words=("fc", "fully connected", "dense", "mlp", "perceptron", "affine", "projection", "head"),
@@ -95,9 +98,13 @@ def _flatten_shape(c):
 
 
 def _reshape_mem(m):
-    """A view when the strides allow it (PyTorch's computeStride), else a contiguous copy."""
+    """A view when the strides allow it (PyTorch's computeStride), else a contiguous copy.
+    A Keras Flatten (impl keras_torch) of an image flattens it in (H, W, C) order: a view only
+    when the memory is channels last."""
     from memdesigner.model.layout import view_strides
 
+    if keras(m) and m.in_strides and (len(m.in_shapes[0]) >= 4 or len(m.out_shapes[0]) >= 4):
+        return _keras_reshape_mem(m)
     st = view_strides(m.in_shapes[0], m.in_strides[0], m.out_shapes[0]) if m.in_strides else None
     if st is not None or not m.in_strides:
         mem = view(m)
@@ -107,10 +114,40 @@ def _reshape_mem(m):
     return OpMem(outputs=[t], out_dtypes=[m.in_dtypes[0]], grad_in=["alias"])
 
 
+def _channels_last_perm(rank: int) -> tuple:
+    """Keras's dimension order of an internal (B, C, *spatial) tensor; identity below 4-D."""
+    return (0,) + tuple(range(2, rank)) + (1,) if rank >= 4 else tuple(range(rank))
+
+
+def _keras_reshape_mem(m):
+    """A Keras Flatten / Reshape of a channels-last image reshapes Keras's (B, H, W, C) order:
+    a view when that order's strides allow it (after a convolution: channels-last memory),
+    a copy otherwise (after pooling, whose output is channels-first memory)."""
+    from memdesigner.model.layout import contiguous_strides, view_strides
+
+    shape, strides, out = m.in_shapes[0], m.in_strides[0], m.out_shapes[0]
+    pin, pout = _channels_last_perm(len(shape)), _channels_last_perm(len(out))
+    k_out = tuple(out[p] for p in pout)
+    st = view_strides(tuple(shape[p] for p in pin), tuple(strides[p] for p in pin), k_out)
+    copy = st is None
+    if copy:
+        st = contiguous_strides(k_out)
+    internal = [0] * len(out)
+    for j, p in enumerate(pout):
+        internal[p] = st[j]
+    if copy:
+        t = T(m.in_elems(0), m.in_dtypes[0], "contiguous copy (Keras reshapes channels last)")
+        mem = OpMem(outputs=[t], out_dtypes=[m.in_dtypes[0]], grad_in=["alias"])
+    else:
+        mem = view(m)
+    mem.out_strides = [tuple(internal)]
+    return mem
+
+
 Flatten = register(LayerType(
     name="Flatten", family="dense",
     doc="Flattens all dimensions from start_dim on (a view: no new memory when contiguous).",
-    props=(Prop("start_dim", "int", 1, min=1, doc="first dimension to flatten, counting the batch as 0"),),
+    props=(Prop("start_dim", "int", 1, min=1, doc="first dimension to flatten, counting the batch as 0"), IMPL),
     shape=_flatten_shape, memory=_reshape_mem, torch_ops=("Flatten", "flatten"),
     keeps_for_backward="nothing",
 ))
@@ -140,7 +177,7 @@ def _reshape_shape(c):
 Reshape = register(LayerType(
     name="Reshape", family="dense",
     doc="Reshape per sample (a view when the input is contiguous, a copy otherwise).",
-    props=(Prop("shape", "ints", (-1,), doc="per-sample target shape; one dimension may be -1"),),
+    props=(Prop("shape", "ints", (-1,), doc="per-sample target shape; one dimension may be -1"), IMPL),
     shape=_reshape_shape, memory=_reshape_mem, torch_ops=("reshape", "view"),
     keeps_for_backward="nothing",
 ))

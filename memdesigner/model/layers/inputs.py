@@ -1,5 +1,6 @@
 """Graph inputs."""
 
+from memdesigner.model.layers._keras_torch import IMPL, channels_last_strides, keras
 from memdesigner.model.oprules import OpMem, T
 from memdesigner.model.registry import LayerType, Prop, TensorSpec, register
 
@@ -13,7 +14,10 @@ def _mem(m):
     # The batch is created before the step and stays alive all along (the caller holds it).
     kind = m.out_kinds[0]
     dt = "int64" if kind == "int64" else m.dtype
-    return OpMem(outputs=[T(m.out_elems(0), dt, "input batch")], out_dtypes=[dt])
+    mem = OpMem(outputs=[T(m.out_elems(0), dt, "input batch")], out_dtypes=[dt])
+    if keras(m) and len(m.out_shapes[0]) >= 4:  # a Keras image batch: (B, H, W, C) in memory
+        mem.out_strides = [channels_last_strides(m.out_shapes[0])]
+    return mem
 
 
 Input = register(LayerType(
@@ -25,6 +29,7 @@ Input = register(LayerType(
         Prop("dtype", "choice", "float", choices=("float", "int64"),
              doc="float follows the run's dtype; int64 for token ids / class indices"),
         Prop("vocab", "int", 0, min=0, doc="for int64 token ids: the vocabulary size (informational)"),
+        IMPL,
     ),
     min_inputs=0, max_inputs=0, shape=_shape, memory=_mem,
     torch_ops=("placeholder",), aliases=("InputLayer",),

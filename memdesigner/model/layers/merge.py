@@ -77,9 +77,18 @@ def _cat_shape(c):
 
 
 def _cat_mem(m):
+    """torch.cat keeps the inputs' memory format when they all share it: channels-last images
+    (a Keras model's) give a channels-last result."""
+    from memdesigner.model.layers._keras_torch import channels_last_strides, is_channels_last
+    from memdesigner.model.layout import is_contiguous
+
     dt = m.float_in
-    return OpMem(outputs=[T(m.out_elems(0), dt, "concatenation")], out_dtypes=[dt],
-                 grad_in=["alias"] * len(m.in_shapes))
+    mem = OpMem(outputs=[T(m.out_elems(0), dt, "concatenation")], out_dtypes=[dt],
+                grad_in=["alias"] * len(m.in_shapes))
+    if m.in_strides and len(m.out_shapes[0]) >= 4 and all(
+            is_channels_last(s, st) and not is_contiguous(s, st) for s, st in zip(m.in_shapes, m.in_strides)):
+        mem.out_strides = [channels_last_strides(m.out_shapes[0])]
+    return mem
 
 
 Concat = register(LayerType(

@@ -1,6 +1,7 @@
 """Normalization and dropout."""
 
 from memdesigner.model.layers._common import amp_fp32, fmt, need_rank
+from memdesigner.model.layers._keras_torch import IMPL, keras
 from memdesigner.model.oprules import In, OpMem, T
 from memdesigner.model.registry import LayerError, LayerType, ParamSpec, Prop, TensorSpec, register
 
@@ -24,9 +25,9 @@ def _bn_params(c):
     if c["affine"]:
         ps += [ParamSpec("weight", (ch,)), ParamSpec("bias", (ch,), "bias")]
     if c["track_running_stats"]:
-        ps += [ParamSpec("running_mean", (ch,), "buffer"),
-               ParamSpec("running_var", (ch,), "buffer"),
-               ParamSpec("num_batches_tracked", (), "buffer", "int64")]
+        ps += [ParamSpec("running_mean", (ch,), "buffer"), ParamSpec("running_var", (ch,), "buffer")]
+        if c["impl"] != "keras_torch":  # Keras keeps moving mean and variance only
+            ps.append(ParamSpec("num_batches_tracked", (), "buffer", "int64"))
     return ps
 
 
@@ -37,6 +38,13 @@ def _bn_mem(m):
     out = T(m.in_elems(0), m.float_in, "output")
     if not m.training:
         return OpMem(outputs=[out], out_dtypes=[out.dtype], grad_in=["new"])
+    if keras(m) and m.records:
+        # Keras: square(x) saves x; (x - mean).mul_(scale) keeps a clone of x - mean; the backward
+        # of the moments and of the product makes a second full-size gradient
+        full = m.in_elems(0)
+        saved = [In(0), T(full, m.float_in, "clone of x - mean"), T(ch, m.float_in, "rsqrt(variance + eps)")]
+        return OpMem(outputs=[out], out_dtypes=[out.dtype], saved=saved,
+                     grad_in=["new"], bwd_temps=[T(full, m.float_in, "moments' gradient")])
     sd = _stat_dtype(m)
     stats = [T(ch, sd, "save_mean"), T(ch, sd, "save_invstd")]
     if m.records:
@@ -45,7 +53,7 @@ def _bn_mem(m):
 
 
 _BN_PROPS = (Prop("eps", "float", 1e-5, min=0.0), Prop("momentum", "float", 0.1, min=0.0, max=1.0),
-             Prop("affine", "bool", True), Prop("track_running_stats", "bool", True))
+             Prop("affine", "bool", True), Prop("track_running_stats", "bool", True), IMPL)
 
 BatchNorm1d = register(LayerType(
     name="BatchNorm1d", family="normalization", doc="Batch normalization over (C) or (C,L) inputs.",

@@ -1,6 +1,7 @@
 """Pooling and resampling."""
 
 from memdesigner.model.layers._common import amp_fp32, as_tuple, need_rank, window_out
+from memdesigner.model.layers._keras_torch import IMPL, keras, layout_copies
 from memdesigner.model.oprules import In, OpMem, T, simple
 from memdesigner.model.registry import LayerError, LayerType, Prop, TensorSpec, register
 
@@ -10,7 +11,7 @@ def _pool_props(default_k=2):
         Prop("kernel", "pair", default_k),
         Prop("stride", "pair", None, optional=True, doc="empty = same as kernel (PyTorch default)"),
         Prop("padding", "pad", 0, doc="a number, or SAME / VALID (TensorFlow style)"),
-        Prop("ceil_mode", "bool", False),
+        Prop("ceil_mode", "bool", False), IMPL,
     )
 
 
@@ -45,9 +46,11 @@ def _maxpool_mem(m):
     """
     out = T(m.out_elems(0), m.float_in, "output")
     idx = T(m.out_elems(0), "int64", "argmax indices")
+    # Keras: pools a channels-first copy of a channels-last input (kept for backward in its place)
+    copies, x = layout_copies(m, to_channels_last=False) if keras(m) else ([], In(0))
     if m.records:
-        return OpMem(outputs=[out], out_dtypes=[out.dtype], saved=[In(0), idx], grad_in=["new"])
-    return OpMem(outputs=[out], out_dtypes=[out.dtype], temps=[idx], grad_in=["new"])
+        return OpMem(outputs=[out], out_dtypes=[out.dtype], saved=[x, idx], grad_in=["new"])
+    return OpMem(outputs=[out], out_dtypes=[out.dtype], temps=[idx] + copies, grad_in=["new"])
 
 
 def _make_maxpool(name, n, aliases):
@@ -64,7 +67,8 @@ MaxPool2d = _make_maxpool("MaxPool2d", 2, ("MaxPooling2D",))
 
 
 def _avgpool_mem(m):
-    return simple(m, saved=[In(0)] if m.records else [])
+    copies, x = layout_copies(m, to_channels_last=False) if keras(m) else ([], In(0))
+    return simple(m, saved=[x] if m.records else [], temps=[] if m.records else copies)
 
 
 AvgPool2d = register(LayerType(

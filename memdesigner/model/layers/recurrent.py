@@ -1,6 +1,7 @@
 """Recurrent layers (batch_first). Output: the full sequence of hidden states, or the last step."""
 
 from memdesigner.model.layers._common import amp_casts, fmt
+from memdesigner.model.layers._keras_torch import IMPL, keras
 from memdesigner.model.oprules import In, OpMem, Out, Param, T
 from memdesigner.model.registry import LayerError, LayerType, ParamSpec, Prop, TensorSpec, register
 
@@ -28,12 +29,21 @@ def _rnn_params(gates):
                 sfx = f"_l{layer}" + ("_reverse" if direction else "")
                 ps.append(ParamSpec("weight_ih" + sfx, (gates * h, inp)))
                 ps.append(ParamSpec("weight_hh" + sfx, (gates * h, h)))
-                if c["bias"]:
+                if c["bias"] and c["rnn_bias"] == "single":  # Keras LSTM, GRU(reset_after=False)
+                    ps.append(ParamSpec("bias" + sfx, (gates * h,), "bias"))
+                elif c["bias"]:  # PyTorch; Keras GRU(reset_after=True) keeps its (2, 3H) bias the same way
                     ps.append(ParamSpec("bias_ih" + sfx, (gates * h,), "bias"))
                     ps.append(ParamSpec("bias_hh" + sfx, (gates * h,), "bias"))
             inp = d * h
         return ps
     return rule
+
+
+def _tensors_per_direction(props) -> int:
+    """Parameter tensors per layer and direction: two weights and none, one or two biases."""
+    if not props["bias"]:
+        return 2
+    return 3 if props["rnn_bias"] == "single" else 4
 
 
 def _rnn_flops(gates):
@@ -67,6 +77,57 @@ def onednn_lstm_workspace(t: int, b: int, i: int, h: int) -> int:
     return sum(_rup(p, 4096) for p in parts)
 
 
+def _keras_rnn_mem(gates: int, per_step: int):
+    """Keras 3's LSTM / GRU on the torch backend's CPU path (``_fallback_lstm`` / ``_fallback_gru``):
+    one matmul of the whole (time-major copy of the) input with the kernel, a separate bias add
+    (x_proj, T x B x gates*H, alive until backward), then a Python loop over the steps whose
+    gate activations autograd keeps (``per_step`` x B x H each step), and a torch.stack of the
+    step outputs. A reverse direction (Bidirectional) first flips its input (a copy). In backward
+    every step's ``x_proj[t]`` gradient is a full-size select_backward: the running sum, the new
+    one and the sum's result (3 x T x B x gates*H) meet."""
+    def rule(m):
+        b, t, i = m.in_shapes[0]
+        h = m.props["hidden_size"]
+        d = 2 if m.props["bidirectional"] else 1
+        rs = m.props["return_sequences"]
+        dt = m.amp or m.float_in
+        g = gates * h
+        bias = m.props["bias"]
+        out = T(b * t * d * h if rs else b * d * h, dt, "output")
+        h_n = T(d * b * h, dt, "h_n (final hidden states)")
+        states = T(d * (2 if gates == 4 else 1) * b * h, dt, "initial states (zeros)")
+        if not m.records:
+            # the time-major copy dies with the matmul, before the bias add (the peak)
+            temps = [T(t * b * g, dt, "x_proj (input matmul)"), states]
+            if bias:
+                temps.append(T(t * b * g, dt, "matmul output before the bias add"))
+            if d == 2:
+                temps.append(T(t * b * h if rs else b * h, dt, "forward direction's output"))
+            return OpMem(outputs=[out, h_n], out_dtypes=[dt, dt], temps=temps, grad_in=["new"], late_outputs=(0, 1))
+        saved = [states]
+        temps = []
+        for direction in range(d):
+            if direction:
+                temps.append(T(t * b * i, dt, "input flipped for go_backwards"))
+            saved += [T(t * b * i, dt, f"direction {direction}: time-major copy of the input"),
+                      T(t * b * g, dt, f"direction {direction}: x_proj"),
+                      T(per_step * t * b * h, dt, f"direction {direction}: every step's gate activations")]
+            if not rs:
+                temps.append(T(t * b * h, dt, "stacked step outputs (only the last is returned)"))
+        if bias:
+            temps.append(T(t * b * g, dt, "matmul output before the bias add"))
+        bwd = [T(3 * t * b * g, dt, "x_proj gradient: select_backward's full-size gradients and their sum")]
+        return OpMem(outputs=[out, h_n], out_dtypes=[dt, dt], saved=saved, temps=temps, grad_in=["new"],
+                     bwd_temps=bwd, late_outputs=(1,))
+    return rule
+
+
+# per step, as measured alive when backward starts: LSTM sigmoid x3, tanh x2, the new h (the new c
+# mostly not: 9 of 20 steps' were left); GRU its h_proj (3H, kept by r * h_h), z, r and 1 - z
+_keras_lstm_mem = _keras_rnn_mem(4, 6)
+_keras_gru_mem = _keras_rnn_mem(3, 6)
+
+
 def _lstm_mem(m):
     """CPU (oneDNN mkldnn_rnn_layer) / CUDA (cuDNN) LSTM.
 
@@ -76,13 +137,15 @@ def _lstm_mem(m):
     (computed even for the first layer), weight gradients and dh/dc, then it releases what that
     layer kept. Inference frees each layer's output once the next layer ran.
     """
+    if keras(m):
+        return _keras_lstm_mem(m)
     b, t, i0 = m.in_shapes[0]
     h = m.props["hidden_size"]
     d = 2 if m.props["bidirectional"] else 1
     L = m.props["num_layers"]
     dt = m.amp or m.float_in
     rs = m.props["return_sequences"]
-    per_layer = d * (4 if m.props["bias"] else 2)
+    per_layer = d * _tensors_per_direction(m.props)
     x_tm = T(t * b * i0, dt, "time-major copy of the input")
     states = [T(L * d * b * h, dt, "h0 (zeros)"), T(L * d * b * h, dt, "c0 (zeros)")]
     outs = [T(t * b * d * h, dt, f"layer {layer} output") for layer in range(L)]
@@ -131,12 +194,14 @@ def _gru_mem(m):
     while the layer runs), then each time step keeps about 7*B*H values (the gates' addmm, two
     clones, an add and a sub) until backward walks back over it; the stacked output is new.
     A layer's output feeds the next layer's projection, which keeps it for its weight gradient."""
+    if keras(m):
+        return _keras_gru_mem(m)
     b, t, i0 = m.in_shapes[0]
     h = m.props["hidden_size"]
     d = 2 if m.props["bidirectional"] else 1
     L = m.props["num_layers"]
     dt = m.amp or m.float_in
-    per_layer = d * (4 if m.props["bias"] else 2)
+    per_layer = d * _tensors_per_direction(m.props)
     saved, temps, stages = [], [], []
     layer_saved = []
     for layer in range(L):
@@ -177,6 +242,10 @@ _RNN_PROPS = (
     Prop("hidden_size", "int", 256, min=1), Prop("num_layers", "int", 1, min=1, max=16),
     Prop("bias", "bool", True), Prop("bidirectional", "bool", False),
     Prop("return_sequences", "bool", True, doc="off: only the last time step (out[:, -1])"),
+    Prop("rnn_bias", "choice", "double", choices=("double", "single"),
+         doc="double: bias_ih and bias_hh (PyTorch; Keras GRU reset_after=True); single: one bias "
+             "vector per layer (Keras LSTM, GRU reset_after=False)"),
+    IMPL,
 )
 
 LSTM = register(LayerType(
