@@ -16,6 +16,7 @@ import sys
 
 from memdesigner.model.analysis import analyze
 from memdesigner.model.design import Design
+from memdesigner.text import one_line
 
 _RESERVED = {
     "forward", "training", "train", "eval", "to", "cuda", "cpu", "float", "half", "double", "type", "apply",
@@ -33,11 +34,6 @@ class ExportError(ValueError):
 
     def __init__(self, message: str):
         super().__init__(one_line(message))
-
-
-def one_line(text: str) -> str:
-    """``text`` with newlines, other control characters and lone surrogates escaped."""
-    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in str(text))
 
 
 def _ident(name: str, used: set, reserved=_RESERVED) -> str:
