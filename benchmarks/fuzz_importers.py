@@ -293,7 +293,7 @@ def torch_cases(n: int, seed: int) -> list[Case]:
     rng = random.Random(seed + 1)
     out = []
     for i in range(n):
-        family = TORCH_FAMILIES[i % len(TORCH_FAMILIES)] if i % 25 else "loop"
+        family = TORCH_FAMILIES[i % len(TORCH_FAMILIES)]
         args: list = []
         suffix = ":make"
         if family == "syntax":

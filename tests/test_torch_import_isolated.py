@@ -73,6 +73,23 @@ class BadForward(nn.Module):
 
 def bad_forward():
     return BadForward(), (4,)
+
+
+class NoTensor(nn.Module):
+    def forward(self, x):
+        return None
+
+
+def no_tensor():
+    return NoTensor(), (4,)
+
+
+def float_shape():
+    return nn.ReLU(), (2.5,)
+
+
+def one_tuple():
+    return (good()[0],)
 '''
 
 
@@ -102,6 +119,9 @@ def _run(capsys, *argv):
     ("not_a_module", 60, "model.py:not_a_module: "),
     ("bad_forward", 60, "model.py:bad_forward: "),
     ("missing", 60, "no factory 'missing'"),
+    ("no_tensor", 60, "NoTensor.forward returns no tensor (None)"),
+    ("float_shape", 60, "the factory's input shape (2.5,) is not a tuple of positive integers"),
+    ("one_tuple", 60, "the factory returned a tuple of 1; expected (module, input_shape)"),
 ])
 def test_a_failing_model_file_gives_one_line_and_exit_2(model, capsys, factory, timeout, says):
     rc, out, err = _run(capsys, f"model.py:{factory}", "-o", "out.json", "--timeout", str(timeout))
