@@ -58,6 +58,10 @@ def moves():
     return good()
 
 
+def reads_env():
+    return nn.Linear(int(os.environ["MEMDESIGNER_TEST_WIDTH"]), 2), (int(os.environ["MEMDESIGNER_TEST_WIDTH"]),)
+
+
 def not_a_module():
     return 42, (4,)
 
@@ -146,6 +150,17 @@ def test_chdir_in_the_factory_does_not_move_the_output(model, capsys):
     assert os.getcwd() == cwd
     assert (model.parent / "out.json").is_file()
     assert not (model.parent / "elsewhere" / "out.json").exists()
+
+
+def test_the_model_code_sees_the_callers_environment_of_now(model, capsys, monkeypatch):
+    """The child is forked from a server started at the first import; it still gets this call's
+    environment (set after the server started)."""
+    assert _run(capsys, "model.py:good", "-o", "first.json")[0] == 0  # the server runs now
+    monkeypatch.setenv("MEMDESIGNER_TEST_WIDTH", "7")
+    rc, out, err = _run(capsys, "model.py:reads_env", "-o", "out.json")
+    assert (rc, err) == (0, "")
+    d = json.loads((model.parent / "out.json").read_text())
+    assert d["nodes"][0]["props"]["shape"] == [7]
 
 
 @pytest.mark.parametrize("argv,says", [

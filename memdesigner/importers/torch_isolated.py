@@ -92,7 +92,8 @@ def import_file_isolated(target: str, input_shape=None, input_dtype=None, name: 
         else (str(target), "", "")
     if not Path(path).is_file():
         raise TorchImportError(f"{one_line(path)}: no such file")
-    request = {"target": str(Path(path).resolve()) + sep + factory, "cwd": os.getcwd(),
+    # the server forked from may be older than this call: send the caller's cwd and environment
+    request = {"target": str(Path(path).resolve()) + sep + factory, "cwd": os.getcwd(), "env": dict(os.environ),
                "input_shape": list(input_shape) if input_shape is not None else None,
                "input_dtype": input_dtype, "name": name}
     ctx = _context()
@@ -157,6 +158,8 @@ def _child(conn, request: dict) -> None:
 
 def _run(request: dict) -> dict:
     try:
+        os.environ.clear()
+        os.environ.update(request["env"])
         os.chdir(request["cwd"])
         from memdesigner.importers.torch_fx import import_file
         from memdesigner.io.design_file import design_to_dict
