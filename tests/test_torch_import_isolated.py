@@ -190,3 +190,13 @@ def test_help_says_importing_runs_the_file(capsys):
     with pytest.raises(SystemExit):
         main(["import", "torch", "--help"])
     assert "RUNS the file's Python code" in capsys.readouterr().out
+
+
+def test_a_calling_script_without_a_main_guard_runs_once(model):
+    """multiprocessing would re-run the caller's __main__ script in the child; it must not."""
+    script = model.parent / "caller.py"
+    script.write_text("from memdesigner.importers.torch_isolated import import_file_isolated\n"
+                      "print('script ran')\n"
+                      "print(len(import_file_isolated('model.py:good').nodes))\n")
+    r = subprocess.run([sys.executable, str(script)], cwd=model.parent, capture_output=True, text=True, timeout=300)
+    assert (r.returncode, r.stdout, r.stderr) == (0, "script ran\n3\n", "")

@@ -16,12 +16,15 @@ for that once; the next ones take a fraction of a second); elsewhere it is spawn
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import multiprocessing
 import os
 import re
 import sys
+import threading
+import types
 from pathlib import Path
 
 from memdesigner.importers.torch_fx import META_BATCH, TorchImportError
@@ -32,6 +35,7 @@ MAX_DIMS = 8
 _PRELOAD = ["torch", "torch.fx", "memdesigner.importers.torch_fx", "memdesigner.io.design_file",
             "memdesigner.importers._torch_warm"]
 _CTX = None
+_START_LOCK = threading.Lock()
 
 
 class TorchNotInstalled(ImportError):
@@ -62,6 +66,21 @@ def _context():
         else:
             _CTX = multiprocessing.get_context("spawn")
     return _CTX
+
+
+@contextlib.contextmanager
+def _main_hidden():
+    """multiprocessing re-runs the caller's ``__main__`` script in the child (as ``__mp_main__``)
+    unless it is hidden while the child starts: a script without a ``__name__`` guard would run
+    again, one read from stdin cannot be found. The child needs nothing from it."""
+    with _START_LOCK:
+        main = sys.modules.get("__main__")
+        sys.modules["__main__"] = types.ModuleType("__main__")
+        try:
+            yield
+        finally:
+            if main is not None:
+                sys.modules["__main__"] = main
 
 
 def _exit_reason(code) -> str:
@@ -100,7 +119,8 @@ def import_file_isolated(target: str, input_shape=None, input_dtype=None, name: 
     recv, send = ctx.Pipe(duplex=False)
     proc = ctx.Process(target=_child, args=(send, request), name="memdesigner-torch-import", daemon=True)
     try:
-        proc.start()
+        with _main_hidden():
+            proc.start()
         send.close()
         msg = None
         if recv.poll(timeout):
