@@ -62,7 +62,9 @@ def build_parser() -> argparse.ArgumentParser:
     ik = isub.add_parser("keras", help="Keras model.to_json() output")
     ik.add_argument("model")
     ik.add_argument("-o", "--output", required=True)
-    it = isub.add_parser("torch", help="a Python file with a factory returning an nn.Module")
+    it = isub.add_parser("torch", help="a Python file with a factory returning an nn.Module (runs the file)",
+                         description="Importing RUNS the file's Python code (in a child process, with a time "
+                                     "limit): import only files you trust.")
     it.add_argument("spec", help="FILE.py:FACTORY")
     it.add_argument("-o", "--output", required=True)
     it.add_argument("--input-shape", default=None, help="per-sample shape, e.g. 3,224,224")
@@ -71,6 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("design")
     _settings_args(f)
     f.add_argument("--format", choices=("table", "json"), default="table")
+    it.add_argument("--timeout", type=float, default=300.0, help="seconds the model code may run (default 300)")
     ex = sub.add_parser("export", help="export a design as code")
     esub = ex.add_subparsers(dest="target", parser_class=_Parser)
     et = esub.add_parser("torch", help="PyTorch nn.Module source")
@@ -275,24 +278,15 @@ def cmd_import(args) -> int:
         except (OSError, ValueError, KeyError) as err:
             raise CliError(f"{args.model}: {err}") from None
     elif args.source == "torch":
-        try:
-            from memdesigner.importers.torch_fx import TorchImportError, import_file
+        from memdesigner.importers.torch_isolated import import_file_isolated, parse_input_shape
+
+        try:  # the file runs in a child process: it cannot exit, hang or chdir this one
+            design = import_file_isolated(args.spec, parse_input_shape(args.input_shape), args.input_dtype,
+                                          timeout=args.timeout)
         except ImportError as err:
             raise CliError(f"PyTorch import needs torch installed (pip install memdesigner[torch]): {err}") from None
-        shape = None
-        if args.input_shape:
-            try:
-                shape = tuple(int(x) for x in args.input_shape.replace("x", ",").split(",") if x.strip())
-            except ValueError:
-                raise CliError(f"--input-shape: {args.input_shape!r} is not a list of integers") from None
-        try:
-            design = import_file(args.spec, input_shape=shape, input_dtype=args.input_dtype)
-        except ImportError as err:
-            raise CliError(f"PyTorch import needs torch installed: {err}") from None
-        except TorchImportError as err:  # already names the spec
+        except ValueError as err:
             raise CliError(str(err)) from None
-        except Exception as err:  # the user's model code can raise anything: one line, exit 2  # noqa: BLE001
-            raise CliError(f"{args.spec}: {type(err).__name__}: {err}") from None
     else:
         raise CliError("import needs a source: torch or keras")
     save_design(design, args.output)

@@ -72,3 +72,10 @@ def test_largest_batch_is_not_capped_where_the_curve_is_affine():
     assert rep.max_batch == 31_284_810
     over = memdesigner.estimate(design, mode="inference", batch=rep.max_batch + 1, device="h200")
     assert not over.device["fits"]
+
+
+def test_an_empty_design_has_a_flat_curve():
+    from memdesigner.model.design import Design
+
+    curve = batch_curve(Design("empty"), Settings(mode="inference"), get_device("t4"))
+    assert curve.raw_peak(64) == 0 and curve.device_peak_bounds(64)[0] == get_device("t4").runtime_overhead_bytes

@@ -8,14 +8,16 @@ class MissingFeature(Exception):
     """The module or its dependency is not installed; the message says what to install."""
 
 
-def import_torch(path_spec: str, input_shape=None):
+def import_torch(path_spec: str, input_shape=None, timeout: float | None = None):
+    """Runs the file in a child process (importing executes it): its sys.exit, endless loop or
+    chdir cannot close, freeze or move the window; the window calls this off the UI thread."""
     try:
-        from memdesigner.importers.torch_fx import import_file
+        from memdesigner.importers.torch_isolated import DEFAULT_TIMEOUT_S, import_file_isolated
     except ImportError as err:
         raise MissingFeature(f"PyTorch import is not available ({err}). Install PyTorch: "
                              "pip install 'memdesigner[torch]'") from None
     try:
-        return import_file(path_spec, input_shape=input_shape)
+        return import_file_isolated(path_spec, input_shape=input_shape, timeout=timeout or DEFAULT_TIMEOUT_S)
     except ImportError as err:
         raise MissingFeature(f"PyTorch import needs torch ({err}). Install it: pip install 'memdesigner[torch]'") from None
 

@@ -10,7 +10,6 @@ from pathlib import Path
 from PySide6.QtCore import QPointF, QSettings, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QKeySequence, QUndoStack
 from PySide6.QtWidgets import (
-    QApplication,
     QDockWidget,
     QFileDialog,
     QInputDialog,
@@ -541,10 +540,13 @@ class MainWindow(QMainWindow):
     def import_torch(self):
         if not self.maybe_save():
             return
-        path, _ = QFileDialog.getOpenFileName(self, "Import PyTorch model", self._last_dir(), "Python (*.py)")
+        path, _ = QFileDialog.getOpenFileName(self, "Import PyTorch model (runs the file's code)", self._last_dir(),
+                                              "Python (*.py)")
         if not path:
             return
         cls, ok = QInputDialog.getText(self, "Import PyTorch model",
+                                       "Importing RUNS this file's Python code (in a separate process): import "
+                                       "only files you trust.\n\n"
                                        "Model class or factory function in the file (empty: the first nn.Module):")
         if not ok:
             return
@@ -569,17 +571,21 @@ class MainWindow(QMainWindow):
             self._import(lambda: hooks.import_keras(path), "Keras")
 
     def _import(self, fn, what: str):
-        QApplication.setOverrideCursor(Qt.WaitCursor)
-        try:
-            d = fn()
-        except hooks.MissingFeature as err:
-            QMessageBox.information(self, f"{what} import unavailable", str(err))
-            return
-        except Exception as err:  # importer errors are the user's model's problems: show them  # noqa: BLE001
-            QMessageBox.warning(self, f"{what} import failed", f"{type(err).__name__}: {err}")
-            return
-        finally:
-            QApplication.restoreOverrideCursor()
+        """Off the UI thread (a model file may take minutes); the result lands in _imported."""
+        from superqt.utils import create_worker
+
+        worker = create_worker(fn, _ignore_errors=True)  # errors go to the dialog below, not re-raised
+        worker.returned.connect(self._imported)
+        worker.errored.connect(lambda err: QMessageBox.information(self, f"{what} import unavailable", str(err))
+                               if isinstance(err, hooks.MissingFeature)
+                               else QMessageBox.warning(self, f"{what} import failed", f"{type(err).__name__}: {err}"))
+        worker.finished.connect(lambda: self.busy_label.setText(""))
+        self.busy_label.setText(f"importing the {what} model…")
+        worker.start()
+        self._import_worker = worker
+        return worker
+
+    def _imported(self, d):
         self.set_design(d, None, layout=True)
         if not needs_layout(d):
             pass

@@ -61,15 +61,15 @@ class BatchCurve:
         if self.lines is None:
             self.runs += 1
             return Simulation(self.design, self.analysis, self.settings.with_(batch=batch), 1).run().mem.peak
-        return max(a + b * batch for a, b, _ in self.lines)
+        return max((a + b * batch for a, b, _ in self.lines), default=0)
 
     def device_peak_bounds(self, batch: int) -> tuple[int, int]:
         """(low, high) bounds of the device peak at ``batch`` without simulating."""
         if self.lines is None:
             p = self.device_peak(batch)
             return p, p
-        lo = max(a + b * batch for a, b, _ in self.lines)
-        hi = max(a + b * batch + s for a, b, s in self.lines)
+        lo = max((a + b * batch for a, b, _ in self.lines), default=0)
+        hi = max((a + b * batch + s for a, b, s in self.lines), default=0)
         return lo + self._overhead, hi + self._overhead
 
     def _largest_under(self, budget: int, slack: bool) -> int | None:

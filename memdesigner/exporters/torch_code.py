@@ -10,11 +10,13 @@ The generated file imports torch; this module does not.
 from __future__ import annotations
 
 import keyword
+import math
 import re
 import sys
 
 from memdesigner.model.analysis import analyze
 from memdesigner.model.design import Design
+from memdesigner.text import one_line
 
 _RESERVED = {
     "forward", "training", "train", "eval", "to", "cuda", "cpu", "float", "half", "double", "type", "apply",
@@ -27,7 +29,11 @@ _RESERVED = {
 
 
 class ExportError(ValueError):
-    """The design cannot be written as PyTorch (a node in error, an unknown type)."""
+    """The design cannot be written as PyTorch (a node in error, an unknown type, a value that is
+    no Python literal). The message is kept to one printable line: it names user-chosen names."""
+
+    def __init__(self, message: str):
+        super().__init__(one_line(message))
 
 
 def _ident(name: str, used: set, reserved=_RESERVED) -> str:
@@ -54,15 +60,30 @@ def _class_name(name: str) -> str:
     return s
 
 
-def _lit(v):
-    if isinstance(v, tuple):
-        return "(" + ", ".join(_lit(x) for x in v) + ("," if len(v) == 1 else "") + ")"
-    if isinstance(v, list):
-        return _lit(tuple(v))
+def _lit(v, where: str = "a value"):
+    """``v`` as Python source that evaluates back to it, and to nothing else: only bools, ints,
+    finite floats, strings (through repr, which escapes quotes, backslashes and newlines), None and
+    tuples of those. Anything else (NaN and inf have no literal) is an ExportError naming ``where``."""
+    if isinstance(v, (tuple, list)):
+        return "(" + ", ".join(_lit(x, where) for x in v) + ("," if len(v) == 1 else "") + ")"
+    if v is None or isinstance(v, bool):
+        return repr(v)
+    if isinstance(v, int):
+        return str(int(v))
     if isinstance(v, float):
-        r = repr(v)
-        return r
-    return repr(v)
+        if not math.isfinite(v):
+            raise ExportError(f"{where}: {v!r} is not a finite number; PyTorch code cannot hold it")
+        return repr(float(v))
+    if isinstance(v, str):
+        return repr(str(v))
+    raise ExportError(f"{where}: {type(v).__name__} value {v!r} cannot be written as PyTorch code")
+
+
+def _check_class_name(name: str) -> str:
+    if not (isinstance(name, str) and name.isidentifier() and name.isascii()) or keyword.iskeyword(name) \
+            or name in ("make", "torch", "nn", "F"):
+        raise ExportError(f"class name {name!r} is not a Python class name")
+    return name
 
 
 def _pair_tuple(v, n):
@@ -184,6 +205,9 @@ def to_python(design: Design, class_name: str | None = None) -> str:
         info = an.nodes[nid]
         p = info.props
         t = node.type
+
+        def L(field, p=p, where=f"node {node.name!r} ({node.type})"):  # noqa: N802 - reads as a literal
+            return _lit(p[field], f"{where}: {field}")
         a = attr[nid]
         out_spec = info.outputs[0] if info.outputs else None
         if t == "Input":
@@ -202,54 +226,54 @@ def to_python(design: Design, class_name: str | None = None) -> str:
         if t in ("Conv1d", "Conv2d", "Conv3d"):
             n = int(t[-2])
             pad = _conv_padding(p, xs.shape[1:], n)
-            mod = (f"nn.{t}({xs.shape[0]}, {p['out_channels']}, kernel_size={_lit(p['kernel'])}, "
-                   f"stride={_lit(p['stride'])}, padding={_lit(pad)}, dilation={_lit(p['dilation'])}, "
-                   f"groups={p['groups']}, bias={p['bias']})")
+            mod = (f"nn.{t}({xs.shape[0]}, {L('out_channels')}, kernel_size={L('kernel')}, "
+                   f"stride={L('stride')}, padding={_lit(pad)}, dilation={L('dilation')}, "
+                   f"groups={L('groups')}, bias={L('bias')})")
         elif t == "ConvTranspose2d":
-            mod = (f"nn.ConvTranspose2d({xs.shape[0]}, {p['out_channels']}, kernel_size={_lit(p['kernel'])}, "
-                   f"stride={_lit(p['stride'])}, padding={_lit(p['padding'])}, "
-                   f"output_padding={_lit(p['output_padding'])}, groups={p['groups']}, bias={p['bias']}, "
-                   f"dilation={_lit(p['dilation'])})")
+            mod = (f"nn.ConvTranspose2d({xs.shape[0]}, {L('out_channels')}, kernel_size={L('kernel')}, "
+                   f"stride={L('stride')}, padding={L('padding')}, "
+                   f"output_padding={L('output_padding')}, groups={L('groups')}, bias={L('bias')}, "
+                   f"dilation={L('dilation')})")
         elif t == "Linear":
-            mod = f"nn.Linear({xs.shape[-1]}, {p['out_features']}, bias={p['bias']})"
+            mod = f"nn.Linear({xs.shape[-1]}, {L('out_features')}, bias={L('bias')})"
         elif t in ("BatchNorm1d", "BatchNorm2d"):
-            mod = (f"nn.{t}({xs.shape[0]}, eps={p['eps']!r}, momentum={p['momentum']!r}, affine={p['affine']}, "
-                   f"track_running_stats={p['track_running_stats']})")
+            mod = (f"nn.{t}({xs.shape[0]}, eps={L('eps')}, momentum={L('momentum')}, affine={L('affine')}, "
+                   f"track_running_stats={L('track_running_stats')})")
         elif t == "LayerNorm":
             ns = tuple(p["normalized_shape"]) or (xs.shape[-1],)
-            mod = f"nn.LayerNorm({_lit(_simplify(ns) if len(ns) == 1 else ns)}, eps={p['eps']!r}, " \
-                  f"elementwise_affine={p['elementwise_affine']})"
+            mod = f"nn.LayerNorm({_lit(_simplify(ns) if len(ns) == 1 else ns)}, eps={L('eps')}, " \
+                  f"elementwise_affine={L('elementwise_affine')})"
         elif t == "GroupNorm":
-            mod = f"nn.GroupNorm({p['num_groups']}, {xs.shape[0]}, eps={p['eps']!r}, affine={p['affine']})"
+            mod = f"nn.GroupNorm({L('num_groups')}, {xs.shape[0]}, eps={L('eps')}, affine={L('affine')})"
         elif t == "Dropout":
-            mod = f"nn.Dropout(p={p['p']!r}" + (", inplace=True)" if p["inplace"] else ")")
+            mod = f"nn.Dropout(p={L('p')}" + (", inplace=True)" if p["inplace"] else ")")
         elif t in ("ReLU", "ReLU6", "SiLU"):
             mod = f"nn.{t}(" + ("inplace=True)" if p.get("inplace") else ")")
         elif t == "LeakyReLU":
-            mod = f"nn.LeakyReLU({p['negative_slope']!r}" + (", inplace=True)" if p.get("inplace") else ")")
+            mod = f"nn.LeakyReLU({L('negative_slope')}" + (", inplace=True)" if p.get("inplace") else ")")
         elif t == "GELU":
-            mod = "nn.GELU(" + (f"approximate={p['approximate']!r})" if p["approximate"] != "none" else ")")
+            mod = "nn.GELU(" + (f"approximate={L('approximate')})" if p["approximate"] != "none" else ")")
         elif t in ("Sigmoid", "Tanh"):
             mod = f"nn.{t}()"
         elif t == "Softmax":
-            mod = f"nn.Softmax(dim={p['dim']})"
+            mod = f"nn.Softmax(dim={L('dim')})"
         elif t in ("MaxPool1d", "MaxPool2d", "AvgPool2d"):
             n = 1 if t == "MaxPool1d" else 2
             pad = p["padding"]
             if pad in ("SAME", "VALID"):
                 cfg = dict(p, stride=p["stride"] or p["kernel"], dilation=1)
                 pad = _conv_padding(cfg, xs.shape[1:], n)
-            mod = (f"nn.{t}(kernel_size={_lit(p['kernel'])}, stride={_lit(p['stride'] or p['kernel'])}, "
-                   f"padding={_lit(pad)}, ceil_mode={p['ceil_mode']})")
+            mod = (f"nn.{t}(kernel_size={L('kernel')}, stride={_lit(p['stride'] or p['kernel'], node.name)}, "
+                   f"padding={_lit(pad)}, ceil_mode={L('ceil_mode')})")
         elif t == "AdaptiveAvgPool2d":
-            mod = f"nn.AdaptiveAvgPool2d({_lit(p['output_size'])})"
+            mod = f"nn.AdaptiveAvgPool2d({L('output_size')})"
         elif t == "Upsample":
-            mod = f"nn.Upsample(scale_factor={p['scale_factor']!r}, mode={p['mode']!r})"
+            mod = f"nn.Upsample(scale_factor={L('scale_factor')}, mode={L('mode')})"
         elif t == "Embedding":
-            mod = f"nn.Embedding({p['num_embeddings']}, {p['embedding_dim']})"
+            mod = f"nn.Embedding({L('num_embeddings')}, {L('embedding_dim')})"
         elif t in ("LSTM", "GRU"):
-            mod = (f"nn.{t}({xs.shape[-1]}, {p['hidden_size']}, num_layers={p['num_layers']}, bias={p['bias']}, "
-                   f"batch_first=True, bidirectional={p['bidirectional']})")
+            mod = (f"nn.{t}({xs.shape[-1]}, {L('hidden_size')}, num_layers={L('num_layers')}, bias={L('bias')}, "
+                   f"batch_first=True, bidirectional={L('bidirectional')})")
             v = new_var(nid)
             fwd.append(f"{v}, _ = self.{a}({x})")
             if not p["return_sequences"]:
@@ -257,13 +281,13 @@ def to_python(design: Design, class_name: str | None = None) -> str:
             init.append(f"self.{a} = {mod}")
             continue
         elif t == "MultiHeadAttention":
-            init.append(f"self.{a} = nn.MultiheadAttention({xs.shape[-1]}, {p['num_heads']}, dropout={p['dropout']!r}, "
-                        f"bias={p['bias']}, batch_first=True)")
+            init.append(f"self.{a} = nn.MultiheadAttention({xs.shape[-1]}, {L('num_heads')}, dropout={L('dropout')}, "
+                        f"bias={L('bias')}, batch_first=True)")
             v = new_var(nid)
-            fwd.append(f"{v}, _ = self.{a}({x}, {x}, {x}, need_weights={p['need_weights']})")
+            fwd.append(f"{v}, _ = self.{a}({x}, {x}, {x}, need_weights={L('need_weights')})")
             continue
         elif t == "Flatten":
-            line = f"torch.flatten({x}, {p['start_dim']})"
+            line = f"torch.flatten({x}, {L('start_dim')})"
         elif t == "Reshape":
             line = f"{x}.reshape({x}.shape[0], {', '.join(str(d) for d in out_spec.shape)})"
         elif t == "Add":
@@ -278,27 +302,27 @@ def to_python(design: Design, class_name: str | None = None) -> str:
         elif t == "Multiply":
             line = f"{x} * {ref(nid, 1)}"
         elif t == "Concat":
-            line = f"torch.cat([{', '.join(ref(nid, k) for k in range(len(ins[nid])))}], dim={p['dim']})"
+            line = f"torch.cat([{', '.join(ref(nid, k) for k in range(len(ins[nid])))}], dim={L('dim')})"
         elif t == "Transpose":
-            line = f"{x}.transpose({p['dim0']}, {p['dim1']})"
+            line = f"{x}.transpose({L('dim0')}, {L('dim1')})"
         elif t == "Permute":
             line = f"{x}.permute({', '.join(str(d) for d in p['dims'])})"
         elif t == "Split":
             v = _ident("v_" + a, var_used)
-            fwd.append(f"{v} = torch.chunk({x}, {p['chunks']}, dim={p['dim']})")
+            fwd.append(f"{v} = torch.chunk({x}, {L('chunks')}, dim={L('dim')})")
             for j in range(p["chunks"]):
                 var[(nid, j)] = f"{v}[{j}]"
             continue
         elif t == "Select":
             line = f"{x}[{', '.join([':'] * p['dim'] + [str(p['index'])])}]"
         elif t == "Scale":
-            line = f"{x} * {p['factor']!r}"
+            line = f"{x} * {L('factor')}"
         elif t == "MatMul":
             line = f"{x} @ {ref(nid, 1)}"
         elif t == "Mean":
-            line = f"{x}.mean(dim={p['dim']}" + (", keepdim=True)" if p["keepdim"] else ")")
+            line = f"{x}.mean(dim={L('dim')}" + (", keepdim=True)" if p["keepdim"] else ")")
         elif t == "ClassToken":
-            init.append(f"self.{a} = nn.Parameter(torch.zeros(1, {p['tokens']}, {xs.shape[-1]}))")
+            init.append(f"self.{a} = nn.Parameter(torch.zeros(1, {L('tokens')}, {xs.shape[-1]}))")
             line = f"torch.cat([self.{a}.expand({x}.shape[0], -1, -1), {x}], dim=1)"
         elif t == "PositionEmbedding":
             init.append(f"self.{a} = nn.Parameter(torch.zeros(1, {', '.join(str(d) for d in xs.shape)}))")
@@ -315,8 +339,8 @@ def to_python(design: Design, class_name: str | None = None) -> str:
             dt = {"float": "", "int64": ", dtype=torch.long", "bool": ", dtype=torch.bool"}[p["dtype"]]
             src = x or args[0]
             shape = ", ".join(str(d) for d in p["out_shape"])
-            warnings.append(f"{node.name}: Generic op {p['op']!r} is written as a zeros placeholder")
-            line = f"{src}.new_zeros(({src}.shape[0], {shape}){dt})  # TODO: Generic op {p['op']!r}"
+            warnings.append(one_line(f"{node.name}: Generic op {L('op')} is written as a zeros placeholder"))
+            line = f"{src}.new_zeros(({src}.shape[0], {shape}){dt})  # TODO: Generic op {L('op')}"
         else:
             raise ExportError(f"{nid}: no PyTorch export for layer type {t}")
         if mod is not None:
@@ -330,9 +354,10 @@ def to_python(design: Design, class_name: str | None = None) -> str:
     ret = sinks[0] if len(sinks) == 1 else "(" + ", ".join(sinks) + ("," if len(sinks) == 1 else "") + ")"
     if not sinks:
         ret = args[0]
-    cname = class_name or _class_name(design.name)
+    cname = _check_class_name(class_name) if class_name else _class_name(design.name)
     out = []
-    out.append(f'"""{design.name}: exported by memdesigner (PyTorch {_lit(input_shape)} input per sample)."""')
+    # the design's name is the author's text: a repr'd literal, never pasted between quotes
+    out.append(repr(f"{design.name}: exported by memdesigner (PyTorch {_lit(input_shape)} input per sample)."))
     out.append("")
     out.append("import torch")
     out.append("import torch.nn as nn")
@@ -386,4 +411,4 @@ def cli_export_torch(args) -> int:
     return 0
 
 
-__all__ = ["ExportError", "add_torch_export_parser", "cli_export_torch", "to_python"]
+__all__ = ["ExportError", "add_torch_export_parser", "cli_export_torch", "one_line", "to_python"]

@@ -63,6 +63,7 @@ from pathlib import Path
 from memdesigner.model import registry
 from memdesigner.model.design import Design
 from memdesigner.model.registry import LayerError, ShapeCtx, TensorSpec
+from memdesigner.text import first_line, one_line
 
 DX, DY = 220.0, 150.0
 
@@ -76,7 +77,17 @@ def keras_shape(shape, channels_last: bool = True) -> tuple:
 
 
 class KerasImportError(ValueError):
-    """A Keras JSON file that cannot be imported; the message names the layer and the problem."""
+    """A Keras JSON file that cannot be imported; the message names the layer and the problem, on
+    one printable line (layer names are the file's text)."""
+
+    def __init__(self, message: str):
+        super().__init__(first_line(message))
+
+
+# What a malformed config makes the mapping code raise (a list where a number belongs, inf as a
+# size, a missing entry, nesting deeper than Python recurses): each becomes a KerasImportError.
+_MALFORMED = (KeyError, TypeError, ValueError, IndexError, AttributeError, OverflowError, ZeroDivisionError,
+              RecursionError)
 
 
 @dataclass
@@ -113,7 +124,14 @@ def load_keras_json(source, *, unknown_dim: int | None = None, name: str | None 
     length; without it such a model raises KerasImportError.
     """
     data, where = _read(source)
-    return _Importer(data, where, unknown_dim, name).run()
+    imp = _Importer(data, where, unknown_dim, name)
+    try:
+        return imp.run()
+    except KerasImportError:
+        raise
+    except _MALFORMED as err:
+        loc = f"layer {imp.current!r}: " if imp.current else ""
+        raise KerasImportError(f"{where}: {loc}malformed Keras config ({type(err).__name__}: {err})") from None
 
 
 # -- reading ------------------------------------------------------------------------------------
@@ -134,6 +152,10 @@ def _read(source):
                 text = path.read_text(encoding="utf-8")
         except OSError as err:
             raise KerasImportError(f"{path}: cannot read: {err.strerror or err}") from None
+        except UnicodeDecodeError as err:
+            raise KerasImportError(f"{path}: not UTF-8 text (byte {err.start}): not a Keras JSON file") from None
+        except zipfile.BadZipFile as err:
+            raise KerasImportError(f"{path}: a damaged .keras archive: {err}") from None
         where = str(path)
     elif isinstance(source, str):
         text, where = source, "keras JSON"
@@ -143,6 +165,8 @@ def _read(source):
         data = json.loads(text)
     except json.JSONDecodeError as err:
         raise KerasImportError(f"{where}: line {err.lineno} column {err.colno}: invalid JSON: {err.msg}") from None
+    except RecursionError:
+        raise KerasImportError(f"{where}: the JSON is nested too deeply to be a Keras model") from None
     return data, where
 
 
@@ -199,6 +223,7 @@ class _Importer:
         self.k3_shapes: dict[tuple, list] = {}  # (layer, node_index, tensor_index) -> Keras shape
         self.keras_layers: dict[str, str] = {}  # Keras layer name -> the node that holds its output
         self.refs: dict[str, _Ref] = {}  # node id -> its output (whose .moved handlers may still set)
+        self.current: str | None = None  # the layer being mapped, for errors
 
     # -- errors and helpers ---------------------------------------------------------------------
     def fail(self, msg: str, layer: str | None = None):
@@ -206,7 +231,7 @@ class _Importer:
         raise KerasImportError(f"{self.where}: {loc}{msg}")
 
     def warn(self, msg: str):
-        self.warnings.append(msg)
+        self.warnings.append(one_line(msg))
 
     def new_id(self, base: str) -> str:
         base = _safe_id(base)
@@ -516,6 +541,7 @@ class _Importer:
     # -- one Keras layer ------------------------------------------------------------------------
     def layer(self, layer: dict, ins: list, lname: str, k3_out=None) -> list:
         cls = layer["class_name"]
+        self.current = lname
         c = layer.get("config") or {}
         x = ins[0]
         rank = len(x.spec.shape)
@@ -527,8 +553,8 @@ class _Importer:
                     return out if isinstance(out, list) else [out]
         except KerasImportError:
             raise
-        except (KeyError, TypeError, ValueError) as err:
-            self.fail(f"{cls}: bad config: {err}", lname)
+        except _MALFORMED as err:
+            self.fail(f"{cls}: bad config: {type(err).__name__}: {err}", lname)
         if cls in _IDENTITY_LAYERS:
             return [x]
         # unknown: a Generic node

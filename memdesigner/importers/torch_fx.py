@@ -133,6 +133,7 @@ def from_module(module, input_shape, input_dtype: str = "float", name: str | Non
 
     x = _meta_input(torch, input_shape, input_dtype, max(vocab, 1))
     gm = _trace(torch, module, x)
+    _check_returns_tensors(torch, gm, module)
     _propagate(torch, gm, x)
 
     design = Design(name=name or type(module).__name__)
@@ -156,7 +157,33 @@ def import_file(target: str, input_shape=None, input_dtype=None, name: str | Non
         shape = tuple(input_shape)
     if shape is None:
         raise TorchImportError(f"{target}: the factory returned no input shape; pass --input-shape")
+    shape = _check_shape(shape, target)
+    import torch
+
+    if not isinstance(module, torch.nn.Module):
+        raise TorchImportError(f"{target}: the factory returned {type(module).__name__}, not an nn.Module "
+                               "(or (module, input_shape))")
     return from_module(module, shape, input_dtype or "float", name=name or factory_name)
+
+
+def _check_returns_tensors(torch, gm, module) -> None:
+    """A forward that returns no tensor (None, a number) has nothing to design: say so rather than
+    import a lone Input."""
+    found: list = []
+    for n in gm.graph.nodes:
+        if n.op == "output":
+            torch.fx.node.map_arg(n.args, found.append)
+            if not found:
+                raise TorchImportError(f"{type(module).__name__}.forward returns no tensor "
+                                       f"({str(n.args[0] if n.args else None)[:80]})")
+
+
+def _check_shape(shape, target: str) -> tuple:
+    if not isinstance(shape, (tuple, list)) or not shape or \
+            any(isinstance(d, bool) or not isinstance(d, int) or d <= 0 for d in shape):
+        raise TorchImportError(f"{target}: the factory's input shape {str(shape)[:80]} is not a tuple of "
+                               "positive integers")
+    return tuple(shape)
 
 
 def load_factory(target: str):
@@ -213,7 +240,11 @@ def load_factory_module(target: str, meta: bool = True):
     else:
         built = fn()
     if isinstance(built, tuple):
-        module, shape = built[0], tuple(built[1])
+        if len(built) != 2:
+            raise TorchImportError(f"{target}: the factory returned a tuple of {len(built)}; expected "
+                                   "(module, input_shape)")
+        module, shape = built
+        shape = tuple(shape) if isinstance(shape, (tuple, list)) else shape
     else:
         module, shape = built, None
     name = getattr(fn, "__name__", None) or Path(target.split(":")[0]).stem
