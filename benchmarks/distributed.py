@@ -76,11 +76,10 @@ def _free_port() -> int:
 
 def measure_rank(case: dict, rank: int, measure) -> dict:
     """One case on this rank: the tracker's per-step phase peaks (bytes)."""
+    import distributed_models
     import torch
     from torch.distributed.optim import ZeroRedundancyOptimizer
     from torch.nn.parallel import DistributedDataParallel as DDP
-
-    import distributed_models
 
     torch.manual_seed(0)
     model, shape = distributed_models.MODELS[case["model"]]()
