@@ -105,7 +105,7 @@ def measure_rank(case: dict, rank: int, measure) -> dict:
     steps = measure.summarize(ta.phase_stats, "train", STEPS)
     out = {"rank": rank, "param_bytes": measure.unique_storage_bytes(params),
            "steps": [{k: v for k, v in d.items() if k != "phases"} for d in steps],
-           "peak_contents": dict(sorted(ta.peak_contents().items(), key=lambda kv: -kv[1])[:12])}
+           "peak_contents": dict(sorted(ta.peak_contents().items(), key=lambda kv: -kv[1])[:5])}
     del ddp, opt, model, x, params, buffers
     ta.live.clear()
     gc.collect()
@@ -145,6 +145,12 @@ def measure_cases(cases: list[dict], truth_dir: Path) -> dict:
         for i, c in enumerate(sel):
             out[case_key(c)] = {**c, "ranks": [ranks[r][i] for r in range(world)]}
     return out
+
+
+def write_truth(truth: dict, path: Path = TRUTH_JSON) -> None:
+    """One case per line: small diffs when a case is re-measured."""
+    body = ",\n".join(f"{json.dumps(k)}: {json.dumps(truth[k], separators=(',', ':'))}" for k in sorted(truth))
+    path.write_text("{\n" + body + "\n}\n")
 
 
 def steady(rank_rec: dict, step: int = 2) -> dict:
@@ -216,7 +222,7 @@ def main(argv=None) -> int:
     truth = json.loads(TRUTH_JSON.read_text()) if TRUTH_JSON.exists() else {}
     if args.measure:
         truth.update(measure_cases(cases, args.truth_dir or truth_dir()))
-        TRUTH_JSON.write_text(json.dumps(truth, indent=1, sort_keys=True) + "\n")
+        write_truth(truth)
     rows = []
     for c in cases:
         rec = truth.get(case_key(c))
