@@ -1,7 +1,7 @@
 """Small networks for the distributed benchmark (benchmarks/distributed.py): four processes must
 fit a 2-core machine quickly, so these are scaled-down versions of the truth zoo's MLP, CNN,
-transformer and LSTM (same layer code, fewer/narrower layers). No buffers: DDP's per-forward buffer
-broadcast is not modelled. Every factory returns ``(module, input_shape_without_batch)``."""
+transformer and LSTM (same layer code, fewer/narrower layers), and a BatchNorm CNN (module buffers:
+DDP broadcasts them from rank 0 at every forward). Every factory returns ``(module, input_shape_without_batch)``."""
 
 from __future__ import annotations
 
@@ -44,6 +44,15 @@ def small_cnn():
         nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
         nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
         nn.Flatten(), nn.Linear(32 * 8 * 8, 10),
+    ), (3, 32, 32)
+
+
+def bn_cnn():
+    """conv-BN-relu x2 with a stride-2 conv between, on 3x32x32 (BatchNorm buffers)."""
+    return nn.Sequential(
+        nn.Conv2d(3, 16, 3, padding=1, bias=False), nn.BatchNorm2d(16), nn.ReLU(inplace=True),
+        nn.Conv2d(16, 32, 3, stride=2, padding=1, bias=False), nn.BatchNorm2d(32), nn.ReLU(inplace=True),
+        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(32, 10),
     ), (3, 32, 32)
 
 
@@ -122,5 +131,5 @@ def small_lstm():
     return LSTMClassifier(), (16,)
 
 
-MODELS = {"mlp": mlp, "wide_mlp": wide_mlp, "lenet5": lenet5, "small_cnn": small_cnn, "tiny_vit": tiny_vit,
+MODELS = {"mlp": mlp, "wide_mlp": wide_mlp, "lenet5": lenet5, "small_cnn": small_cnn, "bn_cnn": bn_cnn, "tiny_vit": tiny_vit,
           "small_lstm": small_lstm}
