@@ -36,7 +36,7 @@ def _resolve(settings: Settings | None, device, kw: dict):
 def estimate(design: Design, settings: Settings | None = None, *, device=None, max_batch: bool = False,
              analysis: Analysis | None = None, **kw) -> Report:
     """Estimate one step. Keyword settings (mode, batch, optimizer, dtype, amp, checkpointing,
-    backend, foreach) override ``settings``; a device's kind sets the backend."""
+    backend, foreach, gpus, strategy) override ``settings``; a device's kind sets the backend."""
     settings, dev = _resolve(settings, device, kw)
     an = analysis or analyze(design)
     rep = _run(design, an, settings, dev)
