@@ -278,8 +278,8 @@ class Simulation:
         # weights and optimizer state live all step long: one block each (already rounded)
         mem.alloc_exact(weights_total, weights_r, W, "parameters and buffers (all layers)")
         if state_total:
-            mem.alloc_exact(state_total, state_r, O, f"{opt} state ({'this rank' if local is not trainable else 'all'}"
-                            " parameters)")
+            what = "this rank's shard" if local is not trainable else "all parameters"
+            mem.alloc_exact(state_total, state_r, O, f"{opt} state ({what})")
         if plan is not None and plan.bucket_bytes:
             mem.alloc_exact(plan.bucket_bytes, plan.bucket_rounded, G, "DDP gradient buckets")
 
