@@ -11,6 +11,7 @@ import os
 import sys
 
 from memdesigner import cli_report
+from memdesigner.engine.distributed import describe_per_rank
 from memdesigner.units import format_bytes, format_count, format_flops, format_gib
 
 EXIT_USAGE = 2
@@ -38,6 +39,9 @@ def _settings_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--backend", choices=("cuda", "cpu", "mps"), default=None)
     p.add_argument("--foreach", choices=("auto", "true", "false"), default="auto",
                    help="optimizer multi-tensor path (auto: CUDA yes, CPU no)")
+    p.add_argument("--gpus", type=int, default=None, help="data-parallel world size (--batch is per rank)")
+    p.add_argument("--strategy", choices=("none", "ddp", "zero1"), default=None,
+                   help="data-parallel training: DDP, or DDP + ZeroRedundancyOptimizer")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -93,7 +97,7 @@ def _settings_from(args, design):
     base = dict(design.settings) if design is not None else {}
     base.pop("device", None)
     kw = {}
-    for k in ("mode", "batch", "optimizer", "dtype", "amp", "checkpointing", "backend"):
+    for k in ("mode", "batch", "optimizer", "dtype", "amp", "checkpointing", "backend", "gpus", "strategy"):
         v = getattr(args, k, None)
         if v is not None:
             kw[k] = v
@@ -203,6 +207,7 @@ def render_table(rep, design, timeline: bool = False) -> str:
     lines.append(f"  at the peak     {parts}")
     ph = ", ".join(f"{k.replace('_', ' ')} {format_bytes(v)}" for k, v in rep.phase_peaks.items() if v)
     lines.append(f"  phase peaks     {ph}")
+    lines.extend(describe_per_rank(rep.per_rank, format_bytes))
     lines.append(f"hand calculation {format_bytes(rep.lower_bound_bytes)} (parameters + two adjacent feature maps: "
                  f"the textbook lower bound)")
     if rep.device:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from memdesigner.engine.devices import Device, get_device
+from memdesigner.engine.per_rank import run_ranks
 from memdesigner.engine.report import LayerRow, Report
 from memdesigner.engine.sanity import absurd_size_warning
 from memdesigner.engine.settings import Settings
@@ -36,7 +37,7 @@ def _resolve(settings: Settings | None, device, kw: dict):
 def estimate(design: Design, settings: Settings | None = None, *, device=None, max_batch: bool = False,
              analysis: Analysis | None = None, **kw) -> Report:
     """Estimate one step. Keyword settings (mode, batch, optimizer, dtype, amp, checkpointing,
-    backend, foreach) override ``settings``; a device's kind sets the backend."""
+    backend, foreach, gpus, strategy) override ``settings``; a device's kind sets the backend."""
     settings, dev = _resolve(settings, device, kw)
     an = analysis or analyze(design)
     rep = _run(design, an, settings, dev)
@@ -53,7 +54,7 @@ def _device_peak(peak_rounded: int, dev: Device | None) -> int:
 
 def _run(design: Design, an: Analysis, settings: Settings, dev: Device | None) -> Report:
     rounding = dev.allocator_rounding if dev is not None else (512 if settings.backend == "cuda" else 1)
-    sim = Simulation(design, an, settings, rounding).run()
+    sim, per_rank = run_ranks(design, an, settings, rounding)
     mem = sim.mem
     batch = settings.batch
     params = non_trainable = pbytes = bbytes = flops = lower = 0
@@ -117,7 +118,7 @@ def _run(design: Design, an: Analysis, settings: Settings, dev: Device | None) -
         peak_phase=phase, peak_layer=layer, lower_bound_bytes=lower, layers_fn=layer_rows, timeline=sim.events,
         issues=list(an.issues), warnings=warnings, device=device,
         runtime_overhead_bytes=dev.runtime_overhead_bytes if dev else 0, non_trainable_params=non_trainable,
-        recompute_flops=sum(an.nodes[n].flops for n in sim.recomputed) * batch,
+        recompute_flops=sum(an.nodes[n].flops for n in sim.recomputed) * batch, per_rank=per_rank,
     )
 
 

@@ -77,6 +77,7 @@ class Report:
     runtime_overhead_bytes: int = 0
     recompute_flops: int = 0  # forward FLOPs that activation checkpointing runs again in backward
     non_trainable_params: int = 0  # float buffers: Keras's "Non-trainable params" (moving mean/variance)
+    per_rank: list = field(default_factory=list)  # [{rank, peak_bytes, phase_peaks, at_peak}] (engine/per_rank.py)
 
     _layers: list | None = None
 
@@ -124,6 +125,7 @@ class Report:
             "issues": [{"node": i.node_id, "field": i.field, "message": i.message} for i in self.issues],
             "warnings": list(self.warnings),
             "recompute_flops": self.recompute_flops,
+            "per_rank": [dict(r, phase_peaks=dict(r["phase_peaks"]), at_peak=dict(r["at_peak"])) for r in self.per_rank],
         }
         if self.device is not None:
             d["device"] = dict(self.device)

@@ -11,6 +11,7 @@ OPTIMIZERS = ("none", "sgd", "momentum", "adam", "adamw")
 OPTIMIZER_ALIASES = {"sgd_momentum": "momentum", "": "none", None: "none"}
 DTYPES = ("fp32", "fp16", "bf16")
 BACKENDS = ("cuda", "cpu", "mps")
+STRATEGIES = ("none", "ddp", "zero1")  # data-parallel training (memdesigner.engine.distributed)
 
 
 @dataclass(frozen=True)
@@ -23,6 +24,8 @@ class Settings:
     checkpointing: bool = False  # activation checkpointing in sqrt(n) segments
     backend: str = "cuda"
     foreach: bool | None = None  # optimizer multi-tensor path; None: the backend's default
+    gpus: int = 1  # data-parallel world size (per-rank batch is `batch`)
+    strategy: str = "none"  # none | ddp | zero1 (DDP + ZeroRedundancyOptimizer)
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -39,6 +42,12 @@ class Settings:
         object.__setattr__(self, "dtype", dt)
         if self.backend not in BACKENDS:
             raise ValueError(f"backend: {self.backend!r} is not one of {', '.join(BACKENDS)}")
+        if not isinstance(self.gpus, int) or isinstance(self.gpus, bool) or self.gpus < 1:
+            raise ValueError(f"gpus: {self.gpus!r} must be a positive integer")
+        if self.strategy not in STRATEGIES:
+            raise ValueError(f"strategy: {self.strategy!r} is not one of {', '.join(STRATEGIES)}")
+        if self.gpus > 1 and self.strategy == "none":
+            raise ValueError(f"strategy: gpus {self.gpus} needs a data-parallel strategy (ddp or zero1)")
         if self.amp and dt != "fp32":
             raise ValueError("amp: mixed precision keeps fp32 weights; use dtype fp32 with amp")
 
@@ -61,6 +70,11 @@ class Settings:
         if self.foreach is not None:
             return self.foreach
         return self.backend == "cuda"
+
+    @property
+    def data_parallel(self) -> str:
+        """The strategy that shapes this step: none for inference (each rank runs the model alone)."""
+        return self.strategy if self.training else "none"
 
     def with_(self, **kw) -> Settings:
         return replace(self, **kw)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
+from memdesigner.engine import distributed
 from memdesigner.engine.settings import Settings
 from memdesigner.model.analysis import Analysis
 from memdesigner.model.design import Design
@@ -181,8 +182,9 @@ class Simulation:
     """Runs the step once and keeps the events, per-layer rows and phase peaks."""
 
     def __init__(self, design: Design, analysis: Analysis, settings: Settings, rounding: int = 1,
-                 capture: int | None = None, trace: bool = False):
+                 capture: int | None = None, trace: bool = False, rank: int | None = None):
         self.capture = capture
+        self.rank = rank  # data-parallel rank (engine/distributed.py); None: the heaviest
         self.trace = trace  # keep every checked moment (engine/batch_curve.py fits lines through them)
         self.design = design
         self.an = analysis
@@ -267,10 +269,22 @@ class Simulation:
                         state_r += state_per_param * (tb if rnd <= 1 else -(-tb // rnd) * rnd) + step_tensor
             self.rows[nid] = {"params": n_p, "non_trainable": n_nt, "param_bytes": pb, "buffer_bytes": bb,
                               "activation_bytes": 0, "kept_bytes": 0}
+        # data parallel: this rank's optimizer shard, DDP's gradient buckets (engine/distributed.py)
+        self.trainable = trainable
+        self.plan = plan = distributed.plan_for(s, self.rank, trainable, rnd) if train else None
+        local = trainable  # the tensors this rank's optimizer updates
+        if plan is not None and plan.owned is not None:
+            local = [trainable[i] for i in plan.owned]
+            state_total = sum(state_per_param * tb + step_tensor for _, tb, _ in local) if state_per_param else 0
+            state_r = sum(state_per_param * (tb if rnd <= 1 else -(-tb // rnd) * rnd) + step_tensor
+                          for _, tb, _ in local) if state_per_param else 0
         # weights and optimizer state live all step long: one block each (already rounded)
         mem.alloc_exact(weights_total, weights_r, W, "parameters and buffers (all layers)")
         if state_total:
-            mem.alloc_exact(state_total, state_r, O, f"{opt} state (all parameters)")
+            what = "this rank's shard" if local is not trainable else "all parameters"
+            mem.alloc_exact(state_total, state_r, O, f"{opt} state ({what})")
+        if plan is not None and plan.bucket_bytes:
+            mem.alloc_exact(plan.bucket_bytes, plan.bucket_rounded, G, "DDP gradient buckets")
 
         # -- forward ---------------------------------------------------------------------
         val_sid: dict[tuple, int] = {}
@@ -651,7 +665,7 @@ class Simulation:
         mem.mark(("optimizer_step", None))
         if opt in ("adam", "adamw"):
             if s.use_foreach:
-                total = sum(nb for _, nb, _ in trainable)
+                total = sum(nb for _, nb, _ in local)
                 t = mem.alloc(total, K, 1, "Adam step temporary: _foreach_sqrt of every exp_avg_sq")
                 mem.event("optimizer_step", None, "adam (foreach)")
                 mem.decref(t)
@@ -659,7 +673,7 @@ class Simulation:
                 # for-loop Adam: sqrt(exp_avg_sq) and the div denominator of parameter i, while the
                 # previous parameter's denominator is only freed when the next one is made
                 prev = None
-                for nid, nb, _ in trainable:
+                for nid, nb, _ in local:
                     t1 = mem.alloc(nb, K, 1, (nid, "Adam step temporary: sqrt(exp_avg_sq)"))
                     t2 = mem.alloc(nb, K, 1, (nid, "Adam step temporary: denominator"))
                     mem.mark(("optimizer_step", nid))  # raises this parameter's event if it has one
@@ -674,7 +688,7 @@ class Simulation:
                     mem.decref(prev)
         elif opt != "none":  # SGD and momentum update in place: one event per layer, nothing new
             seen = set()
-            for nid, _, _ in trainable:
+            for nid, _, _ in local:
                 if nid not in seen:
                     seen.add(nid)
                     events.append(Event("optimizer_step", nid, nodes[nid].name, mem.cur, tuple(mem.by), mem.rcur))

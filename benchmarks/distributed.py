@@ -1,0 +1,240 @@
+"""Per-rank memory of data-parallel training: real torch.distributed (gloo, CPU processes) against
+memdesigner's estimate.
+
+Every rank runs the truth harness's step (shared/truth/measure.py ``run_steps``: zero_grad(set_to_none=
+True), forward, out.mean(), backward, optimizer.step()) three times under the harness's storage tracker
+(method (a), ``DispatchStorageTracker``) and records the steady-state step 2 (step 3 is kept as a
+check: DDP rebuilds its buckets at the start of step 2).  Strategies:
+
+- ``ddp``: ``DistributedDataParallel(model)`` with its defaults (bucket_cap_mb=25,
+  gradient_as_bucket_view=False), the optimizer over all parameters;
+- ``zero1``: the same DDP plus ``ZeroRedundancyOptimizer(params, optimizer_class=...)``.
+
+Only the rank's own tensors are counted (each rank is its own process); DDP's bucket flat tensors are
+first seen by the tracker when backward copies a gradient into them, so they are counted from then on
+(through all of step 2).
+
+    python benchmarks/distributed.py --measure     # re-measure into benchmarks/distributed_truth.json
+    python benchmarks/distributed.py               # compare the stored truth with the estimate
+    python benchmarks/distributed.py --json out.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import socket
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+for p in (str(REPO), str(HERE)):
+    if p not in sys.path:
+        sys.path.insert(0, p)
+
+from _tables import default_truth_dir  # noqa: E402
+
+TRUTH_JSON = HERE / "distributed_truth.json"
+MODELS_FILE = HERE / "distributed_models.py"
+MiB = 1024.0 * 1024.0
+BATCH = 4
+NETWORKS = ("mlp", "wide_mlp", "lenet5", "small_cnn", "bn_cnn", "tiny_vit", "small_lstm")
+STRATEGIES = ("ddp", "zero1")
+OPTIMIZERS = ("sgd", "adam")
+WORLDS = (2, 4)
+STEPS = 3
+
+
+def truth_dir() -> Path:
+    """The truth harness: MEMDESIGNER_TRUTH_DIR, ../shared/truth, or /work/shared/truth (worktrees)."""
+    d = default_truth_dir()
+    return d if (d / "measure.py").exists() else Path("/work/shared/truth")
+
+
+def grid(networks=NETWORKS, strategies=STRATEGIES, optimizers=OPTIMIZERS, worlds=WORLDS) -> list[dict]:
+    return [{"model": n, "strategy": s, "optimizer": o, "world": w, "batch": BATCH}
+            for w in worlds for n in networks for s in strategies for o in optimizers]
+
+
+def case_key(c: dict) -> str:
+    return f"{c['model']}|{c['strategy']}|{c['optimizer']}|w{c['world']}|b{c['batch']}"
+
+
+# --------------------------------------------------------------------------
+# measuring (inside every rank)
+# --------------------------------------------------------------------------
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def measure_rank(case: dict, rank: int, measure) -> dict:
+    """One case on this rank: the tracker's per-step phase peaks (bytes)."""
+    import distributed_models
+    import torch
+    from torch.distributed.optim import ZeroRedundancyOptimizer
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    torch.manual_seed(0)
+    model, shape = distributed_models.MODELS[case["model"]]()
+    model.train()
+    ddp = DDP(model)
+    params = list(model.parameters())
+    if case["strategy"] == "zero1":
+        cls = {"sgd": torch.optim.SGD, "adam": torch.optim.Adam}[case["optimizer"]]
+        lr = 1e-3 if case["optimizer"] == "sgd" else 1e-4
+        opt = ZeroRedundancyOptimizer(params, optimizer_class=cls, lr=lr)
+    else:
+        opt = measure.make_optimizer(case["optimizer"], params)
+    torch.manual_seed(1 + rank)
+    x = measure.make_input(model, shape, case["batch"], torch.float32, "cpu")
+    buffers = list(model.buffers())
+    gc.collect()
+    ta = measure.DispatchStorageTracker("cpu")
+    ta.register(params, "param")
+    ta.register(buffers, "buffer")
+    ta.register([x], "input")
+    with ta:
+        measure.run_steps(ddp, x, opt, "train", STEPS, [ta])
+    steps = measure.summarize(ta.phase_stats, "train", STEPS)
+    out = {"rank": rank, "param_bytes": measure.unique_storage_bytes(params),
+           "steps": [{k: v for k, v in d.items() if k != "phases"} for d in steps],
+           "peak_contents": dict(sorted(ta.peak_contents().items(), key=lambda kv: -kv[1])[:5])}
+    del ddp, opt, model, x, params, buffers
+    ta.live.clear()
+    gc.collect()
+    return out
+
+
+def _worker(rank: int, world: int, port: int, cases: list, truth_dir: str, out_dir: str) -> None:
+    import torch
+    import torch.distributed as dist
+
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(port)
+    torch.set_num_threads(1)
+    if truth_dir not in sys.path:
+        sys.path.insert(0, truth_dir)
+    import measure
+
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    try:
+        res = [measure_rank(c, rank, measure) for c in cases]
+    finally:
+        dist.destroy_process_group()
+    Path(out_dir, f"rank{rank}.json").write_text(json.dumps(res))
+
+
+def measure_cases(cases: list[dict], truth_dir: Path) -> dict:
+    """{case key: {case..., ranks: [per-rank record]}}, one process group per world size."""
+    import torch.multiprocessing as mp
+
+    out = {}
+    for world in sorted({c["world"] for c in cases}):
+        sel = [c for c in cases if c["world"] == world]
+        with tempfile.TemporaryDirectory() as tmp:
+            mp.start_processes(_worker, args=(world, _free_port(), sel, str(truth_dir), tmp), nprocs=world,
+                               join=True, start_method="fork")
+            ranks = [json.loads(Path(tmp, f"rank{r}.json").read_text()) for r in range(world)]
+        for i, c in enumerate(sel):
+            out[case_key(c)] = {**c, "ranks": [ranks[r][i] for r in range(world)]}
+    return out
+
+
+def write_truth(truth: dict, path: Path = TRUTH_JSON) -> None:
+    """One case per line: small diffs when a case is re-measured."""
+    body = ",\n".join(f"{json.dumps(k)}: {json.dumps(truth[k], separators=(',', ':'))}" for k in sorted(truth))
+    path.write_text("{\n" + body + "\n}\n")
+
+
+def steady(rank_rec: dict, step: int = 2) -> dict:
+    """The engine's phases from one rank's step: forward (with the loss), backward, optimizer_step."""
+    d = rank_rec["steps"][step - 1]
+    return {"forward": max(d["peak_forward"], d["peak_loss"]), "backward": d["peak_backward"],
+            "optimizer_step": d["peak_step"], "peak": d["peak_overall"]}
+
+
+# --------------------------------------------------------------------------
+# comparing
+# --------------------------------------------------------------------------
+_DESIGNS: dict = {}
+
+
+def design_of(name: str):
+    from memdesigner.importers.torch_fx import import_file
+
+    if name not in _DESIGNS:
+        _DESIGNS[name] = import_file(f"{MODELS_FILE}:{name}")
+    return _DESIGNS[name]
+
+
+def compare(rec: dict) -> list[dict]:
+    """One row per rank: estimated vs measured step-2 peak."""
+    import memdesigner
+
+    rep = memdesigner.estimate(design_of(rec["model"]), mode="train", batch=rec["batch"],
+                               optimizer=rec["optimizer"], backend="cpu", gpus=rec["world"],
+                               strategy=rec["strategy"])
+    per = {r["rank"]: r for r in rep.per_rank}
+    rows = []
+    for rr in rec["ranks"]:
+        m = steady(rr)
+        e = per[rr["rank"]]
+        rows.append({"model": rec["model"], "strategy": rec["strategy"], "world": rec["world"],
+                     "optimizer": rec["optimizer"], "rank": rr["rank"], "measured_bytes": m["peak"],
+                     "estimated_bytes": e["peak_bytes"],
+                     "rel_error": (e["peak_bytes"] - m["peak"]) / m["peak"],
+                     "phase_measured": {k: m[k] for k in ("forward", "backward", "optimizer_step")},
+                     "phase_estimated": dict(e["phase_peaks"]),
+                     "step3_equal": steady(rr, 3)["peak"] == m["peak"]})
+    return rows
+
+
+def table(rows: list[dict]) -> str:
+    lines = ["| network | strategy | world | optimizer | rank | estimate MiB | measured MiB | error % |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['model']} | {r['strategy']} | {r['world']} | {r['optimizer']} | {r['rank']} | "
+                     f"{r['estimated_bytes'] / MiB:.4f} | {r['measured_bytes'] / MiB:.4f} | "
+                     f"{100 * r['rel_error']:+.3f} |")
+    errs = [abs(r["rel_error"]) for r in rows]
+    if errs:
+        lines.append(f"\n{len(rows)} rank rows: median |error| {100 * statistics.median(errs):.3f} %, "
+                     f"worst {100 * max(errs):.3f} %")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--measure", action="store_true", help="re-measure (spawns gloo process groups)")
+    ap.add_argument("--truth-dir", type=Path, default=None)
+    ap.add_argument("--model", action="append", help="only these networks")
+    ap.add_argument("--world", type=int, action="append")
+    ap.add_argument("--json", help="write the comparison rows here")
+    args = ap.parse_args(argv)
+    cases = grid(networks=tuple(args.model or NETWORKS), worlds=tuple(args.world or WORLDS))
+    truth = json.loads(TRUTH_JSON.read_text()) if TRUTH_JSON.exists() else {}
+    if args.measure:
+        truth.update(measure_cases(cases, args.truth_dir or truth_dir()))
+        write_truth(truth)
+    rows = []
+    for c in cases:
+        rec = truth.get(case_key(c))
+        if rec is None:
+            print(f"warning: {case_key(c)}: not measured (run with --measure)", file=sys.stderr)
+            continue
+        rows.extend(compare(rec))
+    print(table(rows))
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

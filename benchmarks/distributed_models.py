@@ -1,0 +1,135 @@
+"""Small networks for the distributed benchmark (benchmarks/distributed.py): four processes must
+fit a 2-core machine quickly, so these are scaled-down versions of the truth zoo's MLP, CNN,
+transformer and LSTM (same layer code, fewer/narrower layers), and a BatchNorm CNN (module buffers:
+DDP broadcasts them from rank 0 at every forward). Every factory returns ``(module, input_shape_without_batch)``."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+
+
+def mlp():
+    """seed_fc's MLP 1000-100-100-100-100-10 (131,410 parameters)."""
+    dims = [1000, 100, 100, 100, 100, 10]
+    layers = []
+    for i in range(len(dims) - 1):
+        layers.append(nn.Linear(dims[i], dims[i + 1]))
+        if i < len(dims) - 2:
+            layers.append(nn.ReLU())
+    return nn.Sequential(*layers), (1000,)
+
+
+def wide_mlp():
+    """784-1024-1024-10 (1.86 M parameters, 7.1 MiB: more than DDP's 1 MiB first bucket)."""
+    return nn.Sequential(nn.Linear(784, 1024), nn.ReLU(), nn.Linear(1024, 1024), nn.ReLU(),
+                         nn.Linear(1024, 10)), (784,)
+
+
+def lenet5():
+    """LeNet-5 on 1x32x32 (61,706 parameters)."""
+    return nn.Sequential(
+        nn.Conv2d(1, 6, 5), nn.Tanh(), nn.AvgPool2d(2),
+        nn.Conv2d(6, 16, 5), nn.Tanh(), nn.AvgPool2d(2),
+        nn.Flatten(),
+        nn.Linear(16 * 5 * 5, 120), nn.Tanh(),
+        nn.Linear(120, 84), nn.Tanh(),
+        nn.Linear(84, 10),
+    ), (1, 32, 32)
+
+
+def small_cnn():
+    """conv-relu-maxpool x2 on 3x32x32, then a linear head."""
+    return nn.Sequential(
+        nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Flatten(), nn.Linear(32 * 8 * 8, 10),
+    ), (3, 32, 32)
+
+
+def bn_cnn():
+    """conv-BN-relu x2 with a stride-2 conv between, on 3x32x32 (BatchNorm buffers)."""
+    return nn.Sequential(
+        nn.Conv2d(3, 16, 3, padding=1, bias=False), nn.BatchNorm2d(16), nn.ReLU(inplace=True),
+        nn.Conv2d(16, 32, 3, stride=2, padding=1, bias=False), nn.BatchNorm2d(32), nn.ReLU(inplace=True),
+        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(32, 10),
+    ), (3, 32, 32)
+
+
+class _Attention(nn.Module):
+    def __init__(self, dim, heads):
+        super().__init__()
+        self.heads = heads
+        self.scale = (dim // heads) ** -0.5
+        self.qkv = nn.Linear(dim, dim * 3)
+        self.proj = nn.Linear(dim, dim)
+
+    def forward(self, x):
+        B, N, C = x.shape
+        qkv = self.qkv(x).reshape(B, N, 3, self.heads, C // self.heads).permute(2, 0, 3, 1, 4)
+        q, k, v = qkv.unbind(0)
+        q = q * self.scale
+        attn = (q @ k.transpose(-2, -1)).softmax(dim=-1)
+        x = (attn @ v).transpose(1, 2).reshape(B, N, C)
+        return self.proj(x)
+
+
+class _Block(nn.Module):
+    def __init__(self, dim, heads):
+        super().__init__()
+        self.norm1 = nn.LayerNorm(dim, eps=1e-6)
+        self.attn = _Attention(dim, heads)
+        self.norm2 = nn.LayerNorm(dim, eps=1e-6)
+        self.mlp = nn.Sequential(nn.Linear(dim, dim * 4), nn.GELU(), nn.Linear(dim * 4, dim))
+
+    def forward(self, x):
+        x = x + self.attn(self.norm1(x))
+        return x + self.mlp(self.norm2(x))
+
+
+class TinyViT(nn.Module):
+    """The zoo's ViT at 32x32, patch 8, width 64, 2 blocks."""
+
+    def __init__(self, img=32, patch=8, dim=64, depth=2, heads=2, num_classes=10):
+        super().__init__()
+        self.patch_embed = nn.Conv2d(3, dim, patch, stride=patch)
+        n = (img // patch) ** 2
+        self.cls_token = nn.Parameter(torch.zeros(1, 1, dim))
+        self.pos_embed = nn.Parameter(torch.randn(1, n + 1, dim) * 0.02)
+        self.blocks = nn.Sequential(*[_Block(dim, heads) for _ in range(depth)])
+        self.norm = nn.LayerNorm(dim, eps=1e-6)
+        self.head = nn.Linear(dim, num_classes)
+
+    def forward(self, x):
+        x = self.patch_embed(x).flatten(2).transpose(1, 2)
+        x = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], dim=1)
+        x = x + self.pos_embed
+        x = self.norm(self.blocks(x))
+        return self.head(x[:, 0])
+
+
+def tiny_vit():
+    return TinyViT(), (3, 32, 32)
+
+
+class LSTMClassifier(nn.Module):
+    """The zoo's LSTM classifier, narrower: Embedding(1000, 32) -> 2-layer LSTM(64) -> Linear."""
+
+    def __init__(self, vocab=1000, emb=32, hidden=64, layers=2, num_classes=10):
+        super().__init__()
+        self.embedding = nn.Embedding(vocab, emb)
+        self.lstm = nn.LSTM(emb, hidden, num_layers=layers, batch_first=True)
+        self.fc = nn.Linear(hidden, num_classes)
+        self.truth_input = ("tokens", vocab)
+
+    def forward(self, idx):
+        out, _ = self.lstm(self.embedding(idx))
+        return self.fc(out[:, -1])
+
+
+def small_lstm():
+    return LSTMClassifier(), (16,)
+
+
+MODELS = {"mlp": mlp, "wide_mlp": wide_mlp, "lenet5": lenet5, "small_cnn": small_cnn, "bn_cnn": bn_cnn, "tiny_vit": tiny_vit,
+          "small_lstm": small_lstm}

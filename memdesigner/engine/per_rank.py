@@ -1,0 +1,29 @@
+"""One simulation per distinct data-parallel rank; the busiest rank is the report's."""
+
+from __future__ import annotations
+
+from memdesigner.engine.distributed import distinct_ranks
+from memdesigner.engine.simulate import CATS, Simulation
+
+
+def _entry(rank: int, sim: Simulation) -> dict:
+    return {"rank": rank, "peak_bytes": sim.mem.peak, "phase_peaks": dict(sim.phase_peaks),
+            "at_peak": dict(zip(CATS, sim.mem.peak_by))}
+
+
+def run_ranks(design, an, settings, rounding: int) -> tuple[Simulation, list[dict]]:
+    """(the busiest rank's simulation, [{rank, peak_bytes, phase_peaks, at_peak}] for every rank).
+    Ranks holding the same shard (all of them under ddp) are simulated once."""
+    first = Simulation(design, an, settings, rounding, rank=0).run()
+    strategy = settings.data_parallel
+    if strategy == "none":
+        return first, [_entry(0, first)]
+    groups = distinct_ranks(strategy, settings.gpus, [t[2] for t in first.trainable])
+    sims = {0: first}
+    for rep in groups:
+        if rep not in sims:
+            sims[rep] = Simulation(design, an, settings, rounding, rank=rep).run()
+    per_rank = sorted((_entry(r, sims[rep]) for rep, ranks in groups.items() for r in ranks),
+                      key=lambda e: e["rank"])
+    busiest = max(groups, key=lambda rep: (sims[rep].mem.peak, -rep))
+    return sims[busiest], per_rank
