@@ -1,6 +1,7 @@
 """Convolutions (PyTorch arithmetic; SAME/VALID padding the TensorFlow way)."""
 
 from memdesigner.model.layers._common import amp_casts, as_tuple, conv_props, f_dtype, need_rank, window_out
+from memdesigner.model.onnxmap import pads, pair, spatial_rank
 from memdesigner.model.oprules import In, OpMem, Param, T
 from memdesigner.model.registry import LayerError, LayerType, ParamSpec, TensorSpec, register
 
@@ -51,12 +52,28 @@ def _conv_mem(m):
     return amp_casts(m, mem)
 
 
+def _conv_onnx(n):
+    """ONNX Conv(x, W[, B]): W is (out, in/groups, k...); the rank of x picks Conv1d or Conv2d."""
+    def rule(ctx):
+        if spatial_rank(ctx) != n:
+            return None
+        w = ctx.param(1)
+        if w is None:
+            raise LayerError("weight", "the weight is computed, not an initializer")
+        ctx.tensor_inputs = [0]
+        return {"out_channels": w[0], "kernel": pair(ctx.attr("kernel_shape") or w[2:]),
+                "stride": pair(ctx.attr("strides")), "padding": pads(ctx, n),
+                "dilation": pair(ctx.attr("dilations")), "groups": int(ctx.attr("group", 1)),
+                "bias": ctx.param(2) is not None}
+    return rule
+
+
 def _make_conv(name, n, aliases=(), torch_ops=()):
     return register(LayerType(
         name=name, family="convolution",
         doc=f"{n}-D convolution. groups = in_channels gives a depthwise convolution.",
         props=conv_props(n), shape=_conv_shape(n), params=_conv_params(n), flops=_conv_flops(n),
-        memory=_conv_mem, aliases=aliases, torch_ops=torch_ops,
+        memory=_conv_mem, aliases=aliases, torch_ops=torch_ops, onnx_ops=("Conv",), from_onnx=_conv_onnx(n),
         keeps_for_backward="its input (and the weight)",
     ))
 
@@ -102,10 +119,28 @@ def _convt_props():
     return tuple(props)
 
 
+def _convt_onnx(ctx):
+    """ONNX ConvTranspose(x, W[, B]): W is (in, out/groups, kh, kw)."""
+    if spatial_rank(ctx) != 2:
+        return None
+    w = ctx.param(1)
+    if w is None:
+        raise LayerError("weight", "the weight is computed, not an initializer")
+    if ctx.attr("output_shape"):
+        raise LayerError("output_shape", "an explicit output_shape is not modelled")
+    g = int(ctx.attr("group", 1))
+    ctx.tensor_inputs = [0]
+    return {"out_channels": w[1] * g, "kernel": pair(ctx.attr("kernel_shape") or w[2:]),
+            "stride": pair(ctx.attr("strides")), "padding": pads(ctx, 2),
+            "output_padding": pair(ctx.attr("output_padding"), 0), "dilation": pair(ctx.attr("dilations")),
+            "groups": g, "bias": ctx.param(2) is not None}
+
+
 ConvTranspose2d = register(LayerType(
     name="ConvTranspose2d", family="convolution",
     doc="2-D transposed convolution (learned upsampling).",
     props=_convt_props(), shape=_convt_shape, params=_convt_params, flops=_convt_flops,
     memory=_conv_mem, aliases=("Conv2DTranspose",), torch_ops=("ConvTranspose2d",),
+    onnx_ops=("ConvTranspose",), from_onnx=_convt_onnx,
     keeps_for_backward="its input (and the weight)",
 ))
