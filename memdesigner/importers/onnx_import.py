@@ -153,7 +153,16 @@ class _Importer:
     def run(self):
         self._check_defined()
         self._fix_input()
-        self._infer()
+        self._infer({})
+        # fold the shape subgraphs into constants, then infer again with them: reshape targets
+        # computed from Shape / Gather / Div / Cast chains become known shapes
+        self.folded: dict = {}
+        for _ in range(4):
+            more = self._prefold()
+            if len(more) == len(self.folded):
+                break
+            self.folded = more
+            self._infer(self.folded)
         self._consumers()
         self._build()
         self._finish()
@@ -198,8 +207,46 @@ class _Importer:
     def _dims_text(tt):
         return "(" + ", ".join(d.dim_param or str(d.dim_value) for d in tt.shape.dim) + ")"
 
-    def _infer(self):
-        """ONNX shape inference on a copy without the weights' data (only their shapes)."""
+    def _prefold(self) -> dict:
+        """Evaluate every node that computes from constants and known shapes only."""
+        import numpy as np
+        from onnx import numpy_helper
+        from onnx.reference import ReferenceEvaluator
+
+        consts = dict(self.folded)
+        for t in self.small_inits.values():
+            if self.init_kind[t.name] != "float":
+                consts.setdefault(t.name, numpy_helper.to_array(t))
+        for n in self.g.node:
+            if n.domain not in ("", "ai.onnx") or all(o in consts for o in n.output):
+                continue
+            if n.op_type in ("Shape", "Size"):
+                shp = self.shapes.get(n.input[0], (None,))[0]
+                if shp is None and n.input[0] in self.init_shapes:
+                    shp = self.init_shapes[n.input[0]]
+                if shp is None or any(d < 0 for d in shp):
+                    continue
+                if n.op_type == "Size":
+                    consts[n.output[0]] = np.array(self._numel(shp), dtype=np.int64)
+                else:
+                    a = self._attrs(n)
+                    consts[n.output[0]] = np.array(shp[a.get("start", 0):a.get("end", None)], dtype=np.int64)
+                continue
+            if not all(i == "" or i in consts for i in n.input):
+                continue
+            try:
+                outs = ReferenceEvaluator(n).run(None, {i: consts[i] for i in n.input if i})
+            except Exception:  # noqa: BLE001 - an op the evaluator lacks stays a node
+                continue
+            for o, v in zip(n.output, outs):
+                v = np.asarray(v)
+                if v.size <= 1_000_000:
+                    consts[o] = v
+        return consts
+
+    def _infer(self, folded: dict):
+        """ONNX shape inference on a copy without the weights' data (only their shapes), with the
+        folded shape subgraphs as initializers."""
         onnx = self.onnx
         helper = onnx.helper
         g = self.g
@@ -234,7 +281,14 @@ class _Importer:
                     inputs.append(helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
             else:
                 small.append(t)
-        g2 = helper.make_graph(list(g.node), g.name or "graph", inputs, list(g.output), small)
+        from onnx import numpy_helper
+
+        keep = [n for n in g.node if not (n.output and all(o in folded for o in n.output))]
+        names = {t.name for t in small}
+        for o, v in folded.items():
+            if o not in names and o not in self.init_shapes:
+                small.append(numpy_helper.from_array(v, o))
+        g2 = helper.make_graph(keep, g.name or "graph", inputs, list(g.output), small)
         m2 = helper.make_model(g2, opset_imports=list(self.model.opset_import))
         m2.ir_version = self.model.ir_version
         m2.functions.extend(self.model.functions)
@@ -249,7 +303,7 @@ class _Importer:
                 continue
             dims = tuple(d.dim_value if d.HasField("dim_value") else -1 for d in t.shape.dim)
             self.shapes[vi.name] = (dims, t.elem_type)
-        self.small_inits = {t.name: t for t in small}
+        self.small_inits = {t.name: t for t in small if t.name in self.init_shapes}
 
     def _consumers(self):
         self.cons: dict[str, list] = {}
@@ -331,6 +385,10 @@ class _Importer:
             if tensors:
                 return self._generic(n, ins, f"custom domain {n.domain!r}")
             return self._set_unknown(n)
+        if n.output and all(o in self.folded for o in n.output):
+            for o in n.output:
+                self.vals[o] = Const(self.folded[o])
+            return None
         if op in ("Shape", "Size") and tensors:
             return self._shape_of(n)
         if not tensors:
@@ -709,6 +767,10 @@ class _Importer:
             real = self._shape(o)
             if real is None:
                 self.vals[o] = Unknown()
+                if first:
+                    self.warnings.append(f"{n.name or n.op_type}: {n.op_type} has no rule and ONNX could not infer "
+                                         f"its output shape; its output is not counted ({why})")
+                    first = False
                 continue
             per = tuple(real[1:]) if real and real[0] == self.batch else tuple(real)
             per = tuple(d for d in per if d > 0) or (1,)

@@ -94,6 +94,12 @@ class OnnxCtx:
         return d
 
 
+def f32(v) -> float:
+    """An ONNX float attribute (float32) as the decimal a model's code wrote (1e-05, not
+    9.99999974e-06)."""
+    return float(f"{float(v):.7g}")
+
+
 def pair(values, default=1):
     """ONNX per-dim lists (kernel_shape, strides, dilations) as memdesigner's int-or-tuple."""
     if values is None:
@@ -131,4 +137,4 @@ class Alias:
     what: str = ""
 
 
-__all__ = ["OnnxCtx", "OnnxIn", "Alias", "pair", "pads", "spatial_rank", "field"]
+__all__ = ["OnnxCtx", "OnnxIn", "Alias", "f32", "pair", "pads", "spatial_rank", "field"]

@@ -1,6 +1,7 @@
 """Element-wise activations and softmax."""
 
 from memdesigner.model.layers._common import amp_fp32
+from memdesigner.model.onnxmap import f32
 from memdesigner.model.oprules import In, OpMem, Out, T
 from memdesigner.model.registry import LayerError, LayerType, Prop, TensorSpec, register
 
@@ -75,7 +76,7 @@ ReLU6 = _act("ReLU6", "in", "min(max(x, 0), 6) (hardtanh).", inplace=True, inpla
              onnx_ops=("Clip",), onnx_props=_clip_range)
 LeakyReLU = _act("LeakyReLU", "in", "x if x > 0 else slope * x.", inplace=True,
                  extra=(Prop("negative_slope", "float", 0.01),), aliases=("leaky_relu",), onnx_ops=("LeakyRelu",),
-                 onnx_props=lambda ctx: {"negative_slope": float(ctx.attr("alpha", 0.01))})
+                 onnx_props=lambda ctx: {"negative_slope": f32(ctx.attr("alpha", 0.01))})
 GELU = _act("GELU", "in", "Gaussian error linear unit.", extra=(Prop("approximate", "choice", "none",
                                                                      choices=("none", "tanh")),),
             aliases=("gelu",), flops=8, onnx_ops=("Gelu", "Mul(Mul(x,Add(Erf(Div(x,c)),1)),0.5)"),

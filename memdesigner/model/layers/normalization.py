@@ -1,6 +1,7 @@
 """Normalization and dropout."""
 
 from memdesigner.model.layers._common import amp_fp32, fmt, need_rank
+from memdesigner.model.onnxmap import f32
 from memdesigner.model.oprules import In, OpMem, T
 from memdesigner.model.registry import LayerError, LayerType, ParamSpec, Prop, TensorSpec, register
 
@@ -54,7 +55,7 @@ def _bn_onnx(n):
         if ctx.attr("training_mode", 0):
             raise LayerError("track_running_stats", "a training-mode BatchNormalization")
         ctx.tensor_inputs = [0]
-        return {"eps": float(ctx.attr("epsilon", 1e-5)), "momentum": round(1.0 - float(ctx.attr("momentum", 0.9)), 6),
+        return {"eps": f32(ctx.attr("epsilon", 1e-5)), "momentum": f32(1.0 - f32(ctx.attr("momentum", 0.9))),
                 "affine": ctx.param(1) is not None, "track_running_stats": ctx.param(3) is not None}
     return rule
 
@@ -128,7 +129,7 @@ def _ln_onnx(ctx):
         raise LayerError("normalized_shape", "normalizes over the batch or dims the design lays out differently")
     ns = tuple(x.shape[a:])
     ctx.tensor_inputs = [0]
-    return {"normalized_shape": ns if len(ns) > 1 else (), "eps": float(ctx.attr("epsilon", 1e-5)),
+    return {"normalized_shape": ns if len(ns) > 1 else (), "eps": f32(ctx.attr("epsilon", 1e-5)),
             "elementwise_affine": ctx.param(1) is not None}
 
 
@@ -162,7 +163,7 @@ GroupNorm = register(LayerType(
                        ParamSpec("bias", (c.inputs[0].shape[0],), "bias")] if c["affine"] else []),
     flops=lambda c, o: 5 * c.inputs[0].numel, memory=_gn_mem, torch_ops=("GroupNorm",),
     onnx_ops=("GroupNormalization", "Add(Mul(Reshape(InstanceNormalization(Reshape(x))),w),b)"),
-    from_onnx=lambda ctx: {"num_groups": int(ctx.attr("num_groups")), "eps": float(ctx.attr("epsilon", 1e-5)),
+    from_onnx=lambda ctx: {"num_groups": int(ctx.attr("num_groups")), "eps": f32(ctx.attr("epsilon", 1e-5)),
                            "affine": ctx.param(1) is not None} if ctx.attr("num_groups") else None,
     keeps_for_backward="its input, plus a mean and rstd per (sample, group)",
 ))
@@ -192,6 +193,6 @@ Dropout = register(LayerType(
     props=(Prop("p", "float", 0.5, min=0.0, max=1.0), Prop("inplace", "bool", False)),
     shape=lambda c: [TensorSpec(c.inputs[0].shape, c.inputs[0].kind)], memory=_dropout_mem,
     torch_ops=("Dropout", "dropout"), onnx_ops=("Dropout",),
-    from_onnx=lambda ctx: {"p": ctx.scalar(1, float(ctx.attr("ratio", 0.5)))},
+    from_onnx=lambda ctx: {"p": f32(ctx.scalar(1, float(ctx.attr("ratio", 0.5))))},
     keeps_for_backward="a mask: input-dtype noise on CPU, bool on CUDA",
 ))
