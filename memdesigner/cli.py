@@ -55,7 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("design")
     r.add_argument("-o", "--output", required=True)
     _settings_args(r)
-    imp = sub.add_parser("import", help="import a model (torch FILE.py:FACTORY, keras MODEL.json)")
+    imp = sub.add_parser("import", help="import a model (torch FILE.py:FACTORY, keras MODEL.json, onnx MODEL.onnx)")
     isub = imp.add_subparsers(dest="source", parser_class=_Parser)
     ik = isub.add_parser("keras", help="Keras model.to_json() output")
     ik.add_argument("model")
@@ -65,6 +65,10 @@ def build_parser() -> argparse.ArgumentParser:
     it.add_argument("-o", "--output", required=True)
     it.add_argument("--input-shape", default=None, help="per-sample shape, e.g. 3,224,224")
     it.add_argument("--input-dtype", default=None, choices=("float", "int64"))
+    io_ = isub.add_parser("onnx", help="an ONNX model file (needs pip install memdesigner[onnx])")
+    io_.add_argument("model", help="MODEL.onnx")
+    io_.add_argument("-o", "--output", required=True)
+    io_.add_argument("--input-shape", default=None, help="per-sample shape, e.g. 3,224,224 (default: the graph's)")
     ex = sub.add_parser("export", help="export a design as code")
     esub = ex.add_subparsers(dest="target", parser_class=_Parser)
     et = esub.add_parser("torch", help="PyTorch nn.Module source")
@@ -262,8 +266,15 @@ def cmd_import(args) -> int:
             raise CliError(f"PyTorch import needs torch installed: {err}") from None
         except Exception as err:  # the user's model code can raise anything: one line, exit 2  # noqa: BLE001
             raise CliError(f"{args.spec}: {type(err).__name__}: {err}") from None
+    elif args.source == "onnx":
+        from memdesigner.importers.onnx_import import OnnxImportError, import_for_cli
+
+        try:
+            design = import_for_cli(args)
+        except OnnxImportError as err:
+            raise CliError(str(err)) from None
     else:
-        raise CliError("import needs a source: torch or keras")
+        raise CliError("import needs a source: torch, keras or onnx")
     save_design(design, args.output)
     for w in getattr(design, "import_warnings", []):
         sys.stderr.write(f"memdesigner: warning: {w}\n")

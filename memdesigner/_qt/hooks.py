@@ -28,6 +28,17 @@ def import_keras(path: str):
     return load_keras_json(path)
 
 
+def import_onnx(path: str):
+    try:
+        import onnx  # noqa: F401
+    except ImportError as err:
+        raise MissingFeature(f"ONNX import needs the onnx package ({err}). Install it: "
+                             "pip install 'memdesigner[onnx]'") from None
+    from memdesigner.importers.onnx_import import load_onnx
+
+    return load_onnx(path)
+
+
 def measure(design, settings) -> dict:
     """Run the design for real with PyTorch; returns {'peak_bytes': int, 'timeline': [bytes, ...]}."""
     try:

@@ -202,6 +202,7 @@ class MainWindow(QMainWindow):
         self.act_export_csv = A("Layer &Table as CSV…", lambda: self.export("table_csv"))
         self.act_import_torch = A("&PyTorch Model (.py)…", self.import_torch)
         self.act_import_keras = A("&Keras Model (JSON)…", self.import_keras)
+        self.act_import_onnx = A("&ONNX Model…", self.import_onnx)
 
     def _build_menus(self):
         mb = self.menuBar()
@@ -211,7 +212,7 @@ class MainWindow(QMainWindow):
         self.examples_menu = f.addMenu("E&xamples")
         self.examples_menu.aboutToShow.connect(self._fill_examples)
         imp = f.addMenu("&Import")
-        imp.addActions([self.act_import_torch, self.act_import_keras])
+        imp.addActions([self.act_import_torch, self.act_import_keras, self.act_import_onnx])
         f.addSeparator()
         f.addActions([self.act_save, self.act_save_as])
         exp = f.addMenu("&Export")
@@ -556,6 +557,14 @@ class MainWindow(QMainWindow):
         path, _ = QFileDialog.getOpenFileName(self, "Import Keras model", self._last_dir(), "Keras JSON (*.json)")
         if path:
             self._import(lambda: hooks.import_keras(path), "Keras")
+
+    def import_onnx(self, path: str | None = None):
+        if not self.maybe_save():
+            return
+        if path is None:
+            path, _ = QFileDialog.getOpenFileName(self, "Import ONNX model", self._last_dir(), "ONNX (*.onnx)")
+        if path:
+            self._import(lambda: hooks.import_onnx(path), "ONNX")
 
     def _import(self, fn, what: str):
         QApplication.setOverrideCursor(Qt.WaitCursor)

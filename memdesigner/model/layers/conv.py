@@ -60,6 +60,9 @@ def _conv_onnx(n):
         w = ctx.param(1)
         if w is None:
             raise LayerError("weight", "the weight is computed, not an initializer")
+        g = int(ctx.attr("group", 1))
+        if ctx.x(0).shape[1] != w[1] * g:
+            raise LayerError("inputs", f"the weight {w} does not take {ctx.x(0).shape[1]} input channels")
         ctx.tensor_inputs = [0]
         return {"out_channels": w[0], "kernel": pair(ctx.attr("kernel_shape") or w[2:]),
                 "stride": pair(ctx.attr("strides")), "padding": pads(ctx, n),

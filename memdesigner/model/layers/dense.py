@@ -59,6 +59,9 @@ def _linear_onnx(ctx):
         out = w[0] if ctx.attr("transB", 0) else w[1]
     else:
         out = w[1]
+    inner = w[1] if (ctx.op == "Gemm" and ctx.attr("transB", 0)) else w[0]
+    if ctx.x(0).shape and ctx.x(0).shape[-1] != inner:
+        raise LayerError("inputs", f"the weight {w} does not take {ctx.x(0).shape[-1]} input features")
     bias = ctx.param(2)
     ctx.tensor_inputs = [0]
     return {"out_features": int(out), "bias": bias is not None and bias[-1] == out}

@@ -95,7 +95,7 @@ def _cat_mem(m):
 
 
 def _cat_onnx(ctx):
-    if any(v.kind != "tensor" for v in ctx.inputs):
+    if len(ctx.inputs) < 2 or any(v.kind != "tensor" for v in ctx.inputs):
         return None
     if len({tuple(v.dmap) for v in ctx.inputs}) != 1:
         raise LayerError("inputs", "operands laid out differently")

@@ -198,12 +198,20 @@ def _contiguous_mem(m):
     return OpMem(outputs=[In(0)], out_dtypes=[m.in_dtypes[0]], grad_in=["alias"])
 
 
+def _clone_onnx(ctx):
+    """Concat of a single tensor (torch.cat([x])) still copies it."""
+    if len(ctx.inputs) != 1 or ctx.x(0).kind != "tensor":
+        return None
+    return {"always_copy": True}
+
+
 Contiguous = register(LayerType(
     name="Contiguous", family="tensor",
     doc="x.contiguous(): a copy when the input is laid out non-contiguously (after a transpose); "
         "always_copy = x.clone() or torch.cat of a single tensor.",
     props=(Prop("always_copy", "bool", False, doc="copy even a contiguous input (clone)"),),
     shape=lambda c: [c.inputs[0]], memory=_contiguous_mem, torch_ops=("contiguous", "clone"),
+    onnx_ops=("Concat",), from_onnx=_clone_onnx,
     aliases=("Clone",), keeps_for_backward="nothing",
 ))
 
