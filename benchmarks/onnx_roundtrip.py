@@ -57,7 +57,7 @@ def export(module, shape, path: str | None = None) -> bytes | None:
          else torch.zeros((2,) + tuple(shape)))
     n = sum(p.numel() for p in module.parameters())
     f = path or io.BytesIO()
-    with warnings.catch_warnings(), torch.no_grad():
+    with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         torch.onnx.export(module, (x,), f, dynamo=False, do_constant_folding=False, input_names=["x"],
                           dynamic_axes={"x": {0: "batch"}}, export_params=n <= BIG)
@@ -69,10 +69,10 @@ def graph_only(design):
     import copy
 
     d = copy.deepcopy(design)
-    for node in d.nodes.values():
+    for nid, node in d.nodes.items():
         node.keep_until = ""
         if node.props.get("inplace"):
-            node.props["inplace"] = False
+            d.set_prop(nid, "inplace", False)
     return d
 
 

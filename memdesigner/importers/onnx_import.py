@@ -147,6 +147,8 @@ class _Importer:
         self._rnn_out: dict = {}  # (node, port) of a recurrent node's sequence -> the node
         self._rnn_single: set = set()  # sequence values read by one node only
         self._fused_attrs = None
+        self.done: set = set()
+        self.attention: dict = {}
         self.opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 13)
 
     # -- setup ------------------------------------------------------------------------------
@@ -164,6 +166,7 @@ class _Importer:
             self.folded = more
             self._infer(self.folded)
         self._consumers()
+        self._find_attention()
         self._build()
         self._finish()
 
@@ -306,8 +309,21 @@ class _Importer:
         self.small_inits = {t.name: t for t in small if t.name in self.init_shapes}
 
     def _consumers(self):
+        """Who reads each value, among the nodes that reach a graph output (a dead node, such as
+        the exporter's unused transpose of k, would otherwise be an output the design keeps)."""
+        nodes = self.g.node
+        needed = {o.name for o in self.g.output}
+        self.live: set = set()
+        folded = {k for k, n in enumerate(nodes) if n.output and all(o in self.folded for o in n.output)}
+        for k in reversed(range(len(nodes))):
+            if any(o in needed for o in nodes[k].output):
+                self.live.add(k)
+                if k not in folded:  # a Shape read for a folded size does not need its tensor
+                    needed.update(i for i in nodes[k].input if i)
         self.cons: dict[str, list] = {}
-        for k, n in enumerate(self.g.node):
+        for k, n in enumerate(nodes):
+            if k not in self.live or k in folded:
+                continue
             for i in n.input:
                 if i:
                     self.cons.setdefault(i, []).append(k)
@@ -358,9 +374,14 @@ class _Importer:
     def _build(self):
         self._add_input()
         nodes = list(self.g.node)
-        self.done: set = set()
         for k, n in enumerate(nodes):
             if k in self.done:
+                continue
+            if k not in self.live:
+                self._set_unknown(n)
+                continue
+            if k in self.attention:
+                self._attention(n, *self.attention[k])
                 continue
             ins = [self._val(i) for i in n.input]
             try:
@@ -453,7 +474,7 @@ class _Importer:
             return self._set_unknown(n)
         params = [v for v in ins if isinstance(v, PVal)]
         if params:
-            if op == "Identity" and n.input[0] in self.init_shapes:
+            if op == "Identity" and (n.input[0] in self.init_shapes or n.input[0] in self.extra_params):
                 # the exporter deduplicates initializers of equal value through Identity nodes: in
                 # the source model these were separate tensors
                 src = frozenset([n.output[0]])
@@ -571,6 +592,81 @@ class _Importer:
         return ("Add(Mul(Reshape(InstanceNormalization(Reshape(x))),w),b)", [x, w[0], b[0]],
                 list(nodes[j4].output), n.name)
 
+    # -- attention ----------------------------------------------------------------------------
+    _SDPA = "MatMul(Softmax(MatMul(Mul(q,s),Mul(Transpose(k),s))),v)"
+
+    def _producer(self, name):
+        k = self._made_by.get(name)
+        return (k, self.g.node[k]) if k is not None else (None, None)
+
+    def _find_attention(self):
+        """torch.onnx writes F.scaled_dot_product_attention as q*sqrt(s) @ (k^T*sqrt(s)) [+ causal
+        mask] -> Softmax -> @ v (both operands scaled: code that writes attention out scales only
+        q). Those chains are one fused attention op, as PyTorch runs them."""
+        import numpy as np
+
+        nodes = self.g.node
+        self._made_by = {o: k for k, n in enumerate(nodes) if k in self.live for o in n.output}
+        for k2, m2 in enumerate(nodes):
+            if k2 not in self.live or m2.op_type != "MatMul":
+                continue
+            ks, sm = self._producer(m2.input[0])
+            if sm is None or sm.op_type != "Softmax" or self._only_consumer(sm.output[0]) != k2:
+                continue
+            kin, prev = self._producer(sm.input[0])
+            causal, chain = False, [ks]
+            if prev is not None and prev.op_type == "Add":
+                mask = [i for i in prev.input if i in self.folded]
+                other = [i for i in prev.input if i not in self.folded]
+                if len(mask) != 1 or len(other) != 1 or self._only_consumer(prev.output[0]) != ks:
+                    continue
+                m = np.asarray(self.folded[mask[0]], dtype=float)
+                if m.ndim < 2 or m.shape[-1] != m.shape[-2]:
+                    continue
+                upper = np.triu(np.ones(m.shape[-2:], dtype=bool), 1)
+                if not (np.all(m[..., upper] < -1e30) and np.all(m[..., ~upper] == 0)):
+                    continue
+                causal = True
+                chain.append(kin)
+                kin, prev = self._producer(other[0])
+            if prev is None or prev.op_type != "MatMul" or self._only_consumer(prev.output[0]) not in chain:
+                continue
+            chain.append(kin)
+            kq, mq = self._producer(prev.input[0])
+            kk, mk = self._producer(prev.input[1])
+            if mq is None or mk is None or mq.op_type != "Mul" or mk.op_type != "Mul":
+                continue
+            sq = [i for i in mq.input if i in self.folded]
+            sk = [i for i in mk.input if i in self.folded]
+            if len(sq) != 1 or len(sk) != 1 or not np.allclose(self.folded[sq[0]], self.folded[sk[0]]):
+                continue
+            q = next(i for i in mq.input if i not in self.folded)
+            kt = next(i for i in mk.input if i not in self.folded)
+            kt_k, kt_n = self._producer(kt)
+            if kt_n is None or kt_n.op_type != "Transpose" or list(self._attrs(kt_n).get("perm", [])) != [0, 2, 3, 1]:
+                continue
+            if any(self._only_consumer(x) is None for x in (mq.output[0], mk.output[0], kt)):
+                continue
+            self.attention[k2] = (q, kt_n, m2.input[1], causal, m2.output[0])
+            self.done.update(chain + [kq, kk, kt_k])
+
+    def _attention(self, n, q, kt_node, v, causal, out):
+        """The fused chain: k is the (B, T, H, D) tensor the exporter transposed to (B, H, D, T),
+        seen as (B, H, T, D) like the q and v it is multiplied with."""
+        from onnx import helper
+
+        k_name = kt_node.output[0] + "__k"
+        self._node(-1, helper.make_node("Transpose", [kt_node.input[0]], [k_name], name=kt_node.name,
+                                        perm=[0, 2, 1, 3]), [self._val(kt_node.input[0])])
+        ins = [self._val(q), self._val(k_name), self._val(v)]
+        if any(not isinstance(x, Val) for x in ins):
+            return self._generic(n, ins, "attention on values that were not mapped", outs=[out])
+        self._fused_attrs = {"causal": int(causal)}
+        try:
+            return self._map(n, self._SDPA, ins, [out], n.name)
+        finally:
+            self._fused_attrs = None
+
     # -- recurrent layers -------------------------------------------------------------------
     def _stack_rnn(self, n, ins) -> bool:
         """A second ONNX LSTM/GRU fed by the first one's sequence is its next layer: the design
@@ -654,7 +750,7 @@ class _Importer:
 
     def _map(self, n, op, ins, outs, name):
         attrs = self._attrs(n)
-        if self._fused_attrs and op.startswith("Add(Mul(Reshape(Instance"):
+        if self._fused_attrs and op != n.op_type:
             attrs = dict(attrs, **self._fused_attrs)
             self._fused_attrs = None
         names = list(n.input) if op == n.op_type else [None] * len(ins)

@@ -121,6 +121,13 @@ def _sdpa_mem(m):
     return OpMem(outputs=[out], out_dtypes=[dt], temps=[lse], grad_in=["new"] * 3, out_strides=st)
 
 
+def _sdpa_onnx(ctx):
+    """The exporter's chain for F.scaled_dot_product_attention, fused back by the importer."""
+    if any(v.kind != "tensor" or len(v.shape) != 4 or tuple(v.dmap) != (0, 1, 2, 3) for v in ctx.inputs[:3]):
+        raise LayerError("inputs", "q, k, v are not (batch, heads, tokens, head_dim) in the design's layout")
+    return {"kernel": "fused", "causal": bool(ctx.attr("causal", 0))}
+
+
 ScaledDotProductAttention = register(LayerType(
     name="ScaledDotProductAttention", family="attention",
     doc="softmax(q k^T / sqrt(d)) v on (heads, tokens, head_dim) inputs; fused = flash kernel.",
@@ -128,5 +135,6 @@ ScaledDotProductAttention = register(LayerType(
     min_inputs=3, max_inputs=3, input_names=("query", "key", "value"), shape=_sdpa_shape, memory=_sdpa_mem,
     flops=lambda c, o: 4 * o[0].numel * c.inputs[1].shape[1],
     torch_ops=("scaled_dot_product_attention",), aliases=("SDPA",),
+    onnx_ops=("MatMul(Softmax(MatMul(Mul(q,s),Mul(Transpose(k),s))),v)",), from_onnx=_sdpa_onnx,
     keeps_for_backward="fused: q, k, v, output and a float32 logsumexp; math: the probabilities",
 ))
