@@ -530,6 +530,23 @@ class _Importer:
                 return gn
         return None
 
+    def _val_now(self, name, depth=0):
+        """A value a fusion needs before the walk reached it: a parameter or constant computed by
+        later nodes from initializers alone (the exporter's Unsqueeze of a GroupNorm weight)."""
+        v = self._val(name)
+        if not isinstance(v, Unknown) or depth > 4:
+            return v
+        k = next((i for i, n in enumerate(self.g.node) if name in n.output), None)
+        if k is None or k in self.done:
+            return v
+        n = self.g.node[k]
+        ins = [self._val_now(i, depth + 1) if i else None for i in n.input]
+        if any(isinstance(x, (Val, RnnSeq, Unknown)) for x in ins):
+            return v
+        self._fold(n, ins)
+        self.done.add(k)
+        return self._val(name)
+
     def _const_of(self, name):
         v = self._val(name)
         if isinstance(v, Const) and v.value.size == 1:
@@ -579,11 +596,11 @@ class _Importer:
         j3 = self._only_consumer(nodes[j2].output[0])
         if j3 is None or nodes[j3].op_type != "Mul":
             return None
-        w = [self._val(i) for i in nodes[j3].input if i != nodes[j2].output[0]]
+        w = [self._val_now(i) for i in nodes[j3].input if i != nodes[j2].output[0]]
         j4 = self._only_consumer(nodes[j3].output[0])
         if j4 is None or nodes[j4].op_type != "Add" or len(w) != 1 or not isinstance(w[0], PVal):
             return None
-        b = [self._val(i) for i in nodes[j4].input if i != nodes[j3].output[0]]
+        b = [self._val_now(i) for i in nodes[j4].input if i != nodes[j3].output[0]]
         if len(b) != 1 or not isinstance(b[0], PVal):
             return None
         eps = self._attrs(nodes[j1]).get("epsilon", 1e-5)
@@ -743,7 +760,7 @@ class _Importer:
             shp = self._shape(name) or ((self.batch,) + v.spec.shape)
             return OnnxIn("tensor", tuple(shp), dmap=v.dmap, elem=v.spec.kind, drank=v.drank)
         if isinstance(v, PVal):
-            return OnnxIn("param", tuple(v.shape))
+            return OnnxIn("param", tuple(v.shape), src_numel=sum(self._src_numel(s) for s in v.sources))
         if isinstance(v, Const):
             return OnnxIn("const", tuple(v.value.shape), v.value)
         return OnnxIn("none")

@@ -29,6 +29,7 @@ class OnnxIn:
     dmap: tuple = ()  # tensors: real dim -> design dim
     elem: str = "float"  # float | int64 | bool
     drank: int = 0  # tensors: rank in the design (batch included)
+    src_numel: int = 0  # parameters: elements of the initializers behind it (a Gather of rows has fewer)
 
 
 @dataclass

@@ -471,6 +471,12 @@ def _pos_onnx(ctx):
     x, p = ctx.x(pos[0]), ctx.param(1 - pos[0])
     if p not in ((1,) + tuple(x.shape[1:]), tuple(x.shape[1:])):
         return None
+    n = 1
+    for d in p:
+        n *= d
+    if ctx.x(1 - pos[0]).src_numel != n:
+        # rows of a larger table (wpe(arange(t)) folded): the table is the parameter, not x's shape
+        raise LayerError("inputs", f"adds {p} rows of a larger parameter table")
     ctx.tensor_inputs = [pos[0]]
     return {}
 
