@@ -177,7 +177,7 @@ def rt():
     return onnx_roundtrip
 
 
-@pytest.mark.parametrize("name", ["tcn", "gpt_sdpa_tied", "se_resnet_gn"])
+@pytest.mark.parametrize("name", ["tcn", "gpt_sdpa_tied", "se_resnet_gn", "vit_meanpool"])
 def test_torch_export_round_trip(rt, name):
     """Same parameters; the same inference peak as the torch design once what ONNX cannot say
     (in-place ops, tensors kept by Python variables) is taken out of it."""

@@ -149,6 +149,7 @@ class _Importer:
         self._fused_attrs = None
         self.done: set = set()
         self.attention: dict = {}
+        self.mha: dict = {}
         self.opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 13)
 
     # -- setup ------------------------------------------------------------------------------
@@ -166,6 +167,7 @@ class _Importer:
             self.folded = more
             self._infer(self.folded)
         self._consumers()
+        self._find_mha()
         self._find_attention()
         self._build()
         self._finish()
@@ -382,6 +384,9 @@ class _Importer:
                 continue
             if k in self.attention:
                 self._attention(n, *self.attention[k])
+                continue
+            if k in self.mha:
+                self._mha(n, *self.mha[k])
                 continue
             ins = [self._val(i) for i in n.input]
             try:
@@ -667,6 +672,60 @@ class _Importer:
             self.attention[k2] = (q, kt_n, m2.input[1], causal, m2.output[0])
             self.done.update(chain + [kq, kk, kt_k])
 
+    _MHA = "nn.MultiheadAttention (the ops of a module holding <path>.in_proj_weight)"
+    _MHA_PARAMS = ("in_proj_weight", "in_proj_bias", "out_proj.weight", "out_proj.bias")
+
+    def _find_mha(self):
+        """nn.MultiheadAttention exports as some sixty ops under its module's name; the
+        initializer ``<path>.in_proj_weight`` names the module. Its ops, read from one tensor
+        (self-attention) and giving one, are one MultiHeadAttention node, as PyTorch runs it."""
+        nodes = self.g.node
+        folded = {k for k, n in enumerate(nodes) if n.output and all(o in self.folded for o in n.output)}
+        made = {o: k for k, n in enumerate(nodes) for o in n.output}
+        aliases = [n.output[0] for n in nodes if n.op_type == "Identity" and n.output]  # deduplicated copies
+        for init in list(self.init_shapes) + list(self.extra_params) + aliases:
+            if not init.endswith(".in_proj_weight"):
+                continue
+            path = init[: -len(".in_proj_weight")]
+            region = [k for k in sorted(self.live - folded) if path in self._chain(nodes[k].name)]
+            if not region:
+                continue
+            rs = set(region)
+            ext_in = {i for k in region for i in nodes[k].input
+                      if i and i not in self.folded and i not in self.init_shapes and i not in self.extra_params
+                      and (made.get(i) is None or made[i] not in rs)
+                      and not (made.get(i) is not None and all(x in self.init_shapes for x in nodes[made[i]].input))}
+            ext_out = {o for k in region for o in nodes[k].output
+                       if any(c == -1 or c not in rs for c in self.cons.get(o, []))}
+            soft = [k for k in region if nodes[k].op_type == "Softmax"]
+            if len(ext_in) != 1 or len(ext_out) != 1 or len(soft) != 1:
+                self.warnings.append(f"{path}: an attention module read from {len(ext_in)} tensors, giving "
+                                     f"{len(ext_out)}; its ops are imported one by one")
+                continue
+            out = ext_out.pop()
+            last = made[out]
+            sshape = self._shape(nodes[soft[0]].output[0])  # (B*H, L, L), or (B, H, L, L) through SDPA
+            if not sshape or len(sshape) not in (3, 4) or (len(sshape) == 3 and sshape[0] % self.batch):
+                continue
+            heads = sshape[0] // self.batch if len(sshape) == 3 else sshape[1]
+            # need_weights=False runs scaled_dot_product_attention, whose export scales q and k by
+            # sqrt(scale); the default (True) scales q alone and materialises the weights
+            need = not any(nodes[k].op_type == "Sqrt" for k in region) and \
+                not any(nodes[k].op_type == "Sqrt" for k in folded if path in self._chain(nodes[k].name))
+            self.mha[last] = (ext_in.pop(), out, path, heads, need)
+            self.done.update(rs - {last})
+
+    def _mha(self, n, x, out, path, heads, need):
+        ins = [self._val(x)] + [self._val_now(f"{path}.{p}") for p in self._MHA_PARAMS]
+        ins = [v if isinstance(v, (Val, PVal)) else None for v in ins]
+        if not isinstance(ins[0], Val):
+            return self._generic(n, ins, "attention on a value that was not mapped", outs=[out])
+        self._fused_attrs = {"num_heads": heads, "need_weights": int(need)}
+        try:
+            return self._map(n, self._MHA, ins, [out], n.name, names=[x] + [None] * 4)
+        finally:
+            self._fused_attrs = None
+
     def _attention(self, n, q, kt_node, v, causal, out):
         """The fused chain: k is the (B, T, H, D) tensor the exporter transposed to (B, H, D, T),
         seen as (B, H, T, D) like the q and v it is multiplied with."""
@@ -680,7 +739,7 @@ class _Importer:
             return self._generic(n, ins, "attention on values that were not mapped", outs=[out])
         self._fused_attrs = {"causal": int(causal)}
         try:
-            return self._map(n, self._SDPA, ins, [out], n.name)
+            return self._map(n, self._SDPA, ins, [out], n.name, names=[q, None, v])
         finally:
             self._fused_attrs = None
 
@@ -765,16 +824,17 @@ class _Importer:
             return OnnxIn("const", tuple(v.value.shape), v.value)
         return OnnxIn("none")
 
-    def _map(self, n, op, ins, outs, name):
+    def _map(self, n, op, ins, outs, name, names=None):
         attrs = self._attrs(n)
         if self._fused_attrs and op != n.op_type:
             attrs = dict(attrs, **self._fused_attrs)
             self._fused_attrs = None
-        names = list(n.input) if op == n.op_type else [None] * len(ins)
-        if op == "MatMul+Add":
-            names = [n.input[0], None, None]
-        elif names[0] is None:
-            names[0] = n.input[0]
+        if names is None:
+            names = list(n.input) if op == n.op_type else [None] * len(ins)
+            if op == "MatMul+Add":
+                names = [n.input[0], None, None]
+            elif names[0] is None:
+                names[0] = n.input[0]
         ctx = OnnxCtx(op, name, attrs, [self._in(nm, v) for nm, v in zip(names, ins)],
                       [self._shape(o) or () for o in outs], self.batch)
         reason = ""

@@ -75,6 +75,17 @@ def _mha_mem(m):
     return OpMem(outputs=[out], out_dtypes=[dt], temps=[qkv, attn], grad_in=["new"])
 
 
+def _mha_onnx(ctx):
+    """The ops of an nn.MultiheadAttention module, gathered by the importer (self-attention)."""
+    x = ctx.tensor(0)
+    if len(x.shape) != 3 or tuple(x.dmap) != (0, 1, 2):
+        raise LayerError("inputs", "expects a batch-first (batch, tokens, embed_dim) input")
+    ctx.tensor_inputs = [0]
+    need = bool(ctx.attr("need_weights", 1))
+    return {"num_heads": int(ctx.attr("num_heads")), "dropout": 0.0, "bias": ctx.param(2) is not None,
+            "kernel": "math" if need else "fused", "need_weights": need}
+
+
 MultiHeadAttention = register(LayerType(
     name="MultiHeadAttention", family="attention",
     doc="Multi-head self-attention (nn.MultiheadAttention, batch_first). kernel=math materialises "
@@ -84,6 +95,7 @@ MultiHeadAttention = register(LayerType(
            Prop("need_weights", "bool", True, doc="also return head-averaged attention weights")),
     shape=_mha_shape, params=_mha_params, flops=_mha_flops, memory=_mha_mem,
     torch_ops=("MultiheadAttention",), aliases=("MultiheadAttention", "MHA"),
+    onnx_ops=("nn.MultiheadAttention (the ops of a module holding <path>.in_proj_weight)",), from_onnx=_mha_onnx,
     keeps_for_backward="math: the attention probabilities (B x heads x L x L); fused: output + logsumexp",
 ))
 
