@@ -1,0 +1,23 @@
+"""File -> Import -> ONNX Model… loads the file into the window and estimates it."""
+
+import sys
+from pathlib import Path
+
+import pytest
+
+onnx = pytest.importorskip("onnx")
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from test_onnx_import import _cnn  # noqa: E402
+
+
+def test_import_onnx_from_the_menu(window, qtbot, tmp_path):
+    path = tmp_path / "cnn.onnx"
+    onnx.save(_cnn(), str(path))
+    file_menu = window.menuBar().actions()[0].menu()
+    imp = next(a.menu() for a in file_menu.actions() if a.menu() and "Import" in a.text())
+    assert window.act_import_onnx in imp.actions()
+    with qtbot.waitSignal(window.result_applied, timeout=10000):
+        window.import_onnx(str(path))
+    assert [n.type for n in window.design.nodes.values()][1:3] == ["Conv2d", "BatchNorm2d"]
+    assert window.result.report.peak_bytes > 0
