@@ -1021,7 +1021,35 @@ class _Importer:
         return cand
 
     # -- finish -----------------------------------------------------------------------------
+    def _fast_path_layers(self):
+        """nn.TransformerEncoderLayer (children self_attn, linear1, linear2, norm1, norm2 under one
+        module path) runs in inference as one fused kernel when PyTorch's fast-path conditions
+        hold (bias, an even head count, ReLU or GELU, equal norm eps): only the layer's last op
+        then makes a tensor of its own, as the PyTorch importer marks it (Node.fused)."""
+        d = self.design
+        members: dict = {}
+        for nid, node in d.nodes.items():
+            parts = node.scope.split("/") if node.scope else []
+            for k, part in enumerate(parts):
+                members.setdefault(part, []).append((nid, parts[k + 1] if k + 1 < len(parts) else ""))
+        for path, items in members.items():
+            child = {}
+            for nid, sub in items:
+                child.setdefault(sub, []).append(d.nodes[nid])
+            need = [f"{path}.{c}" for c in ("self_attn", "linear1", "linear2", "norm1", "norm2")]
+            if not all(len(child.get(c, [])) == 1 for c in need):
+                continue
+            mha, n1, n2 = child[need[0]][0], child[need[3]][0], child[need[4]][0]
+            acts = [nd for nd in child.get("", []) + child.get(f"{path}.activation", [])
+                    if nd.type in ("ReLU", "GELU")]
+            if (mha.type != "MultiHeadAttention" or not mha.props["bias"] or mha.props["num_heads"] % 2
+                    or len(acts) != 1 or n1.type != "LayerNorm" or n1.props["eps"] != n2.props["eps"]):
+                continue
+            for nid, _ in items:
+                d.nodes[nid].fused = path
+
     def _finish(self):
+        self._fast_path_layers()
         d = self.design
         rows: dict[int, int] = {}
         for nid, node in d.nodes.items():
