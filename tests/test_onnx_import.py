@@ -225,3 +225,18 @@ def test_load_onnx_reads_a_file(tmp_path):
     p = tmp_path / "cnn.onnx"
     onnx.save(_cnn(), str(p))
     assert load_onnx(p).import_params == 145
+
+
+def test_transformer_encoder_layer_fast_path(rt):
+    """nn.TransformerEncoderLayer in inference runs as one fused kernel (even heads, GELU, bias):
+    the ONNX import gathers its MultiheadAttention and marks the layer fused, as from PyTorch."""
+    import torch
+
+    def factory():
+        layer = torch.nn.TransformerEncoderLayer(32, 2, 64, activation="gelu", batch_first=True)
+        # inside a container: the PyTorch importer maps a called TransformerEncoder as a whole
+        return torch.nn.Sequential(torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)), (16, 32)
+
+    r = rt.roundtrip("encoder", factory, batch=4)
+    assert r["generic"] == 0 and r["params_onnx"] == r["params_torch"]
+    assert r["peak_onnx"] == r["peak_graph"]
