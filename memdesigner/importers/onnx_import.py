@@ -34,6 +34,10 @@ from memdesigner.model.onnxmap import Alias, OnnxCtx, OnnxIn
 from memdesigner.model.registry import LayerError, ShapeCtx, TensorSpec
 
 BATCH = 2
+# ops that only re-lay out a parameter (the exporter's Transpose of a weight, its LSTM gate
+# reordering, an Expand over the batch): the result is still that parameter
+_PARAM_LAYOUT = {"Identity", "Transpose", "Reshape", "Unsqueeze", "Squeeze", "Slice", "Gather", "Concat",
+                 "Expand", "Cast", "Flatten", "Split"}
 _FLOAT = {1, 10, 11, 16}  # FLOAT, FLOAT16, DOUBLE, BFLOAT16
 _BOOL = 9
 
@@ -478,6 +482,10 @@ class _Importer:
         if any(isinstance(v, Unknown) for v in ins):
             return self._set_unknown(n)
         params = [v for v in ins if isinstance(v, PVal)]
+        if params and op not in _PARAM_LAYOUT:
+            # arithmetic on a parameter (LayerNorm of learned latents broadcast over the batch)
+            # makes an activation: a node with the inferred shape that holds the parameter
+            return self._generic(n, ins, "computes from parameters alone")
         if params:
             if op == "Identity" and (n.input[0] in self.init_shapes or n.input[0] in self.extra_params):
                 # the exporter deduplicates initializers of equal value through Identity nodes: in
