@@ -128,6 +128,7 @@ def test_unknown_op_is_generic_with_its_inferred_shape():
     g = next(n for n in d.nodes.values() if n.type == "Generic")
     assert g.props["op"] == "HardSwish" and g.props["out_shape"] == (3, 8, 8)
     assert any("HardSwish has no memdesigner rule" in w for w in d.import_warnings)
+    assert d.import_warnings[-1].startswith("1 of 3 nodes are Generic")
     # the output still counts: batch 1 inference holds input, HardSwish output and ReLU output
     assert memdesigner.estimate(d, mode="inference", batch=1).peak_bytes == 3 * 192 * 4
 
@@ -239,4 +240,27 @@ def test_transformer_encoder_layer_fast_path(rt):
 
     r = rt.roundtrip("encoder", factory, batch=4)
     assert r["generic"] == 0 and r["params_onnx"] == r["params_torch"]
+    assert r["peak_onnx"] == r["peak_graph"]
+
+
+def test_stacked_bidirectional_lstm_is_one_layer(rt):
+    """torch.onnx writes nn.LSTM(num_layers=2, bidirectional) as two LSTM nodes joined by a
+    Transpose + Reshape; the design has one LSTM with num_layers=2, as from PyTorch."""
+    import torch
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lstm = torch.nn.LSTM(8, 16, num_layers=2, bidirectional=True, batch_first=True)
+            self.fc = torch.nn.Linear(32, 3)
+
+        def forward(self, x):
+            out, _ = self.lstm(x)
+            return self.fc(out[:, -1])
+
+    d = from_model(onnx.load_from_string(rt.export(Net(), (12, 8))))
+    lstm = [n for n in d.nodes.values() if n.type == "LSTM"]
+    assert len(lstm) == 1 and lstm[0].props["num_layers"] == 2 and lstm[0].props["bidirectional"]
+    r = rt.roundtrip("lstm2", lambda: (Net(), (12, 8)), batch=4)
+    assert r["generic"] == 0 and r["params_onnx"] == r["params_torch"] == sum(p.numel() for p in Net().parameters())
     assert r["peak_onnx"] == r["peak_graph"]

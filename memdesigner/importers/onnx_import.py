@@ -1082,6 +1082,11 @@ class _Importer:
         if params + buffers != onnx_total:
             self.warnings.append(f"parameter count: the design has {params:,} (+{buffers:,} buffer values), "
                                  f"the ONNX initializers {onnx_total:,}")
+        generic = [nd.props["op"] for nd in d.nodes.values() if nd.type == "Generic"]
+        if generic:
+            kinds = sorted(set(generic), key=generic.count, reverse=True)
+            self.warnings.append(f"{len(generic)} of {len(d.nodes)} nodes are Generic (no memdesigner rule; their "
+                                 f"outputs count, their memory rule is a guess): {', '.join(kinds[:10])}")
         d.import_params = params
         d.import_warnings = self.warnings
 
