@@ -563,8 +563,21 @@ class MainWindow(QMainWindow):
             return
         if path is None:
             path, _ = QFileDialog.getOpenFileName(self, "Import ONNX model", self._last_dir(), "ONNX (*.onnx)")
-        if path:
-            self._import(lambda: hooks.import_onnx(path), "ONNX")
+        if not path:
+            return
+        shape = None
+        dims = hooks.onnx_dynamic_input(path)
+        if dims:
+            text, ok = QInputDialog.getText(self, "Import ONNX model", f"The model's input is {dims}. "
+                                            "Input shape per sample, e.g. 3, 224, 224:")
+            if not ok:
+                return
+            try:
+                shape = tuple(int(x) for x in text.replace("×", ",").replace("x", ",").split(",") if x.strip())
+            except ValueError:
+                QMessageBox.warning(self, "Import ONNX model", f"{text!r} is not a shape like 3, 224, 224")
+                return
+        self._import(lambda: hooks.import_onnx(path, shape), "ONNX")
 
     def _import(self, fn, what: str):
         QApplication.setOverrideCursor(Qt.WaitCursor)

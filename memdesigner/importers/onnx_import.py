@@ -122,6 +122,26 @@ def load_onnx(path, input_shape=None, name: str | None = None) -> Design:
         raise OnnxImportError(f"{path}: {err}") from None
 
 
+def dynamic_input(path) -> str | None:
+    """The first input's dims, e.g. "(batch, 3, H, W)", when dims other than the batch are dynamic
+    (the import then needs an input shape); None when the graph fixes them."""
+    import onnx
+
+    try:
+        model = onnx.load(str(path), load_external_data=False)
+    except Exception:  # noqa: BLE001 - load_onnx reports unreadable files
+        return None
+    inits = {t.name for t in model.graph.initializer}
+    data = [i for i in model.graph.input if i.name not in inits]
+    if not data:
+        return None
+    tt = data[0].type.tensor_type
+    dims = list(tt.shape.dim)[1:]
+    if any(not d.HasField("dim_value") or d.dim_value <= 0 for d in dims):
+        return _Importer._dims_text(tt)
+    return None
+
+
 def from_model(model, input_shape=None, name: str = "model") -> Design:
     """Build a design from an ``onnx.ModelProto``."""
     st = _Importer(model, input_shape, name)
@@ -1123,4 +1143,4 @@ def import_for_cli(args) -> Design:
     return load_onnx(args.model, _parse_shape(getattr(args, "input_shape", None)))
 
 
-__all__ = ["OnnxImportError", "from_model", "import_for_cli", "load_onnx", "ops_table"]
+__all__ = ["OnnxImportError", "dynamic_input", "from_model", "import_for_cli", "load_onnx", "ops_table"]

@@ -21,3 +21,20 @@ def test_import_onnx_from_the_menu(window, qtbot, tmp_path):
         window.import_onnx(str(path))
     assert [n.type for n in window.design.nodes.values()][1:3] == ["Conv2d", "BatchNorm2d"]
     assert window.result.report.peak_bytes > 0
+
+
+def test_import_onnx_asks_for_a_dynamic_shape(window, qtbot, tmp_path, monkeypatch):
+    from onnx import TensorProto, helper
+
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, "H", "W"])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    path = tmp_path / "dyn.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    asked = []
+    monkeypatch.setattr("memdesigner._qt.main_window.QInputDialog.getText",
+                        lambda *a, **k: (asked.append(a[2]), ("3, 16, 16", True))[1])
+    with qtbot.waitSignal(window.result_applied, timeout=10000):
+        window.import_onnx(str(path))
+    assert "(N, 3, H, W)" in asked[0]
+    assert tuple(window.design.nodes["x"].props["shape"]) == (3, 16, 16)
