@@ -61,7 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("design")
     r.add_argument("-o", "--output", required=True)
     _settings_args(r)
-    imp = sub.add_parser("import", help="import a model (torch FILE.py:FACTORY, keras MODEL.json)")
+    imp = sub.add_parser("import", help="import a model (torch FILE.py:FACTORY, keras MODEL.json, onnx MODEL.onnx)")
     isub = imp.add_subparsers(dest="source", parser_class=_Parser)
     ik = isub.add_parser("keras", help="Keras model.to_json() output")
     ik.add_argument("model")
@@ -78,6 +78,10 @@ def build_parser() -> argparse.ArgumentParser:
     _settings_args(f)
     f.add_argument("--format", choices=("table", "json"), default="table")
     it.add_argument("--timeout", type=float, default=300.0, help="seconds the model code may run (default 300)")
+    io_ = isub.add_parser("onnx", help="an ONNX model file (needs pip install memdesigner[onnx])")
+    io_.add_argument("model", help="MODEL.onnx")
+    io_.add_argument("-o", "--output", required=True)
+    io_.add_argument("--input-shape", default=None, help="per-sample shape, e.g. 3,224,224 (default: the graph's)")
     ex = sub.add_parser("export", help="export a design as code")
     esub = ex.add_subparsers(dest="target", parser_class=_Parser)
     et = esub.add_parser("torch", help="PyTorch nn.Module source")
@@ -292,8 +296,15 @@ def cmd_import(args) -> int:
             raise CliError(f"PyTorch import needs torch installed (pip install memdesigner[torch]): {err}") from None
         except ValueError as err:
             raise CliError(str(err)) from None
+    elif args.source == "onnx":
+        from memdesigner.importers.onnx_import import OnnxImportError, import_for_cli
+
+        try:
+            design = import_for_cli(args)
+        except OnnxImportError as err:
+            raise CliError(str(err)) from None
     else:
-        raise CliError("import needs a source: torch or keras")
+        raise CliError("import needs a source: torch, keras or onnx")
     save_design(design, args.output)
     for w in getattr(design, "import_warnings", []):
         sys.stderr.write(f"memdesigner: warning: {w}\n")

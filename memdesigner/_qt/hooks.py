@@ -30,6 +30,29 @@ def import_keras(path: str):
     return load_keras_json(path)
 
 
+def _onnx():
+    try:
+        import onnx  # noqa: F401
+    except ImportError as err:
+        raise MissingFeature(f"ONNX import needs the onnx package ({err}). Install it: "
+                             "pip install 'memdesigner[onnx]'") from None
+    from memdesigner.importers import onnx_import
+
+    return onnx_import
+
+
+def onnx_dynamic_input(path: str) -> str | None:
+    """The input's dims when the file leaves more than the batch open (ask for a shape)."""
+    try:
+        return _onnx().dynamic_input(path)
+    except MissingFeature:
+        return None
+
+
+def import_onnx(path: str, input_shape=None):
+    return _onnx().load_onnx(path, input_shape)
+
+
 def measure(design, settings) -> dict:
     """Run the design for real with PyTorch; returns {'peak_bytes': int, 'timeline': [bytes, ...],
     'snapshot': PyTorch's memory snapshot on CUDA, else None, ...}."""

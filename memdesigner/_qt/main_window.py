@@ -214,6 +214,7 @@ class MainWindow(QMainWindow):
         self.act_clear_snapshot.setEnabled(False)
         self.act_import_torch = A("&PyTorch Model (.py)…", self.import_torch)
         self.act_import_keras = A("&Keras Model (JSON)…", self.import_keras)
+        self.act_import_onnx = A("&ONNX Model…", self.import_onnx)
 
     def _build_menus(self):
         mb = self.menuBar()
@@ -224,7 +225,7 @@ class MainWindow(QMainWindow):
         self.examples_menu.aboutToShow.connect(self._fill_examples)
         f.addActions([self.act_open_snapshot, self.act_clear_snapshot])
         imp = f.addMenu("&Import")
-        imp.addActions([self.act_import_torch, self.act_import_keras])
+        imp.addActions([self.act_import_torch, self.act_import_keras, self.act_import_onnx])
         f.addSeparator()
         f.addActions([self.act_save, self.act_save_as])
         exp = f.addMenu("&Export")
@@ -569,6 +570,27 @@ class MainWindow(QMainWindow):
         path, _ = QFileDialog.getOpenFileName(self, "Import Keras model", self._last_dir(), "Keras JSON (*.json)")
         if path:
             self._import(lambda: hooks.import_keras(path), "Keras")
+
+    def import_onnx(self, path: str | None = None):
+        if not self.maybe_save():
+            return
+        if path is None:
+            path, _ = QFileDialog.getOpenFileName(self, "Import ONNX model", self._last_dir(), "ONNX (*.onnx)")
+        if not path:
+            return
+        shape = None
+        dims = hooks.onnx_dynamic_input(path)
+        if dims:
+            text, ok = QInputDialog.getText(self, "Import ONNX model", f"The model's input is {dims}. "
+                                            "Input shape per sample, e.g. 3, 224, 224:")
+            if not ok:
+                return
+            try:
+                shape = tuple(int(x) for x in text.replace("×", ",").replace("x", ",").split(",") if x.strip())
+            except ValueError:
+                QMessageBox.warning(self, "Import ONNX model", f"{text!r} is not a shape like 3, 224, 224")
+                return
+        self._import(lambda: hooks.import_onnx(path, shape), "ONNX")
 
     def _import(self, fn, what: str):
         """Off the UI thread (a model file may take minutes); the result lands in _imported."""

@@ -226,6 +226,11 @@ class LayerType:
     n_outputs: int = 1
     input_names: tuple = ()  # port labels, e.g. ("query", "key", "value")
     torch_ops: tuple = ()  # torch modules / functions that map onto this type (importer hints)
+    # ONNX op types (or importer-fused patterns, e.g. "MatMul+Add") this type imports, and the rule
+    # (OnnxCtx) -> props dict, or None when the node is not this type (Conv is Conv1d or Conv2d);
+    # raising LayerError imports the node as Generic with the reason. See model/onnxmap.py.
+    onnx_ops: tuple = ()
+    from_onnx: Callable | None = None
     aliases: tuple = ()  # other names a user or a Keras file may use
     search_words: tuple = ()  # what people type to find it in the palette ("fc", "bn"); need not be unique
     keeps_for_backward: str = ""  # one line for the inspector / docs: what autograd saves
@@ -302,6 +307,15 @@ def all_types() -> Sequence[LayerType]:
     return list(_REGISTRY.values())
 
 
+def onnx_index() -> dict[str, list[LayerType]]:
+    """ONNX op type -> the layer types that declare it, in registration order."""
+    out: dict[str, list[LayerType]] = {}
+    for lt in all_types():
+        for op in lt.onnx_ops:
+            out.setdefault(op, []).append(lt)
+    return out
+
+
 def by_family() -> dict[str, list[LayerType]]:
     out: dict[str, list[LayerType]] = {f: [] for f in FAMILIES}
     for lt in all_types():
@@ -337,6 +351,7 @@ __all__ = [
     "canonical",
     "all_types",
     "by_family",
+    "onnx_index",
     "FAMILIES",
     "field",
 ]

@@ -114,6 +114,17 @@ def _mha_mem(m):
     return OpMem(outputs=[out], out_dtypes=[dt], temps=[qkv, attn], grad_in=["new"])
 
 
+def _mha_onnx(ctx):
+    """The ops of an nn.MultiheadAttention module, gathered by the importer (self-attention)."""
+    x = ctx.tensor(0)
+    if len(x.shape) != 3 or tuple(x.dmap) != (0, 1, 2):
+        raise LayerError("inputs", "expects a batch-first (batch, tokens, embed_dim) input")
+    ctx.tensor_inputs = [0]
+    need = bool(ctx.attr("need_weights", 1))
+    return {"num_heads": int(ctx.attr("num_heads")), "dropout": 0.0, "bias": ctx.param(2) is not None,
+            "kernel": "math" if need else "fused", "need_weights": need}
+
+
 MultiHeadAttention = register(LayerType(
     name="MultiHeadAttention", family="attention",
     doc="Multi-head self-attention (nn.MultiheadAttention, batch_first). kernel=math materialises "
@@ -126,6 +137,7 @@ MultiHeadAttention = register(LayerType(
     shape=_mha_shape, params=_mha_params, flops=_mha_flops, memory=_mha_mem,
     torch_ops=("MultiheadAttention",), aliases=("MultiheadAttention", "MHA"),
     search_words=("attention", "self-attention", "cross-attention", "transformer", "mha", "heads"),
+    onnx_ops=("nn.MultiheadAttention (the ops of a module holding <path>.in_proj_weight)",), from_onnx=_mha_onnx,
     keeps_for_backward="math: the attention probabilities (B x heads x L x L); fused: output + logsumexp",
 ))
 
@@ -163,6 +175,13 @@ def _sdpa_mem(m):
     return OpMem(outputs=[out], out_dtypes=[dt], temps=[lse], grad_in=["new"] * 3, out_strides=st)
 
 
+def _sdpa_onnx(ctx):
+    """The exporter's chain for F.scaled_dot_product_attention, fused back by the importer."""
+    if any(v.kind != "tensor" or len(v.shape) != 4 or tuple(v.dmap) != (0, 1, 2, 3) for v in ctx.inputs[:3]):
+        raise LayerError("inputs", "q, k, v are not (batch, heads, tokens, head_dim) in the design's layout")
+    return {"kernel": "fused", "causal": bool(ctx.attr("causal", 0))}
+
+
 ScaledDotProductAttention = register(LayerType(
     name="ScaledDotProductAttention", family="attention",
     doc="softmax(q k^T / sqrt(d)) v on (heads, tokens, head_dim) inputs; fused = flash kernel.",
@@ -171,5 +190,6 @@ ScaledDotProductAttention = register(LayerType(
     flops=lambda c, o: 4 * o[0].numel * c.inputs[1].shape[1],
     torch_ops=("scaled_dot_product_attention",), aliases=("SDPA",),
     search_words=("attention", "sdpa", "flash attention", "transformer"),
+    onnx_ops=("MatMul(Softmax(MatMul(Mul(q,s),Mul(Transpose(k),s))),v)",), from_onnx=_sdpa_onnx,
     keeps_for_backward="fused: q, k, v, output and a float32 logsumexp; math: the probabilities",
 ))

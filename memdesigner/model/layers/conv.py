@@ -4,6 +4,7 @@ import math
 
 from memdesigner.model.layers._common import amp_casts, as_tuple, conv_props, f_dtype, need_rank, window_out
 from memdesigner.model.layers._keras_torch import IMPL, channels_last_strides, keras, kernel_copy, layout_copies
+from memdesigner.model.onnxmap import pads, pair, spatial_rank
 from memdesigner.model.oprules import In, OpMem, Param, T
 from memdesigner.model.registry import LayerError, LayerType, ParamSpec, TensorSpec, register
 
@@ -95,6 +96,23 @@ def _keras_conv_mem(m):
         mem = OpMem(outputs=[out], out_dtypes=[dt], temps=temps, grad_in=["new"])
     mem.out_strides = strides
     return amp_casts(m, mem)
+def _conv_onnx(n):
+    """ONNX Conv(x, W[, B]): W is (out, in/groups, k...); the rank of x picks Conv1d or Conv2d."""
+    def rule(ctx):
+        if spatial_rank(ctx) != n:
+            return None
+        w = ctx.param(1)
+        if w is None:
+            raise LayerError("weight", "the weight is computed, not an initializer")
+        g = int(ctx.attr("group", 1))
+        if ctx.x(0).shape[1] != w[1] * g:
+            raise LayerError("inputs", f"the weight {w} does not take {ctx.x(0).shape[1]} input channels")
+        ctx.tensor_inputs = [0]
+        return {"out_channels": w[0], "kernel": pair(ctx.attr("kernel_shape") or w[2:]),
+                "stride": pair(ctx.attr("strides")), "padding": pads(ctx, n),
+                "dilation": pair(ctx.attr("dilations")), "groups": int(ctx.attr("group", 1)),
+                "bias": ctx.param(2) is not None}
+    return rule
 
 
 def _make_conv(name, n, aliases=(), torch_ops=()):
@@ -104,6 +122,7 @@ def _make_conv(name, n, aliases=(), torch_ops=()):
         props=conv_props(n) + (IMPL,), shape=_conv_shape(n), params=_conv_params(n), flops=_conv_flops(n),
         memory=_conv_mem, aliases=aliases, torch_ops=torch_ops,
         search_words=("conv", "cnn", "convolution", "filter", "kernel") + (("depthwise",) if n == 2 else ()),
+        onnx_ops=("Conv",), from_onnx=_conv_onnx(n),
         keeps_for_backward="its input (and the weight)",
     ))
 
@@ -182,10 +201,28 @@ def _convt_props():
     return tuple(props)
 
 
+def _convt_onnx(ctx):
+    """ONNX ConvTranspose(x, W[, B]): W is (in, out/groups, kh, kw)."""
+    if spatial_rank(ctx) != 2:
+        return None
+    w = ctx.param(1)
+    if w is None:
+        raise LayerError("weight", "the weight is computed, not an initializer")
+    if ctx.attr("output_shape"):
+        raise LayerError("output_shape", "an explicit output_shape is not modelled")
+    g = int(ctx.attr("group", 1))
+    ctx.tensor_inputs = [0]
+    return {"out_channels": w[1] * g, "kernel": pair(ctx.attr("kernel_shape") or w[2:]),
+            "stride": pair(ctx.attr("strides")), "padding": pads(ctx, 2),
+            "output_padding": pair(ctx.attr("output_padding"), 0), "dilation": pair(ctx.attr("dilations")),
+            "groups": g, "bias": ctx.param(2) is not None}
+
+
 ConvTranspose2d = register(LayerType(
     name="ConvTranspose2d", family="convolution",
     doc="2-D transposed convolution (learned upsampling).",
     props=_convt_props(), shape=_convt_shape, params=_convt_params, flops=_convt_flops,
     memory=_convt_mem, aliases=("Conv2DTranspose",), torch_ops=("ConvTranspose2d",),
+    onnx_ops=("ConvTranspose",), from_onnx=_convt_onnx,
     keeps_for_backward="its input (and the weight)",
 ))

@@ -2,6 +2,7 @@
 
 from memdesigner.model.layers._common import amp_casts, f_dtype, fmt
 from memdesigner.model.layers._keras_torch import IMPL, keras
+from memdesigner.model.onnxmap import Alias
 from memdesigner.model.oprules import In, OpMem, Param, T, view
 from memdesigner.model.registry import LayerError, LayerType, ParamSpec, Prop, TensorSpec, register
 
@@ -49,6 +50,26 @@ def _linear_mem(m):
     return amp_casts(m, mem)
 
 
+def _linear_onnx(ctx):
+    """Gemm(x, W, b) (2-D input; W is (out, in) with transB=1), or MatMul(x, W) with the bias Add
+    that follows it fused in by the importer (W is (in, out))."""
+    w = ctx.param(1)
+    if w is None or len(w) != 2 or ctx.x(0).kind != "tensor":
+        return None  # a product of two activations: MatMul
+    if ctx.op == "Gemm":
+        if ctx.attr("transA", 0):
+            raise LayerError("inputs", "Gemm with transA")
+        out = w[0] if ctx.attr("transB", 0) else w[1]
+    else:
+        out = w[1]
+    inner = w[1] if (ctx.op == "Gemm" and ctx.attr("transB", 0)) else w[0]
+    if ctx.x(0).shape and ctx.x(0).shape[-1] != inner:
+        raise LayerError("inputs", f"the weight {w} does not take {ctx.x(0).shape[-1]} input features")
+    bias = ctx.param(2)
+    ctx.tensor_inputs = [0]
+    return {"out_features": int(out), "bias": bias is not None and bias[-1] == out}
+
+
 Linear = register(LayerType(
     name="Linear", family="dense",
     doc="Fully connected layer on the last dimension (Keras Dense).",
@@ -56,6 +77,7 @@ Linear = register(LayerType(
     shape=_linear_shape, params=_linear_params, flops=_linear_flops, memory=_linear_mem,
     aliases=("Dense",), torch_ops=("Linear", "linear"),
     search_words=("fc", "fully connected", "dense", "mlp", "perceptron", "affine", "projection", "head"),
+    onnx_ops=("Gemm", "MatMul", "MatMul+Add"), from_onnx=_linear_onnx,
     keeps_for_backward="its input (for the weight gradient)",
 ))
 
@@ -73,6 +95,17 @@ def _emb_mem(m):
                  grad_in=[None])
 
 
+def _emb_onnx(ctx):
+    """Gather(table, ids) with the table an initializer: an embedding lookup."""
+    w = ctx.param(0)
+    if w is None or len(w) != 2 or ctx.x(1).kind != "tensor" or int(ctx.attr("axis", 0)) != 0:
+        return None
+    ids = ctx.x(1)
+    ctx.tensor_inputs = [1]
+    ctx.out_dmap = tuple(ids.dmap) + (ids.drank,)
+    return {"num_embeddings": int(w[0]), "embedding_dim": int(w[1])}
+
+
 Embedding = register(LayerType(
     name="Embedding", family="dense",
     search_words=("embedding", "token", "lookup", "word vectors", "vocabulary", "transformer"),
@@ -81,7 +114,7 @@ Embedding = register(LayerType(
            Prop("embedding_dim", "int", 256, min=1)),
     shape=_emb_shape,
     params=lambda c: [ParamSpec("weight", (c["num_embeddings"], c["embedding_dim"]))],
-    flops=lambda c, outs: 0, memory=_emb_mem, torch_ops=("Embedding",),
+    flops=lambda c, outs: 0, memory=_emb_mem, torch_ops=("Embedding",), onnx_ops=("Gather",), from_onnx=_emb_onnx,
     keeps_for_backward="the token ids (int64)",
 ))
 
@@ -142,6 +175,14 @@ def _keras_reshape_mem(m):
         mem = view(m)
     mem.out_strides = [tuple(internal)]
     return mem
+def _flatten_onnx(ctx):
+    """ONNX Flatten(axis) makes a 2-D tensor: only axis 1 keeps the batch apart."""
+    x = ctx.tensor(0)
+    if int(ctx.attr("axis", 1)) != 1:
+        raise LayerError("start_dim", f"Flatten(axis={ctx.attr('axis', 1)}) merges the batch dimension")
+    if tuple(x.dmap) != tuple(range(len(x.shape))):
+        return None  # the design's layout differs: a Reshape
+    return {"start_dim": 1}
 
 
 Flatten = register(LayerType(
@@ -149,6 +190,7 @@ Flatten = register(LayerType(
     doc="Flattens all dimensions from start_dim on (a view: no new memory when contiguous).",
     props=(Prop("start_dim", "int", 1, min=1, doc="first dimension to flatten, counting the batch as 0"), IMPL),
     shape=_flatten_shape, memory=_reshape_mem, torch_ops=("Flatten", "flatten"),
+    onnx_ops=("Flatten",), from_onnx=_flatten_onnx,
     keeps_for_backward="nothing",
 ))
 
@@ -174,10 +216,36 @@ def _reshape_shape(c):
     return [TensorSpec(tuple(target), x.kind)]
 
 
+def _reshape_onnx(ctx):
+    """Reshape / Flatten / Squeeze / Unsqueeze to the inferred shape, per sample. Squeezing a
+    size-1 dim of a tensor the design lays out differently (after a split) only changes the layout."""
+    x = ctx.tensor(0)
+    out = tuple(ctx.out_shapes[0])
+    identity = tuple(x.dmap) == tuple(range(len(x.shape)))
+    if ctx.op == "Squeeze" and not identity:
+        axes = ctx.attr("axes")
+        if axes is None and ctx.x(1).kind == "const":
+            axes = [int(a) for a in ctx.const(1).reshape(-1)]
+        if axes is None:
+            axes = [i for i, d in enumerate(x.shape) if d == 1]
+        axes = {a % len(x.shape) for a in axes}
+        if 0 in {x.dmap[a] for a in axes}:
+            raise LayerError("shape", "squeezes the batch dimension")
+        return Alias(tuple(d for i, d in enumerate(x.dmap) if i not in axes))
+    if x.dmap[0] != 0 or not out or out[0] != ctx.batch:
+        raise LayerError("shape", f"reshape to {out} merges or moves the batch dimension")
+    if len(out) < 2:
+        raise LayerError("shape", "reshape to a scalar per sample")
+    ctx.tensor_inputs = [0]
+    ctx.out_dmap = tuple(range(len(out)))
+    return {"shape": out[1:]}
+
+
 Reshape = register(LayerType(
     name="Reshape", family="dense",
     doc="Reshape per sample (a view when the input is contiguous, a copy otherwise).",
     props=(Prop("shape", "ints", (-1,), doc="per-sample target shape; one dimension may be -1"), IMPL),
     shape=_reshape_shape, memory=_reshape_mem, torch_ops=("reshape", "view"),
+    onnx_ops=("Reshape", "Flatten", "Squeeze", "Unsqueeze"), from_onnx=_reshape_onnx,
     keeps_for_backward="nothing",
 ))

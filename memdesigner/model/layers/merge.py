@@ -29,11 +29,23 @@ def _add_mem(m):
     return OpMem(outputs=[T(n, dt, "sum")], out_dtypes=[dt], grad_in=grads, elementwise=True)
 
 
+def _same_layout(ctx):
+    """Element-wise ops on activations laid out alike (scalars and parameters are other types')."""
+    if any(v.kind != "tensor" for v in ctx.inputs):
+        return None
+    ranks = {len(v.shape) for v in ctx.inputs}
+    if len(ranks) == 1 and len({tuple(v.dmap) for v in ctx.inputs}) != 1:
+        raise LayerError("inputs", "operands laid out differently")
+    widest = max(ctx.inputs, key=lambda v: len(v.shape))
+    ctx.out_dmap = tuple(widest.dmap)
+    return {}
+
+
 Add = register(LayerType(
     name="Add", family="merge", doc="Element-wise sum (residual connections). Broadcasts.",
     props=(Prop("inplace", "bool", False, doc="out += other, as torchvision's ResNet blocks do"),),
     min_inputs=2, max_inputs=None, shape=_broadcast, flops=lambda c, o: (len(c.inputs) - 1) * o[0].numel,
-    memory=_add_mem, torch_ops=("add", "iadd"), aliases=("add",),
+    memory=_add_mem, torch_ops=("add", "iadd"), aliases=("add",), onnx_ops=("Add", "Sum"), from_onnx=_same_layout,
     keeps_for_backward="nothing",
 ))
 
@@ -55,7 +67,7 @@ def _mul_mem(m):
 Multiply = register(LayerType(
     name="Multiply", family="merge", doc="Element-wise product (gating). Broadcasts.",
     min_inputs=2, max_inputs=2, shape=_broadcast, flops=lambda c, o: o[0].numel, memory=_mul_mem,
-    torch_ops=("mul",), aliases=("mul",), keeps_for_backward="both operands",
+    torch_ops=("mul",), aliases=("mul",), onnx_ops=("Mul",), from_onnx=_same_layout, keeps_for_backward="both operands",
 ))
 
 
@@ -91,9 +103,18 @@ def _cat_mem(m):
     return mem
 
 
+def _cat_onnx(ctx):
+    if len(ctx.inputs) < 2 or any(v.kind != "tensor" for v in ctx.inputs):
+        return None
+    if len({tuple(v.dmap) for v in ctx.inputs}) != 1:
+        raise LayerError("inputs", "operands laid out differently")
+    return {"dim": ctx.ddim(int(ctx.attr("axis", 0)))}
+
+
 Concat = register(LayerType(
     name="Concat", family="merge", doc="Concatenation along a dimension (U-Net skips, DenseNet).",
     props=(Prop("dim", "int", 1, doc="dimension counting the batch as 0; 1 = channels"),),
-    min_inputs=2, max_inputs=None, shape=_cat_shape, memory=_cat_mem, torch_ops=("cat",),
+    min_inputs=2, max_inputs=None, shape=_cat_shape, memory=_cat_mem, torch_ops=("cat",), onnx_ops=("Concat",),
+    from_onnx=_cat_onnx,
     aliases=("Concatenate", "cat"), keeps_for_backward="nothing (gradients are slices)",
 ))

@@ -2,6 +2,7 @@
 
 from memdesigner.model.layers._common import amp_fp32, fmt, need_rank
 from memdesigner.model.layers._keras_torch import IMPL, keras
+from memdesigner.model.onnxmap import f32
 from memdesigner.model.oprules import In, OpMem, T
 from memdesigner.model.registry import LayerError, LayerType, ParamSpec, Prop, TensorSpec, register
 
@@ -52,6 +53,21 @@ def _bn_mem(m):
     return OpMem(outputs=[out], out_dtypes=[out.dtype], temps=stats, grad_in=["new"])
 
 
+def _bn_onnx(n):
+    """BatchNormalization(x, scale, B, mean, var) as exported for inference; ONNX's momentum is
+    the running statistics' weight (1 - PyTorch's momentum)."""
+    def rule(ctx):
+        r = len(ctx.x(0).shape)
+        if (r == 4) != (n == 2) or r not in (2, 3, 4):
+            return None
+        if ctx.attr("training_mode", 0):
+            raise LayerError("track_running_stats", "a training-mode BatchNormalization")
+        ctx.tensor_inputs = [0]
+        return {"eps": f32(ctx.attr("epsilon", 1e-5)), "momentum": f32(1.0 - f32(ctx.attr("momentum", 0.9))),
+                "affine": ctx.param(1) is not None, "track_running_stats": ctx.param(3) is not None}
+    return rule
+
+
 _BN_PROPS = (Prop("eps", "float", 1e-5, min=0.0), Prop("momentum", "float", 0.1, min=0.0, max=1.0),
              Prop("affine", "bool", True), Prop("track_running_stats", "bool", True), IMPL)
 
@@ -59,14 +75,15 @@ BatchNorm1d = register(LayerType(
     name="BatchNorm1d", family="normalization", doc="Batch normalization over (C) or (C,L) inputs.",
     search_words=("bn", "batch norm", "batchnorm"),
     props=_BN_PROPS, shape=_bn_shape(1), params=_bn_params, flops=lambda c, o: 4 * c.inputs[0].numel,
-    memory=_bn_mem, torch_ops=("BatchNorm1d",),
+    memory=_bn_mem, torch_ops=("BatchNorm1d",), onnx_ops=("BatchNormalization",), from_onnx=_bn_onnx(1),
     keeps_for_backward="its input, plus per-channel mean and inverse std",
 ))
 BatchNorm2d = register(LayerType(
     name="BatchNorm2d", family="normalization", doc="Batch normalization over (C,H,W) inputs.",
     search_words=("bn", "batch norm", "batchnorm"),
     props=_BN_PROPS, shape=_bn_shape(2), params=_bn_params, flops=lambda c, o: 4 * c.inputs[0].numel,
-    memory=_bn_mem, aliases=("BatchNormalization",), torch_ops=("BatchNorm2d",),
+    memory=_bn_mem, aliases=("BatchNormalization",), torch_ops=("BatchNorm2d",), onnx_ops=("BatchNormalization",),
+    from_onnx=_bn_onnx(2),
     keeps_for_backward="its input, plus per-channel mean and inverse std",
 ))
 
@@ -114,13 +131,26 @@ def _with_row_stats(m, rows):
     return amp_fp32(m, OpMem(outputs=[out], out_dtypes=[out.dtype], temps=stats, grad_in=["new"]))
 
 
+def _ln_onnx(ctx):
+    """LayerNormalization(x, scale[, B]) over the dims from ``axis`` on."""
+    x = ctx.tensor(0)
+    a = int(ctx.attr("axis", -1)) % len(x.shape)
+    if a == 0 or x.dmap[a:] != tuple(range(x.drank - (len(x.shape) - a), x.drank)):
+        raise LayerError("normalized_shape", "normalizes over the batch or dims the design lays out differently")
+    ns = tuple(x.shape[a:])
+    ctx.tensor_inputs = [0]
+    return {"normalized_shape": ns if len(ns) > 1 else (), "eps": f32(ctx.attr("epsilon", 1e-5)),
+            "elementwise_affine": ctx.param(1) is not None}
+
+
 LayerNorm = register(LayerType(
     name="LayerNorm", family="normalization", doc="Layer normalization over the last dimension(s).",
     search_words=("ln", "layer norm", "transformer"),
     props=(Prop("normalized_shape", "ints", (), doc="empty = the last dimension"),
            Prop("eps", "float", 1e-5, min=0.0), Prop("elementwise_affine", "bool", True)),
     shape=_ln_shape, params=_ln_params, flops=lambda c, o: 5 * c.inputs[0].numel, memory=_ln_mem,
-    aliases=("LayerNormalization",), torch_ops=("LayerNorm", "layer_norm"),
+    aliases=("LayerNormalization",), torch_ops=("LayerNorm", "layer_norm"), onnx_ops=("LayerNormalization",),
+    from_onnx=_ln_onnx,
     keeps_for_backward="its input, plus a mean and rstd per row",
 ))
 
@@ -144,6 +174,9 @@ GroupNorm = register(LayerType(
     params=lambda c: ([ParamSpec("weight", (c.inputs[0].shape[0],)),
                        ParamSpec("bias", (c.inputs[0].shape[0],), "bias")] if c["affine"] else []),
     flops=lambda c, o: 5 * c.inputs[0].numel, memory=_gn_mem, torch_ops=("GroupNorm",),
+    onnx_ops=("GroupNormalization", "Add(Mul(Reshape(InstanceNormalization(Reshape(x))),w),b)"),
+    from_onnx=lambda ctx: {"num_groups": int(ctx.attr("num_groups")), "eps": f32(ctx.attr("epsilon", 1e-5)),
+                           "affine": ctx.param(1) is not None} if ctx.attr("num_groups") else None,
     keeps_for_backward="its input, plus a mean and rstd per (sample, group)",
 ))
 
@@ -172,6 +205,7 @@ Dropout = register(LayerType(
     doc="Zeroes elements with probability p in training; identity in inference.",
     props=(Prop("p", "float", 0.5, min=0.0, max=1.0), Prop("inplace", "bool", False)),
     shape=lambda c: [TensorSpec(c.inputs[0].shape, c.inputs[0].kind)], memory=_dropout_mem,
-    torch_ops=("Dropout", "dropout"),
+    torch_ops=("Dropout", "dropout"), onnx_ops=("Dropout",),
+    from_onnx=lambda ctx: {"p": f32(ctx.scalar(1, float(ctx.attr("ratio", 0.5))))},
     keeps_for_backward="a mask: input-dtype noise on CPU, bool on CUDA",
 ))

@@ -2,6 +2,7 @@
 
 from memdesigner.model.layers._common import amp_fp32, as_tuple, need_rank, window_out
 from memdesigner.model.layers._keras_torch import IMPL, keras, layout_copies
+from memdesigner.model.onnxmap import pads, pair, spatial_rank
 from memdesigner.model.oprules import In, OpMem, T, simple
 from memdesigner.model.registry import LayerError, LayerType, Prop, TensorSpec, register
 
@@ -38,6 +39,21 @@ def _pool_flops(n):
     return rule
 
 
+def _pool_onnx(n):
+    """MaxPool / AveragePool: ONNX strides default to 1 (PyTorch's to the kernel)."""
+    def rule(ctx):
+        if spatial_rank(ctx) != n:
+            return None
+        if pair(ctx.attr("dilations")) != 1:
+            raise LayerError("kernel", "dilated pooling")
+        if len(ctx.out_shapes) > 1:
+            raise LayerError("kernel", "pooling that returns indices")
+        ctx.tensor_inputs = [0]
+        return {"kernel": pair(ctx.attr("kernel_shape")), "stride": pair(ctx.attr("strides")),
+                "padding": pads(ctx, n), "ceil_mode": bool(ctx.attr("ceil_mode", 0))}
+    return rule
+
+
 def _maxpool_mem(m):
     """max_pool*_with_indices: int64 indices of the output's size, kept with the input for backward.
 
@@ -57,7 +73,7 @@ def _make_maxpool(name, n, aliases):
     return register(LayerType(
         name=name, family="pooling", doc=f"{n}-D max pooling.",
         props=_pool_props(), shape=_pool_shape(n), flops=_pool_flops(n), memory=_maxpool_mem,
-        aliases=aliases, torch_ops=(name,),
+        aliases=aliases, torch_ops=(name,), onnx_ops=("MaxPool",), from_onnx=_pool_onnx(n),
         keeps_for_backward="its input and int64 argmax indices (8 bytes per output element)",
     ))
 
@@ -74,7 +90,7 @@ def _avgpool_mem(m):
 AvgPool2d = register(LayerType(
     name="AvgPool2d", family="pooling", doc="2-D average pooling.",
     props=_pool_props(), shape=_pool_shape(2), flops=_pool_flops(2), memory=_avgpool_mem,
-    aliases=("AveragePooling2D",), torch_ops=("AvgPool2d",),
+    aliases=("AveragePooling2D",), torch_ops=("AvgPool2d",), onnx_ops=("AveragePool",), from_onnx=_pool_onnx(2),
     keeps_for_backward="its input (avg_pool2d_backward takes it)",
 ))
 
@@ -92,13 +108,29 @@ def _adaptive_mem(m):
     return simple(m, saved=[In(0)] if m.records else [])
 
 
+def _gap_onnx(ctx):
+    """GlobalAveragePool, or ReduceMean over H and W keeping them: global average pooling."""
+    x = ctx.tensor(0)
+    if len(x.shape) != 4 or tuple(x.dmap) != (0, 1, 2, 3):
+        return None
+    if ctx.op == "ReduceMean":
+        axes = ctx.attr("axes")
+        if axes is None and ctx.x(1).kind == "const":
+            axes = [int(a) for a in ctx.const(1).reshape(-1)]
+        if sorted(int(a) % 4 for a in (axes or ())) != [2, 3] or not ctx.attr("keepdims", 1):
+            return None
+    ctx.tensor_inputs = [0]
+    return {"output_size": 1}
+
+
 AdaptiveAvgPool2d = register(LayerType(
     name="AdaptiveAvgPool2d", family="pooling",
     doc="Average pooling to a fixed output size; output 1 is global average pooling.",
     props=(Prop("output_size", "pair", 1),),
     shape=_adaptive_shape, flops=lambda c, outs: c.inputs[0].numel, memory=_adaptive_mem,
     aliases=("GlobalAvgPool", "GlobalAveragePooling2D", "GlobalAvgPool2d"),
-    torch_ops=("AdaptiveAvgPool2d", "adaptive_avg_pool2d"),
+    torch_ops=("AdaptiveAvgPool2d", "adaptive_avg_pool2d"), onnx_ops=("GlobalAveragePool", "ReduceMean"),
+    from_onnx=_gap_onnx,
     keeps_for_backward="nothing for a 1x1 output (a mean), else its input",
 ))
 
@@ -111,11 +143,27 @@ def _upsample_shape(c):
     return [TensorSpec((x.shape[0],) + tuple(int(d * f) for d in x.shape[1:]))]
 
 
+def _resize_onnx(ctx):
+    """Resize / Upsample by one scale factor (from the scales, or the sizes, input)."""
+    x = ctx.tensor(0)
+    out = ctx.out_shapes[0]
+    mode = ctx.attr("mode", b"nearest")
+    mode = mode.decode() if isinstance(mode, bytes) else str(mode)
+    if mode not in ("nearest", "linear"):
+        raise LayerError("mode", f"Resize mode {mode!r}")
+    factors = {out[i] / x.shape[i] for i in range(2, len(x.shape))}
+    if len(factors) != 1 or out[:2] != x.shape[:2]:
+        raise LayerError("scale_factor", "a different scale per dim")
+    ctx.tensor_inputs = [0]
+    return {"scale_factor": float(factors.pop()), "mode": "bilinear" if mode == "linear" else "nearest"}
+
+
 Upsample = register(LayerType(
     name="Upsample", family="pooling", doc="Nearest or bilinear upsampling by a scale factor.",
     props=(Prop("scale_factor", "float", 2.0, min=0.01), Prop("mode", "choice", "nearest",
                                                                  choices=("nearest", "bilinear"))),
     shape=_upsample_shape, flops=lambda c, outs: outs[0].numel * (1 if c["mode"] == "nearest" else 8),
     memory=lambda m: amp_fp32(m, simple(m)), aliases=("UpSampling2D",), torch_ops=("Upsample", "interpolate"),
+    onnx_ops=("Resize", "Upsample"), from_onnx=_resize_onnx,
     keeps_for_backward="nothing (only sizes)",
 ))

@@ -238,6 +238,25 @@ def _gru_mem(m):
     return amp_casts(m, mem)
 
 
+def _rnn_onnx(ctx):
+    """One ONNX LSTM / GRU (one layer; the importer stacks chained ones into num_layers) on a
+    time-major view of a batch-first tensor, as torch.onnx exports batch_first=True."""
+    x = ctx.tensor(0)
+    if tuple(x.dmap) != (1, 0, 2) or int(ctx.attr("layout", 0)):
+        raise LayerError("inputs", "the input is not a time-major view of a batch-first sequence")
+    if ctx.op == "GRU" and not int(ctx.attr("linear_before_reset", 0)):
+        raise LayerError("inputs", "GRU with linear_before_reset=0 (PyTorch's GRU applies it)")
+    if ctx.x(4).kind not in ("none", "const"):
+        raise LayerError("inputs", "sequence lengths")
+    d = ctx.attr("direction", b"forward")
+    d = d.decode() if isinstance(d, bytes) else str(d)
+    if d == "reverse":
+        raise LayerError("bidirectional", "a reverse-only recurrent layer")
+    ctx.tensor_inputs = [0]
+    return {"hidden_size": int(ctx.attr("hidden_size")), "num_layers": 1, "bias": ctx.param(3) is not None,
+            "bidirectional": d == "bidirectional", "return_sequences": True}
+
+
 _RNN_PROPS = (
     Prop("hidden_size", "int", 256, min=1), Prop("num_layers", "int", 1, min=1, max=16),
     Prop("bias", "bool", True), Prop("bidirectional", "bool", False),
@@ -252,13 +271,13 @@ LSTM = register(LayerType(
     name="LSTM", family="recurrent", doc="Long short-term memory, batch first.",
     search_words=("lstm", "rnn", "long short-term memory", "sequence"),
     props=_RNN_PROPS, shape=_rnn_shape, params=_rnn_params(4), flops=_rnn_flops(4), memory=_lstm_mem,
-    n_outputs=2, input_names=(), torch_ops=("LSTM",), keeps_for_backward="per layer: its output, h_n, c_n and a workspace (~15x the output)",
+    n_outputs=2, input_names=(), torch_ops=("LSTM",), onnx_ops=("LSTM",), from_onnx=_rnn_onnx, keeps_for_backward="per layer: its output, h_n, c_n and a workspace (~15x the output)",
 ))
 GRU = register(LayerType(
     name="GRU", family="recurrent", doc="Gated recurrent unit, batch first.",
     search_words=("gru", "rnn", "sequence"),
     props=_RNN_PROPS, shape=_rnn_shape, params=_rnn_params(3), flops=_rnn_flops(3), memory=_gru_mem,
-    n_outputs=2, input_names=(), torch_ops=("GRU",), keeps_for_backward="every time step's gate tensors (~7 x batch x hidden per step)",
+    n_outputs=2, input_names=(), torch_ops=("GRU",), onnx_ops=("GRU",), from_onnx=_rnn_onnx, keeps_for_backward="every time step's gate tensors (~7 x batch x hidden per step)",
 ))
 
 

@@ -2,6 +2,7 @@
 learned tokens and position embeddings). Each has its own exact memory rule."""
 
 from memdesigner.model.layers._common import amp_casts, f_dtype, fmt
+from memdesigner.model.onnxmap import Alias
 from memdesigner.model.oprules import In, OpMem, Out, T
 from memdesigner.model.registry import LayerError, LayerType, ParamSpec, Prop, TensorSpec, register
 
@@ -44,10 +45,43 @@ def _permute_mem(m):
     return _view_with(m, tuple(m.in_strides[0][d] for d in m.props["dims"]))
 
 
+def design_perm(ctx):
+    """A real Transpose in the design's terms: the batch stays first, singleton dims the real
+    tensor squeezed stay right after it. Returns (design order, output dmap)."""
+    x = ctx.tensor(0)
+    rank = len(x.shape)
+    perm = [int(p) for p in (ctx.attr("perm") or reversed(range(rank)))]
+    if sorted(perm) != list(range(rank)):
+        raise LayerError("dims", f"bad permutation {perm}")
+    src = [x.dmap[p] for p in perm]  # design dims in the real output order
+    squeezed = [d for d in range(x.drank) if d not in x.dmap]
+    order = [0] + squeezed + [d for d in src if d != 0]
+    return order, tuple(order.index(d) for d in src)
+
+
+def _transpose_onnx(ctx):
+    order, dmap = design_perm(ctx)
+    if order == list(range(len(order))):
+        return Alias(dmap)
+    swaps = [i for i in range(len(order)) if order[i] != i]
+    if len(swaps) != 2:
+        return None  # a Permute
+    ctx.out_dmap = dmap
+    return {"dim0": swaps[0], "dim1": swaps[1]}
+
+
+def _permute_onnx(ctx):
+    order, dmap = design_perm(ctx)
+    if order == list(range(len(order))):
+        return Alias(dmap)
+    ctx.out_dmap = dmap
+    return {"dims": tuple(order)}
+
+
 Transpose = register(LayerType(
     name="Transpose", family="tensor", doc="Swap two dimensions (a view; later reshapes may copy).",
     props=(Prop("dim0", "int", 1), Prop("dim1", "int", 2)), shape=_transpose_shape, memory=_transpose_mem,
-    torch_ops=("transpose",), keeps_for_backward="nothing",
+    torch_ops=("transpose",), onnx_ops=("Transpose",), from_onnx=_transpose_onnx, keeps_for_backward="nothing",
 ))
 
 
@@ -64,7 +98,8 @@ def _permute_shape(c):
 Permute = register(LayerType(
     name="Permute", family="tensor", doc="Reorder dimensions (a view), batch stays first.",
     props=(Prop("dims", "ints", (0, 2, 1), doc="a permutation including the batch dimension 0"),),
-    shape=_permute_shape, memory=_permute_mem, torch_ops=("permute",), keeps_for_backward="nothing",
+    shape=_permute_shape, memory=_permute_mem, torch_ops=("permute",), onnx_ops=("Transpose",),
+    from_onnx=_permute_onnx, keeps_for_backward="nothing",
 ))
 
 
@@ -88,10 +123,26 @@ def _split_mem(m):
     return OpMem(outputs=[In(0)] * n, out_dtypes=[m.in_dtypes[0]] * n, grad_in=["new"], out_strides=[st] * n)
 
 
+def _split_onnx(ctx):
+    """Split into equal pieces (the split sizes as an input, an attribute or num_outputs)."""
+    x = ctx.tensor(0)
+    axis = int(ctx.attr("axis", 0))
+    n = len(ctx.out_shapes)
+    sizes = ctx.attr("split")
+    if sizes is None and ctx.x(1).kind == "const":
+        sizes = [int(s) for s in ctx.const(1).reshape(-1)]
+    if sizes is not None and len(set(sizes)) != 1:
+        raise LayerError("chunks", f"split into unequal sizes {list(sizes)}")
+    ctx.tensor_inputs = [0]
+    ctx.out_dmap = tuple(x.dmap)
+    return {"chunks": n, "dim": ctx.ddim(axis)}
+
+
 Split = register(LayerType(
     name="Split", family="tensor", doc="Split into equal chunks along a dimension (chunk / unbind).",
     props=(Prop("chunks", "int", 3, min=1, max=64), Prop("dim", "int", -1)),
-    shape=_split_shape, memory=_split_mem, torch_ops=("chunk", "split", "unbind"),
+    shape=_split_shape, memory=_split_mem, torch_ops=("chunk", "split", "unbind"), onnx_ops=("Split",),
+    from_onnx=_split_onnx,
     keeps_for_backward="nothing", n_outputs=-1,
 ))
 
@@ -112,12 +163,29 @@ def _select_shape(c):
     return [TensorSpec(x.shape[: d - 1] + x.shape[d:], x.kind)]
 
 
+def _select_onnx(ctx):
+    """Gather(x, i) with one constant index on a tensor: x[:, i] (a view)."""
+    x = ctx.x(0)
+    if x.kind != "tensor" or ctx.x(1).kind != "const" or ctx.const(1).size != 1 or ctx.const(1).ndim != 0:
+        return None
+    axis = int(ctx.attr("axis", 0)) % len(x.shape)
+    ctx.tensor_inputs = [0]
+    ctx.out_dmap = _drop_real(x.dmap, axis)
+    return {"dim": ctx.ddim(axis), "index": int(ctx.const(1).reshape(-1)[0])}
+
+
+def _drop_real(dmap, real_d):
+    """dmap after real dim ``real_d`` and its design dim are removed."""
+    gone = dmap[real_d]
+    return tuple(d - (1 if d > gone else 0) for i, d in enumerate(dmap) if i != real_d)
+
+
 Select = register(LayerType(
     name="Select", family="tensor", doc="Pick one index along a dimension, e.g. x[:, 0] (a view).",
     props=(Prop("dim", "int", 1), Prop("index", "int", 0)), shape=_select_shape,
     memory=lambda m: OpMem(outputs=[In(0)], out_dtypes=[m.in_dtypes[0]], grad_in=["new"],
                            out_strides=[_drop(m.in_strides[0], m.props["dim"]) if m.in_strides else None]),
-    torch_ops=("select", "getitem"), keeps_for_backward="nothing (backward scatters into a zero tensor)",
+    torch_ops=("select", "getitem"), onnx_ops=("Gather",), from_onnx=_select_onnx, keeps_for_backward="nothing (backward scatters into a zero tensor)",
 ))
 
 
@@ -130,12 +198,20 @@ def _contiguous_mem(m):
     return OpMem(outputs=[In(0)], out_dtypes=[m.in_dtypes[0]], grad_in=["alias"])
 
 
+def _clone_onnx(ctx):
+    """Concat of a single tensor (torch.cat([x])) still copies it."""
+    if len(ctx.inputs) != 1 or ctx.x(0).kind != "tensor":
+        return None
+    return {"always_copy": True}
+
+
 Contiguous = register(LayerType(
     name="Contiguous", family="tensor",
     doc="x.contiguous(): a copy when the input is laid out non-contiguously (after a transpose); "
         "always_copy = x.clone() or torch.cat of a single tensor.",
     props=(Prop("always_copy", "bool", False, doc="copy even a contiguous input (clone)"),),
     shape=lambda c: [c.inputs[0]], memory=_contiguous_mem, torch_ops=("contiguous", "clone"),
+    onnx_ops=("Concat",), from_onnx=_clone_onnx,
     aliases=("Clone",), keeps_for_backward="nothing",
 ))
 
@@ -161,11 +237,33 @@ def _slice_mem(m):
                  out_strides=[m.in_strides[0] if m.in_strides else None])
 
 
+def _slice_onnx(ctx):
+    """Slice with constant starts/ends on one axis, step 1: x[:, a:b] (a view)."""
+    x = ctx.tensor(0)
+    starts = [int(v) for v in ctx.const(1).reshape(-1)]
+    ends = [int(v) for v in ctx.const(2).reshape(-1)]
+    axes = [int(v) for v in ctx.const(3).reshape(-1)] if ctx.x(3).kind != "none" else list(range(len(starts)))
+    steps = [int(v) for v in ctx.const(4).reshape(-1)] if ctx.x(4).kind != "none" else [1] * len(starts)
+    real = []
+    for a, s, e, st in zip(axes, starts, ends, steps):
+        size = x.shape[a]
+        if st == 1 and s in (0, -size) and e >= size:
+            continue  # the whole axis
+        real.append((a, s, e, st))
+    if not real:
+        return Alias(tuple(x.dmap))
+    if len(real) > 1 or real[0][3] != 1:
+        raise LayerError("dim", "a slice over several axes or with a step")
+    a, s, e, _ = real[0]
+    ctx.tensor_inputs = [0]
+    return {"dim": ctx.ddim(a), "start": s, "end": None if e >= x.shape[a] else e}
+
+
 Slice = register(LayerType(
     name="Slice", family="tensor", doc="A range along one dimension, e.g. x[:, :3] (a view).",
     props=(Prop("dim", "int", 1), Prop("start", "int", 0), Prop("end", "int", None, optional=True,
                                                                  doc="empty = to the end")),
-    shape=_slice_shape, memory=_slice_mem, torch_ops=("slice",),
+    shape=_slice_shape, memory=_slice_mem, torch_ops=("slice",), onnx_ops=("Slice",), from_onnx=_slice_onnx,
     keeps_for_backward="nothing (backward scatters into a zero tensor)",
 ))
 
@@ -175,10 +273,26 @@ def _scale_mem(m):
                  elementwise=True)
 
 
+def _scale_onnx(ctx):
+    """x * c or x / c with a constant scalar c."""
+    pos = [i for i in range(2) if ctx.x(i).kind == "tensor"]
+    if len(pos) != 1 or ctx.x(1 - pos[0]).kind != "const" or ctx.const(1 - pos[0]).size != 1:
+        return None
+    c = float(ctx.const(1 - pos[0]).reshape(-1)[0])
+    if ctx.op == "Div":
+        if pos[0] != 0 or c == 0:
+            return None
+        c = 1.0 / c
+    ctx.tensor_inputs = [pos[0]]
+    ctx.out_dmap = tuple(ctx.x(pos[0]).dmap)
+    return {"factor": c}
+
+
 Scale = register(LayerType(
     name="Scale", family="tensor", doc="Multiply by a constant (e.g. q * head_dim**-0.5).",
     props=(Prop("factor", "float", 1.0),), shape=lambda c: [c.inputs[0]], memory=_scale_mem,
-    flops=lambda c, o: o[0].numel, torch_ops=("mul_scalar",), keeps_for_backward="nothing",
+    flops=lambda c, o: o[0].numel, torch_ops=("mul_scalar",), onnx_ops=("Mul", "Div"), from_onnx=_scale_onnx,
+    keeps_for_backward="nothing",
 ))
 
 
@@ -217,11 +331,24 @@ def _matmul_mem(m):
     return amp_casts(m, mem, n_inputs=2)
 
 
+def _matmul_onnx(ctx):
+    """A product of two activations whose matrix dims are the design's last two."""
+    a, b = ctx.x(0), ctx.x(1)
+    if a.kind != "tensor" or b.kind != "tensor":
+        return None
+    if len(a.shape) != len(b.shape) or len(a.shape) < 3:
+        raise LayerError("inputs", "operands of different rank")
+    for v in (a, b):
+        if tuple(v.dmap[-2:]) != (v.drank - 2, v.drank - 1):
+            raise LayerError("inputs", "matrix dims are not the last two")
+    return {}
+
+
 MatMul = register(LayerType(
     name="MatMul", family="tensor", doc="Batched matrix product a @ b (attention scores, attn @ v).",
     min_inputs=2, max_inputs=2, shape=_matmul_shape, memory=_matmul_mem,
     flops=lambda c, o: 2 * o[0].numel * c.inputs[0].shape[-1], input_names=("a", "b"),
-    torch_ops=("matmul", "bmm"), keeps_for_backward="both operands (copies if they were non-contiguous)",
+    torch_ops=("matmul", "bmm"), onnx_ops=("MatMul",), from_onnx=_matmul_onnx, keeps_for_backward="both operands (copies if they were non-contiguous)",
 ))
 
 
@@ -252,10 +379,32 @@ def _max_mem(m):
     return OpMem(outputs=[vals, idx], out_dtypes=[m.float_in, "int64"], grad_in=["new"])
 
 
+def _reduce_axis(ctx):
+    axes = ctx.attr("axes")
+    if axes is None and ctx.x(1).kind == "const":
+        axes = [int(a) for a in ctx.const(1).reshape(-1)]
+    if not axes or len(axes) != 1:
+        return None
+    return int(axes[0]) % len(ctx.x(0).shape)
+
+
+def _reduce_onnx(ctx):
+    """ReduceMean / ReduceMax over one axis (max keeps argmax indices, as torch.max(x, dim))."""
+    a = _reduce_axis(ctx)
+    if a is None:
+        return None
+    x = ctx.tensor(0)
+    keep = bool(ctx.attr("keepdims", 1))
+    ctx.tensor_inputs = [0]
+    ctx.out_dmap = tuple(x.dmap) if keep else _drop_real(x.dmap, a)
+    return {"dim": ctx.ddim(a), "keepdim": keep}
+
+
 Max = register(LayerType(
     name="Max", family="tensor", doc="Maximum over one dimension with its indices (torch.max(x, dim)).",
     props=(Prop("dim", "int", 1), Prop("keepdim", "bool", False)), shape=_max_shape, memory=_max_mem,
-    flops=lambda c, o: c.inputs[0].numel, n_outputs=2, torch_ops=("max", "min"),
+    flops=lambda c, o: c.inputs[0].numel, n_outputs=2, torch_ops=("max", "min"), onnx_ops=("ReduceMax",),
+    from_onnx=_reduce_onnx,
     keeps_for_backward="the int64 argmax indices", input_names=(),
 ))
 
@@ -265,7 +414,8 @@ Mean = register(LayerType(
     props=(Prop("dim", "int", 1), Prop("keepdim", "bool", False)), shape=_mean_shape,
     memory=lambda m: OpMem(outputs=[T(m.out_elems(0), m.float_in, "mean")], out_dtypes=[m.float_in],
                            grad_in=["new"]),
-    flops=lambda c, o: c.inputs[0].numel, torch_ops=("mean",), keeps_for_backward="nothing",
+    flops=lambda c, o: c.inputs[0].numel, torch_ops=("mean",), onnx_ops=("ReduceMean",), from_onnx=_reduce_onnx,
+    keeps_for_backward="nothing",
 ))
 
 
@@ -288,11 +438,23 @@ def _cls_mem(m):
                  grad_in=["alias"], bwd_temps=[T(m.batch * m.props["tokens"] * d, dt, "expanded token gradient")])
 
 
+def _cls_onnx(ctx):
+    """Concat([token parameter expanded over the batch, x], axis=1)."""
+    p = ctx.param(0)
+    x = ctx.x(1)
+    if p is None or len(ctx.inputs) != 2 or x.kind != "tensor" or len(x.shape) != 3 or len(p) != 3:
+        return None
+    if int(ctx.attr("axis", 0)) % 3 != 1 or tuple(x.dmap) != (0, 1, 2):
+        return None
+    ctx.tensor_inputs = [1]
+    return {"tokens": int(p[1])}
+
+
 ClassToken = register(LayerType(
     name="ClassToken", family="tensor", doc="Prepends learned tokens: cat([cls.expand(B,-1,-1), x], 1).",
     props=(Prop("tokens", "int", 1, min=1),), shape=_cls_shape,
     params=lambda c: [ParamSpec("cls_token", (1, c["tokens"], c.inputs[0].shape[1]))],
-    memory=_cls_mem, torch_ops=("cls_token",), keeps_for_backward="nothing",
+    memory=_cls_mem, torch_ops=("cls_token",), onnx_ops=("Concat",), from_onnx=_cls_onnx, keeps_for_backward="nothing",
 ))
 
 
@@ -301,12 +463,31 @@ def _pos_mem(m):
     return OpMem(outputs=[T(m.out_elems(0), dt, "x + pos_embed")], out_dtypes=[dt], grad_in=["alias"])
 
 
+def _pos_onnx(ctx):
+    """x + a parameter of x's per-sample shape (a learned position embedding)."""
+    pos = [i for i in range(2) if ctx.x(i).kind == "tensor"]
+    if len(pos) != 1 or ctx.param(1 - pos[0]) is None:
+        return None
+    x, p = ctx.x(pos[0]), ctx.param(1 - pos[0])
+    if p not in ((1,) + tuple(x.shape[1:]), tuple(x.shape[1:])):
+        return None
+    n = 1
+    for d in p:
+        n *= d
+    if ctx.x(1 - pos[0]).src_numel != n:
+        # rows of a larger table (wpe(arange(t)) folded): the table is the parameter, not x's shape
+        raise LayerError("inputs", f"adds {p} rows of a larger parameter table")
+    ctx.tensor_inputs = [pos[0]]
+    return {}
+
+
 PositionEmbedding = register(LayerType(
     name="PositionEmbedding", family="tensor", doc="Adds a learned (tokens, dim) embedding: x + pos.",
     search_words=("positional encoding", "position embedding", "transformer", "vit"),
     shape=lambda c: [c.inputs[0]],
     params=lambda c: [ParamSpec("pos_embed", (1,) + c.inputs[0].shape)],
-    memory=_pos_mem, flops=lambda c, o: o[0].numel, torch_ops=("pos_embed",), keeps_for_backward="nothing",
+    memory=_pos_mem, flops=lambda c, o: o[0].numel, torch_ops=("pos_embed",), onnx_ops=("Add",), from_onnx=_pos_onnx,
+    keeps_for_backward="nothing",
 ))
 
 

@@ -1,0 +1,40 @@
+"""File -> Import -> ONNX Model… loads the file into the window and estimates it."""
+
+import sys
+from pathlib import Path
+
+import pytest
+
+onnx = pytest.importorskip("onnx")
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from test_onnx_import import _cnn  # noqa: E402
+
+
+def test_import_onnx_from_the_menu(window, qtbot, tmp_path):
+    path = tmp_path / "cnn.onnx"
+    onnx.save(_cnn(), str(path))
+    file_menu = window.menuBar().actions()[0].menu()
+    imp = next(a.menu() for a in file_menu.actions() if a.menu() and "Import" in a.text())
+    assert window.act_import_onnx in imp.actions()
+    window.import_onnx(str(path))  # imports run off the UI thread, as the PyTorch ones
+    qtbot.waitUntil(lambda: [n.type for n in window.design.nodes.values()][1:3] == ["Conv2d", "BatchNorm2d"]
+                    and window.result is not None and window.result.report is not None, timeout=20000)
+    assert window.result.report.peak_bytes > 0
+
+
+def test_import_onnx_asks_for_a_dynamic_shape(window, qtbot, tmp_path, monkeypatch):
+    from onnx import TensorProto, helper
+
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, "H", "W"])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    path = tmp_path / "dyn.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    asked = []
+    monkeypatch.setattr("memdesigner._qt.main_window.QInputDialog.getText",
+                        lambda *a, **k: (asked.append(a[2]), ("3, 16, 16", True))[1])
+    with qtbot.waitSignal(window.result_applied, timeout=10000):
+        window.import_onnx(str(path))
+    assert "(N, 3, H, W)" in asked[0]
+    assert tuple(window.design.nodes["x"].props["shape"]) == (3, 16, 16)
