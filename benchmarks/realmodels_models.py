@@ -11,7 +11,6 @@ so that a train step measures in seconds on 2 CPU cores. Needs torchvision and t
 """
 from __future__ import annotations
 
-import torch
 import torch.nn as nn
 
 IMG = 64  # torchvision image size (every model here accepts 64 x 64)

@@ -345,7 +345,10 @@ def _generic_mem(m):
         extra = p["saved_bytes_per_sample"] * m.batch + p["saved_bytes_fixed"]
         if extra:
             saved.append(T(extra, "uint8", "tensors its backward saves (traced)"))
-    return OpMem(outputs=[out], out_dtypes=[dt], saved=saved, grad_in=grad_in)
+    # a parameter broadcast over the batch (layer scale, a weight passed to a fused function)
+    # gets its gradient by reducing an output-sized product
+    bwd = [T(m.out_elems(0), dt, "parameter gradient before the reduction")] if p["params"] else []
+    return OpMem(outputs=[out], out_dtypes=[dt], saved=saved, grad_in=grad_in, bwd_temps=bwd)
 
 
 Generic = register(LayerType(
