@@ -83,10 +83,17 @@ def import_model(name):
     """(design, module parameter count, None) or (None, None, error)."""
     import realmodels_models as rm
 
-    from memdesigner.importers.torch_fx import build_module, from_module
+    from memdesigner.importers import torch_fx
 
     try:
-        module, shape = build_module(rm.MODELS[name])
+        if hasattr(torch_fx, "build_module"):
+            module, shape = torch_fx.build_module(rm.MODELS[name])
+        else:  # an older memdesigner (the "before" column): the meta device only
+            import torch
+
+            with torch.device("meta"):
+                module, shape = rm.MODELS[name]()
+        from_module = torch_fx.from_module
         n = sum(p.numel() for p in module.parameters())
         return from_module(module, shape, name=name), n, None
     except Exception as err:  # noqa: BLE001 - a benchmark reports and goes on

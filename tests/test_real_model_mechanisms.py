@@ -222,3 +222,20 @@ def test_build_module_falls_back_to_cpu_when_meta_cannot_build():
     assert shape == (3, 8, 8) and next(m.parameters()).device.type == "cpu"
     d = from_module(m, shape)
     assert memdesigner.estimate(d, Settings(backend="cpu", batch=2)).params == 3 * 8 * 9 + 8 + 8 * 16 * 9 + 16
+
+
+def test_ops_without_a_rule_are_counted_loudly():
+    from memdesigner.model.design import Design
+
+    d = Design()
+    d.add_node("Input", {"shape": (16,)}, id="x")
+    d.add_node("Generic", {"op": "aten.foo", "out_shape": (16,)}, id="g")
+    d.add_node("Generic", {"op": "aten.bar", "out_shape": (16,), "traced": True, "alias_input": 0}, id="v")
+    d.add_edge("x", "g")
+    d.add_edge("g", "v")
+    rep = memdesigner.estimate(d, mode="inference", batch=4, backend="cpu")
+    assert rep.unruled_ops == ["g (aten.foo)"] and rep.traced_ops == ["v (aten.bar)"]
+    assert rep.warnings[0].startswith("1 ops estimated without a rule: their memory may be off")
+    assert rep.to_dict()["unruled_ops"] == ["g (aten.foo)"]
+    # the traced view costs nothing: input + the untraced op's output
+    assert rep.peak_bytes == 2 * 4 * 16 * 4

@@ -48,6 +48,8 @@ class Report:
     device: dict | None = None
     max_batch: int | None = None
     runtime_overhead_bytes: int = 0
+    unruled_ops: list = field(default_factory=list)  # "id (op)" of Generic nodes with a guessed rule
+    traced_ops: list = field(default_factory=list)  # "id (op)" of Generic nodes characterised by PyTorch
 
     _layers: list | None = None
 
@@ -87,6 +89,8 @@ class Report:
             ],
             "issues": [{"node": i.node_id, "field": i.field, "message": i.message} for i in self.issues],
             "warnings": list(self.warnings),
+            "unruled_ops": list(self.unruled_ops),
+            "traced_ops": list(self.traced_ops),
         }
         if self.device is not None:
             d["device"] = dict(self.device)
