@@ -230,7 +230,8 @@ def test_ops_without_a_rule_are_counted_loudly():
     d = Design()
     d.add_node("Input", {"shape": (16,)}, id="x")
     d.add_node("Generic", {"op": "aten.foo", "out_shape": (16,)}, id="g")
-    d.add_node("Generic", {"op": "aten.bar", "out_shape": (16,), "traced": True, "alias_input": 0}, id="v")
+    d.add_node("Generic", {"op": "aten.bar", "out_shape": (16,), "traced": True, "alias_input": 0,
+                                  "eval_alias_input": 0}, id="v")
     d.add_edge("x", "g")
     d.add_edge("g", "v")
     rep = memdesigner.estimate(d, mode="inference", batch=4, backend="cpu")
@@ -239,3 +240,30 @@ def test_ops_without_a_rule_are_counted_loudly():
     assert rep.to_dict()["unruled_ops"] == ["g (aten.foo)"]
     # the traced view costs nothing: input + the untraced op's output
     assert rep.peak_bytes == 2 * 4 * 16 * 4
+
+
+# -- F.scaled_dot_product_attention with dropout in training (BERT, GPT-2, nanoGPT) --------------
+class DropoutAttention(nn.Module):
+    """The CPU takes SDPA's math path when dropout is on (scores, probabilities, dropout mask and
+    dropped probabilities saved per layer) and its flash kernel otherwise; eval turns dropout off."""
+
+    def __init__(self, p=0.1, causal=False):
+        super().__init__()
+        self.qkv = nn.Linear(32, 96)
+        self.p, self.causal = p, causal
+
+    def forward(self, x):
+        b, t, c = x.shape
+        q, k, v = self.qkv(x).view(b, t, 3, 4, 8).permute(2, 0, 3, 1, 4).unbind(0)
+        y = F.scaled_dot_product_attention(q, k, v, dropout_p=self.p if self.training else 0.0,
+                                           is_causal=self.causal)
+        return y.transpose(1, 2).reshape(b, t, c)
+
+
+@pytest.mark.parametrize("mode", [TRAIN_SGD, INFER], ids=["sgd", "inference"])
+@pytest.mark.parametrize("kw", [{"p": 0.1}, {"p": 0.0}, {"p": 0.1, "causal": True}], ids=["dropout", "flash", "causal"])
+def test_sdpa_with_dropout_matches_measurement(kw, mode):
+    make = lambda: DropoutAttention(**kw)  # noqa: E731
+    meas, s = _measured(make, (16, 32), mode)
+    _, rep = _estimate(make, (16, 32), s)
+    assert rep.peak_bytes == meas

@@ -325,7 +325,7 @@ def _generic_mem(m):
     if not p["traced"]:
         saved = [In(i) for i in range(len(m.in_shapes))] if (m.records and p["saves_input"]) else []
         return OpMem(outputs=[T(m.out_elems(0), dt, "output")], out_dtypes=[dt], saved=saved, grad_in=grad_in)
-    a = p["alias_input"]
+    a = p["alias_input"] if m.training else p["eval_alias_input"]
     if 0 <= a < len(m.in_shapes):
         out = In(a)
         dt = m.in_dtypes[a]
@@ -348,7 +348,19 @@ def _generic_mem(m):
     # a parameter broadcast over the batch (layer scale, a weight passed to a fused function)
     # gets its gradient by reducing an output-sized product
     bwd = [T(m.out_elems(0), dt, "parameter gradient before the reduction")] if p["params"] else []
-    return OpMem(outputs=[out], out_dtypes=[dt], saved=saved, grad_in=grad_in, bwd_temps=bwd)
+    st = tuple(p["out_strides"])
+    strides = [st] if (st and isinstance(out, T) and len(st) == len(m.out_shapes[0])) else None
+    if m.training:
+        tb = p["temp_bytes_per_sample"] * m.batch + p["temp_bytes_fixed"]
+        if not m.records:  # what the recording run saved is made and dropped without autograd
+            tb += p["saved_bytes_per_sample"] * m.batch + p["saved_bytes_fixed"]
+    else:  # module.eval(): traced again in eval mode without autograd
+        tb = p["eval_temp_bytes_per_sample"] * m.batch + p["eval_temp_bytes_fixed"]
+    temps = [T(tb, "uint8", "storages that live and die inside the op (traced)")] if tb else []
+    mem = OpMem(outputs=[out], out_dtypes=[dt], saved=saved, grad_in=grad_in, bwd_temps=bwd, temps=temps)
+    if strides:
+        mem.out_strides = strides
+    return mem
 
 
 Generic = register(LayerType(
@@ -363,6 +375,12 @@ Generic = register(LayerType(
            Prop("alias_input", "int", -1, min=-1, doc="traced: the output is a view of this input (-1: new)"),
            Prop("batch_free", "bool", False, doc="traced: the output has out_elems elements whatever the batch"),
            Prop("out_elems", "int", 0, min=0, doc="traced, batch_free: the output's elements"),
+           Prop("out_strides", "ints", (), doc="traced: the output's strides when it is not contiguous"),
+           Prop("temp_bytes_per_sample", "int", 0, min=0, doc="traced: bytes alive only inside the op, per sample"),
+           Prop("temp_bytes_fixed", "int", 0, min=0, doc="traced: bytes alive only inside the op, whatever the batch"),
+           Prop("eval_alias_input", "int", -1, min=-1, doc="traced in eval mode: the output is a view of this input"),
+           Prop("eval_temp_bytes_per_sample", "int", 0, min=0, doc="traced in eval mode: transient bytes per sample"),
+           Prop("eval_temp_bytes_fixed", "int", 0, min=0, doc="traced in eval mode: transient bytes, fixed"),
            Prop("saved_inputs", "str", "", doc="traced: inputs autograd saves (comma-separated, -1 = output)"),
            Prop("saved_bytes_per_sample", "int", 0, min=0, doc="traced: new bytes saved per sample"),
            Prop("saved_bytes_fixed", "int", 0, min=0, doc="traced: new bytes saved whatever the batch")),
