@@ -573,6 +573,17 @@ class Simulation:
                 if g is not None:
                     mem.decref(g)
             for half, nb, p in halves:
+                pkey = node.tied.get(p.name) or f"{nid}.{p.name}"
+                if pkey in grad_owned:  # a shared parameter: summed into a new .grad, as in fp32
+                    part = mem.alloc(nb, G, 1, (nid, p.name + " gradient contribution"))
+                    mem.mark(("backward", nid))
+                    mem.decref(half)  # cast to fp32: the low-precision gradient is gone
+                    total = mem.alloc(nb, G, 1, (nid, p.name + " gradient sum"))
+                    mem.mark(("backward", nid))
+                    mem.decref(part)
+                    mem.decref(total)
+                    continue
+                grad_owned.add(pkey)
                 mem.alloc(nb, G, 1, (nid, p.name + ".grad"))
                 mem.mark(("backward", nid))
                 mem.decref(half)
