@@ -514,6 +514,12 @@ def _build(st: _State, gm, input_shape, input_dtype, vocab):
             st.vals[fxn] = _single(st, fxn, "Input", props, [], name=str(fxn.target))
             continue
         if fxn.op == "output":
+            # every tensor the model returns is an output (BERT returns the last hidden state
+            # that its pooler also reads): it stays alive with the result, and the loss reads it
+            for v in _flat_vals(st, fxn.args):
+                if isinstance(v, Val) and v.port == 0 and v.nid in st.design.nodes \
+                        and st.design.nodes[v.nid].type != "Input":
+                    st.design.nodes[v.nid].output = True
             continue
         if fxn.op == "get_attr":
             obj = _get_attr(gm, fxn.target)

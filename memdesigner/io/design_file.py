@@ -82,7 +82,7 @@ def design_from_dict(data, source: str = "design") -> Design:
                 raise DesignFileError(f"{source}: {where}.props.{k}: {err.message}") from None
         d.add_node(lt.name, props, id=nd["id"], name=nd.get("name"), pos=tuple(nd.get("pos", (0, 0))),
                    bits=nd.get("bits"), scope=nd.get("scope", ""), keep_until=nd.get("keep_until", ""),
-                   tied=nd.get("tied"), fused=nd.get("fused", ""))
+                   tied=nd.get("tied"), fused=nd.get("fused", ""), output=bool(nd.get("output", False)))
     for i, ed in enumerate(data["edges"]):
         where = f"edges[{i}]"
         for end in ("from", "to"):
@@ -127,6 +127,8 @@ def design_to_dict(d: Design) -> dict:
             nd["tied"] = dict(n.tied)
         if n.fused:
             nd["fused"] = n.fused
+        if n.output:
+            nd["output"] = True
         nodes.append(nd)
     out["nodes"] = nodes
     out["edges"] = [

@@ -29,6 +29,7 @@ class Node:
     keep_until: str = ""  # a Python variable holds this node's output until that node ran (importers)
     tied: dict = field(default_factory=dict)  # param name -> "node_id.param" it shares storage with
     fused: str = ""  # inference runs this node's group as one fused kernel (TransformerEncoderLayer)
+    output: bool = False  # the model returns this value even though other layers read it too (importers)
 
     def __post_init__(self):
         if not self.name:
@@ -88,7 +89,7 @@ class Design:
 
     def add_node(self, type_name: str, props: dict | None = None, *, id: str | None = None,
                  name: str | None = None, pos=(0.0, 0.0), bits: int | None = None, scope: str = "",
-                 keep_until: str = "", tied: dict | None = None, fused: str = "") -> Node:
+                 keep_until: str = "", tied: dict | None = None, fused: str = "", output: bool = False) -> Node:
         lt = registry.get(type_name)
         nid = id or self.new_id(lt.name)
         if nid in self.nodes:
@@ -96,7 +97,7 @@ class Design:
         values = lt.defaults()
         values.update(props or {})
         node = Node(nid, lt.name, name or nid, values, tuple(pos), bits, scope=scope, keep_until=keep_until,
-                    tied=dict(tied or {}), fused=fused)
+                    tied=dict(tied or {}), fused=fused, output=bool(output))
         self.nodes[nid] = node
         self._emit("node_added", node)
         return node
