@@ -104,19 +104,26 @@ def _run(design: Design, an: Analysis, settings: Settings, dev: Device | None) -
             "runtime_overhead_bytes": dev.runtime_overhead_bytes,
             "fits": dpeak <= dev.memory_bytes, "headroom_bytes": dev.memory_bytes - dpeak,
         }
-    warnings = []
+    warnings, unruled, traced = [], [], []
     absurd = absurd_size_warning(peak, {nid: sim.rows[nid] for nid in valid}, {n: design.nodes[n].name for n in valid})
     if absurd:
         warnings.append(absurd)
     for nid in an.order:
         if design.nodes[nid].type == "Generic" and an.nodes[nid].ok:
-            warnings.append(f"{nid}: op {an.nodes[nid].props.get('op')!r} has no memory rule; "
-                            "its output is counted and its inputs are assumed kept")
+            op = an.nodes[nid].props.get("op")
+            (traced if an.nodes[nid].props.get("traced") else unruled).append(f"{nid} ({op})")
+    if unruled:
+        warnings.append(f"{len(unruled)} ops estimated without a rule: their memory may be off (each output is "
+                        f"counted and its inputs are assumed kept): {', '.join(unruled[:8])}"
+                        + (", ..." if len(unruled) > 8 else ""))
+    if traced:
+        warnings.append(f"{len(traced)} ops without a layer rule use what PyTorch showed when they were traced at "
+                        f"import (saved tensors, views): {', '.join(traced[:4])}" + (", ..." if len(traced) > 4 else ""))
     return Report(
         settings=settings.to_dict(), params=params, param_bytes=pbytes, buffer_bytes=bbytes, flops=flops,
         peak_bytes=peak, device_peak_bytes=dpeak, phase_peaks=dict(sim.phase_peaks), at_peak=at_peak,
         peak_phase=phase, peak_layer=layer, lower_bound_bytes=lower, layers_fn=layer_rows, timeline=sim.events,
-        issues=list(an.issues), warnings=warnings, device=device,
+        issues=list(an.issues), warnings=warnings, device=device, unruled_ops=unruled, traced_ops=traced,
         runtime_overhead_bytes=dev.runtime_overhead_bytes if dev else 0, non_trainable_params=non_trainable,
         recompute_flops=sum(an.nodes[n].flops for n in sim.recomputed) * batch, per_rank=per_rank,
     )

@@ -78,6 +78,8 @@ class Report:
     recompute_flops: int = 0  # forward FLOPs that activation checkpointing runs again in backward
     non_trainable_params: int = 0  # float buffers: Keras's "Non-trainable params" (moving mean/variance)
     per_rank: list = field(default_factory=list)  # [{rank, peak_bytes, phase_peaks, at_peak}] (engine/per_rank.py)
+    unruled_ops: list = field(default_factory=list)  # "id (op)" of Generic nodes with a guessed rule
+    traced_ops: list = field(default_factory=list)  # "id (op)" of Generic nodes characterised by PyTorch
 
     _layers: list | None = None
 
@@ -126,6 +128,8 @@ class Report:
             "warnings": list(self.warnings),
             "recompute_flops": self.recompute_flops,
             "per_rank": [dict(r, phase_peaks=dict(r["phase_peaks"]), at_peak=dict(r["at_peak"])) for r in self.per_rank],
+            "unruled_ops": list(self.unruled_ops),
+            "traced_ops": list(self.traced_ops),
         }
         if self.device is not None:
             d["device"] = dict(self.device)

@@ -232,7 +232,8 @@ class Simulation:
         # the model's outputs: nodes none of whose outputs feed anything (an op whose first output
         # is ignored but whose second is used, like `_, h_n = gru(x)`, is not one)
         sinks = {n for n in order if nodes[n].type != "Input"
-                 and not any(n_cons.get((n, j), 0) for j in range(max(1, len(an.nodes[n].outputs))))}
+                 and (nodes[n].output
+                      or not any(n_cons.get((n, j), 0) for j in range(max(1, len(an.nodes[n].outputs)))))}
 
         # -- weights, buffers, optimizer state (steady state) --------------------------------
         trainable: list[tuple[str, int, int]] = []  # (node, bytes, numel) per trainable tensor
@@ -439,7 +440,7 @@ class Simulation:
             for j, sid in enumerate(out_sids):
                 key = (nid, j)
                 refs = n_cons.get(key, 0)
-                sink = refs == 0 and j == 0 and nid in sinks
+                sink = j == 0 and nid in sinks and (refs == 0 or node.output)
                 if sink and (not has_loss_node or node.type == "Loss" or not train):
                     refs += 1
                     held_outputs.append(sid)
@@ -637,6 +638,17 @@ class Simulation:
                 if g is not None:
                     mem.decref(g)
             for half, nb, p in halves:
+                pkey = node.tied.get(p.name) or f"{nid}.{p.name}"
+                if pkey in grad_owned:  # a shared parameter: summed into a new .grad, as in fp32
+                    part = mem.alloc(nb, G, 1, (nid, p.name + " gradient contribution"))
+                    mem.mark(("backward", nid))
+                    mem.decref(half)  # cast to fp32: the low-precision gradient is gone
+                    total = mem.alloc(nb, G, 1, (nid, p.name + " gradient sum"))
+                    mem.mark(("backward", nid))
+                    mem.decref(part)
+                    mem.decref(total)
+                    continue
+                grad_owned.add(pkey)
                 mem.alloc(nb, G, 1, (nid, p.name + ".grad"))
                 mem.mark(("backward", nid))
                 mem.decref(half)

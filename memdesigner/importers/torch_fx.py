@@ -100,7 +100,8 @@ class _State:
     depth: dict = field(default_factory=dict)  # nid -> layout depth
     param_owner: dict = field(default_factory=dict)  # id(Parameter) -> "node_id.param" that holds it
     generic_owner: dict = field(default_factory=dict)  # module path -> Generic node carrying its params
-    functional_params: dict = field(default_factory=dict)  # parameter name -> "node.param" (F.embedding ...)
+    gm: Any = None
+    generic_fx: dict = field(default_factory=dict)  # fx node -> [fx input node of each design input]
 
 
 def _sanitize(name: str) -> str:
@@ -137,8 +138,9 @@ def from_module(module, input_shape, input_dtype: str = "float", name: str | Non
     _propagate(torch, gm, x)
 
     design = Design(name=name or type(module).__name__)
-    st = _State(design, torch, module)
+    st = _State(design, torch, module, gm=gm)
     _build(st, gm, input_shape, input_dtype, vocab)
+    _trace_generics(st, gm, input_shape, input_dtype, max(vocab, 1))
     _python_locals(st, gm)
     _layout(st)
     _check_params(st)
@@ -229,24 +231,36 @@ def load_factory(target: str):
     return fn
 
 
-def load_factory_module(target: str, meta: bool = True):
-    """Build the module of "FILE.py:FACTORY" (on the meta device by default)."""
+def build_module(fn, meta: bool = True):
+    """Call a factory (returning a module or ``(module, input_shape)``) on the meta device, so that
+    big weights cost no memory; a constructor that needs real data there (RegNet's ``.tolist()``
+    on a computed tensor) is built again on the CPU. Returns (module, input_shape or None)."""
     import torch
 
-    fn = load_factory(target)
+    built = None
     if meta:
-        with torch.device("meta"):
-            built = fn()
-    else:
+        try:
+            with torch.device("meta"):
+                built = fn()
+        except Exception:  # noqa: BLE001 - any data-dependent constructor: build it for real
+            built = None
+    if built is None:
         built = fn()
     if isinstance(built, tuple):
         if len(built) != 2:
-            raise TorchImportError(f"{target}: the factory returned a tuple of {len(built)}; expected "
-                                   "(module, input_shape)")
+            raise TorchImportError(f"the factory returned a tuple of {len(built)}; expected (module, input_shape)")
         module, shape = built
-        shape = tuple(shape) if isinstance(shape, (tuple, list)) else shape
-    else:
-        module, shape = built, None
+        return module, (tuple(shape) if isinstance(shape, (tuple, list)) else shape)
+    return built, None
+
+
+def load_factory_module(target: str, meta: bool = True):
+    """Build the module of "FILE.py:FACTORY" (on the meta device by default, see build_module)."""
+    fn = load_factory(target)
+    try:
+        module, shape = build_module(fn, meta)
+    except TorchImportError as err:
+        raise TorchImportError(f"{target}: {err}") from None
     name = getattr(fn, "__name__", None) or Path(target.split(":")[0]).stem
     return module, shape, name
 
@@ -423,10 +437,100 @@ def _generic(st: _State, fxn, op: str, inputs: list, why: str = "", saves_input:
         msg += f" ({why})"
     st.warnings.append(msg)
     ins = [v for v in inputs if isinstance(v, Val)]
+    dmap = None
+    if shape and shape[0] != META_BATCH and shape[0] % META_BATCH == 0 and shape[0] > META_BATCH:
+        # the batch merged with the next dims (x.view(-1, C)): the design keeps a per-sample
+        # leading dim so that the element count stays right
+        per = (shape[0] // META_BATCH,) + tuple(shape[1:])
+        dmap = (0,) + tuple(range(2, len(shape) + 1))
+    # parameters passed to the op (a torch.fx.wrap function, torch.addmm(bias, x, weight)): the
+    # node owns them, each counted once however many ops read it
+    claims = []
+    if fxn.op != "call_module":
+        seen = set()
+        for pv in _flat_vals(st, (fxn.args, fxn.kwargs)):
+            if not isinstance(pv, ParamVal) or pv.name in seen:
+                continue
+            seen.add(pv.name)
+            t = _tensor_of(st, pv.name)
+            if t is None or not getattr(t, "requires_grad", False):
+                continue
+            st.used_params.add(pv.name)
+            if id(t) not in st.param_owner:
+                params += t.numel()
+                claims.append(t)
     props = {"op": op, "out_shape": per, "dtype": kind, "saves_input": saves_input}
     if params:
         props["params"] = int(params)
-    return _single(st, fxn, "Generic", props, ins)
+    out = _single(st, fxn, "Generic", props, ins, dmap)
+    for t in claims:
+        st.param_owner[id(t)] = f"{out.nid}.weight"
+    st.generic_fx[fxn] = (out.nid, _input_nodes(st, fxn, ins))
+    return out
+
+
+def _input_nodes(st, fxn, ins) -> list:
+    """The fx node that produced each design input of a node, in order."""
+    out = []
+    for v in ins:
+        a = next((a for a in fxn.all_input_nodes if st.vals.get(a) is v), None)
+        if a is None:
+            a = next((a for a in fxn.all_input_nodes if isinstance(st.vals.get(a), Val)
+                      and (st.vals[a].nid, st.vals[a].port) == (v.nid, v.port)), None)
+        out.append(a)
+    return out
+
+
+def _tensor_of(st, name):
+    try:
+        return _get_attr(st.gm, name)
+    except AttributeError:
+        return None
+
+
+def _claim(st, nid: str, pname: str, name: str) -> None:
+    """Node ``nid``'s parameter ``pname`` is the module's tensor ``name``: the first node to use a
+    tensor owns it; later ones name that owner (Node.tied), so it is counted once."""
+    st.used_params.add(name)
+    t = _tensor_of(st, name)
+    if t is None:
+        return
+    owner = st.param_owner.get(id(t))
+    if owner is None:
+        st.param_owner[id(t)] = f"{nid}.{pname}"
+    elif not owner.startswith(f"{nid}."):
+        st.design.nodes[nid].tied[pname] = owner
+
+
+def _trace_generics(st, gm, input_shape, input_dtype, vocab) -> None:
+    """Ask PyTorch what each Generic node's op keeps (see _torch_characterise)."""
+    from memdesigner.importers._torch_characterise import characterise
+
+    torch = st.torch
+    targets = {fxn: nodes for fxn, (nid, nodes) in st.generic_fx.items()
+               if nid in st.design.nodes and all(a is not None for a in nodes)}
+
+    def x_of(b, device):
+        full = (b, *input_shape)
+        if input_dtype == "int64":
+            return torch.zeros(full, dtype=torch.int64, device=device)
+        return torch.empty(full, dtype=torch.float32, device=device)
+
+    try:
+        found = characterise(torch, gm, x_of, targets)
+    except Exception:  # noqa: BLE001 - the untraced rule stays
+        found = {}
+    for fxn, props in found.items():
+        node = st.design.nodes[st.generic_fx[fxn][0]]
+        tm = _tmeta(fxn)
+        if props["batch_free"] and tm is not None:
+            n = 1
+            for d in tm[0]:
+                n *= int(d)
+            props["out_elems"] = n
+        else:
+            props["batch_free"] = False
+        node.props.update(props)
 
 
 def _build(st: _State, gm, input_shape, input_dtype, vocab):
@@ -443,6 +547,12 @@ def _build(st: _State, gm, input_shape, input_dtype, vocab):
             st.vals[fxn] = _single(st, fxn, "Input", props, [], name=str(fxn.target))
             continue
         if fxn.op == "output":
+            # every tensor the model returns is an output (BERT returns the last hidden state
+            # that its pooler also reads): it stays alive with the result, and the loss reads it
+            for v in _flat_vals(st, fxn.args):
+                if isinstance(v, Val) and v.port == 0 and v.nid in st.design.nodes \
+                        and st.design.nodes[v.nid].type != "Input":
+                    st.design.nodes[v.nid].output = True
             continue
         if fxn.op == "get_attr":
             obj = _get_attr(gm, fxn.target)
@@ -689,6 +799,12 @@ def _map(st: _State, gm, fxn):
     # parameters reached by get_attr ---------------------------------------------------------
     if isinstance(x, ParamVal) and name in ("expand", "expand_as", "repeat", "to", "type_as"):
         return ParamVal(x.name, x.shape, True)
+    flat = _flat_vals(st, (fxn.args, fxn.kwargs))
+    if isinstance(x, ParamVal) and not any(isinstance(v, Val) for v in flat) and _tmeta(fxn) is not None \
+            and name not in ("embedding", "cat", "concat", "concatenate"):
+        # computed from a parameter alone (weight.float(), 1 + weight, weight.t()): still that
+        # parameter for the ops that read it (its small copy is not counted)
+        return ParamVal(x.name, _tmeta(fxn)[0], True)
 
     # element-wise merges --------------------------------------------------------------------
     if name in ("add", "iadd", "add_", "__add__", "__iadd__", "__radd__"):
@@ -708,13 +824,14 @@ def _map(st: _State, gm, fxn):
             st.used_params.add(w.name)
             nid, specs = _add(st, fxn, "Embedding", {"num_embeddings": w.shape[0], "embedding_dim": w.shape[1]},
                               [ids])
-            owner = st.functional_params.get(w.name)
-            if owner is None:
-                st.functional_params[w.name] = f"{nid}.weight"
-            else:
-                st.design.nodes[nid].tied["weight"] = owner
+            _claim(st, nid, "weight", w.name)
             return Val(nid, 0, specs[0], ids.dmap + (len(ids.dmap),))
 
+    if name == "addmm" and len(args) > 2 and isinstance(args[2], ParamVal) and len(args[2].shape) == 2 \
+            and isinstance(x, ParamVal) and isinstance(args[1], Val) and _arg(fxn, 3, "beta", 1) == 1 \
+            and _arg(fxn, 4, "alpha", 1) == 1:
+        # HF GPT-2's Conv1D: torch.addmm(bias, x, weight), weight (in, out): a Linear
+        return _param_linear(st, fxn, args[1], args[2], x, args[2].shape[1])
     if not isinstance(x, Val):
         return _generic(st, fxn, name, _flat_vals(st, (fxn.args, fxn.kwargs)))
     rank = _real_rank(fxn.args[0]) or (len(x.dmap))
@@ -826,23 +943,43 @@ def _map(st: _State, gm, fxn):
             return _generic(st, fxn, name, [t for t in (q, k, v) if isinstance(t, Val)], "mask or layout")
         return _single(st, fxn, "ScaledDotProductAttention",
                        {"kernel": "fused", "causal": bool(_arg(fxn, 5, "is_causal", False))}, [q, k, v])
-    if name == "linear" and len(args) > 1 and isinstance(args[1], ParamVal):
+    if name == "linear" and len(args) > 1 and isinstance(args[1], ParamVal) and len(args[1].shape) == 2:
         w = args[1]
-        b = args[2] if len(args) > 2 else fxn.kwargs.get("bias")
-        st.used_params.add(w.name)
+        b = args[2] if len(args) > 2 else _v(st, fxn.kwargs.get("bias"))
+        return _param_linear(st, fxn, x, w, b if isinstance(b, ParamVal) else None, w.shape[0])
+    if name in ("conv2d", "conv1d") and len(args) > 1 and isinstance(args[1], ParamVal) and isinstance(x, Val):
+        w = args[1]
+        b = args[2] if len(args) > 2 else _v(st, fxn.kwargs.get("bias"))
+        pad = _arg(fxn, 4, "padding", 0)
+        props = {"out_channels": w.shape[0], "kernel": _pair(tuple(w.shape[2:])), "stride": _pair(_arg(fxn, 3, "stride", 1)),
+                 "padding": pad.upper() if isinstance(pad, str) else _pair(pad),
+                 "dilation": _pair(_arg(fxn, 5, "dilation", 1)), "groups": int(_arg(fxn, 6, "groups", 1)),
+                 "bias": isinstance(b, ParamVal)}
+        out = _single(st, fxn, "Conv2d" if name == "conv2d" else "Conv1d", props, [x])
+        _claim(st, out.nid, "weight", w.name)
         if isinstance(b, ParamVal):
-            st.used_params.add(b.name)
-        return _single(st, fxn, "Linear", {"out_features": w.shape[0], "bias": isinstance(b, ParamVal)}, [x],
-                       x.dmap)
+            _claim(st, out.nid, "bias", b.name)
+        return out
     if name in ("layer_norm",) and isinstance(_v(st, _arg(fxn, 2, "weight")), ParamVal):
         w, b = _v(st, _arg(fxn, 2, "weight")), _v(st, _arg(fxn, 3, "bias"))
         if isinstance(b, ParamVal):
-            st.used_params.update((w.name, b.name))
             ns = tuple(_arg(fxn, 1, "normalized_shape"))
-            return _same(st, fxn, "LayerNorm", {"normalized_shape": ns, "eps": float(_arg(fxn, 4, "eps", 1e-5))}, x)
+            out = _same(st, fxn, "LayerNorm", {"normalized_shape": ns if len(ns) > 1 else (),
+                                               "eps": float(_arg(fxn, 4, "eps", 1e-5))}, x)
+            _claim(st, out.nid, "weight", w.name)
+            _claim(st, out.nid, "bias", b.name)
+            return out
     if name in ("identity",):
         return x
     return _generic(st, fxn, name, _flat_vals(st, (fxn.args, fxn.kwargs)))
+
+
+def _param_linear(st, fxn, x, w, b, out_features):
+    out = _single(st, fxn, "Linear", {"out_features": int(out_features), "bias": b is not None}, [x], x.dmap)
+    _claim(st, out.nid, "weight", w.name)
+    if b is not None:
+        _claim(st, out.nid, "bias", b.name)
+    return out
 
 
 def _augmented(fxn, op: str) -> bool:
@@ -1154,9 +1291,11 @@ def _map_add(st, fxn, args, inplace):
     if isinstance(a, ParamVal) and isinstance(b, Val):
         a, b = b, a
     if isinstance(a, Val) and isinstance(b, ParamVal):
-        if tuple(b.shape) == (1,) + a.spec.shape or tuple(b.shape) == a.spec.shape:
-            st.used_params.add(b.name)
-            return _single(st, fxn, "PositionEmbedding", {}, [a], a.dmap, name=_pname(fxn, b.name))
+        if (tuple(b.shape) == (1,) + a.spec.shape or tuple(b.shape) == a.spec.shape) and not b.expanded \
+                and getattr(_tensor_of(st, b.name), "requires_grad", False):
+            out = _single(st, fxn, "PositionEmbedding", {}, [a], a.dmap, name=_pname(fxn, b.name))
+            _claim(st, out.nid, "pos_embed", b.name)
+            return out
         return _generic(st, fxn, "add", [a], f"adds parameter {b.name} of shape {b.shape}")
     if isinstance(a, Val) and isinstance(b, Val):
         if a.dmap != b.dmap and len(a.dmap) == len(b.dmap):
@@ -1215,8 +1354,9 @@ def _map_cat(st, fxn):
         p, x = params[0], tens[0]
         rank = len(x.dmap)
         if rank == 3 and d % rank == 1 and x.identity and len(p.shape) == 3 and p.shape[0] == 1:
-            st.used_params.add(p.name)
-            return _single(st, fxn, "ClassToken", {"tokens": int(p.shape[1])}, [x], name=p.name)
+            out = _single(st, fxn, "ClassToken", {"tokens": int(p.shape[1])}, [x], name=p.name)
+            _claim(st, out.nid, "cls_token", p.name)
+            return out
     if params or len(tens) != len(vals):
         return _generic(st, fxn, "cat", tens, "concatenates parameters or constants")
     if len(tens) == 1:  # torch.cat of one tensor still allocates a copy
@@ -1406,6 +1546,7 @@ def cli_import_torch(args) -> int:
 __all__ = [
     "TorchImportError",
     "add_torch_import_parser",
+    "build_module",
     "cli_import_torch",
     "from_module",
     "import_file",

@@ -184,7 +184,8 @@ def design_from_dict(data, source: str = "design") -> Design:
                 raise DesignFileError(f"{source}: {where}.props.{k}: {err.message}") from None
         d.add_node(lt.name, props, id=nd["id"], name=nd.get("name"), pos=tuple(nd.get("pos", (0, 0))),
                    bits=nd.get("bits"), scope=nd.get("scope", ""), keep_until=nd.get("keep_until", ""),
-                   tied=nd.get("tied"), fused=nd.get("fused", ""), layout=nd.get("layout", ""))
+                   tied=nd.get("tied"), fused=nd.get("fused", ""), layout=nd.get("layout", ""),
+                   output=bool(nd.get("output", False)))
     problem = None
     for i, ed in enumerate(data["edges"]):
         where = f"edges[{i}]"
@@ -249,6 +250,8 @@ def design_to_dict(d: Design) -> dict:
             nd["fused"] = n.fused
         if n.layout:
             nd["layout"] = n.layout
+        if n.output:
+            nd["output"] = True
         nodes.append(nd)
     out["nodes"] = nodes
     out["edges"] = [

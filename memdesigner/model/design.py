@@ -34,6 +34,7 @@ class Node:
     # last), "moved" shows the first per-sample dimension last (a Keras Conv1D's (C, L) inside is
     # (L, C) in Keras), "as_is" shows it as it is (a tensor already permuted to channels last)
     layout: str = ""
+    output: bool = False  # the model returns this value even though other layers read it too (importers)
 
     def __post_init__(self):
         if not self.name:
@@ -110,7 +111,8 @@ class Design:
 
     def add_node(self, type_name: str, props: dict | None = None, *, id: str | None = None,
                  name: str | None = None, pos=(0.0, 0.0), bits: int | None = None, scope: str = "",
-                 keep_until: str = "", tied: dict | None = None, fused: str = "", layout: str = "") -> Node:
+                 keep_until: str = "", tied: dict | None = None, fused: str = "", layout: str = "",
+                 output: bool = False) -> Node:
         lt = registry.get(type_name)
         nid = id or self.new_id(lt.name)
         if nid in self.nodes:
@@ -118,7 +120,7 @@ class Design:
         values = lt.defaults()
         values.update(props or {})
         node = Node(nid, lt.name, name or nid, values, tuple(pos), bits, scope=scope, keep_until=keep_until,
-                    tied=dict(tied or {}), fused=fused, layout=layout)
+                    tied=dict(tied or {}), fused=fused, layout=layout, output=bool(output))
         self.nodes[nid] = node
         self._emit("node_added", node)
         return node

@@ -497,10 +497,52 @@ def _generic_shape(c):
 
 
 def _generic_mem(m):
+    """Untraced: the output is new and (saves_input) every input is kept. Traced (the importer ran
+    the op on fake tensors): the output is a view of ``alias_input`` or new (of a fixed size when
+    ``batch_free``), and backward keeps exactly the inputs, output and new bytes autograd saved."""
     kind = m.out_kinds[0]
     dt = m.float_in if kind == "float" else kind
-    saved = [In(i) for i in range(len(m.in_shapes))] if (m.records and m.props["saves_input"]) else []
-    return OpMem(outputs=[T(m.out_elems(0), dt, "output")], out_dtypes=[dt], saved=saved, grad_in=["new"] * len(m.in_shapes))
+    p = m.props
+    grad_in = ["new"] * len(m.in_shapes)
+    if not p["traced"]:
+        saved = [In(i) for i in range(len(m.in_shapes))] if (m.records and p["saves_input"]) else []
+        return OpMem(outputs=[T(m.out_elems(0), dt, "output")], out_dtypes=[dt], saved=saved, grad_in=grad_in)
+    a = p["alias_input"] if m.training else p["eval_alias_input"]
+    if 0 <= a < len(m.in_shapes):
+        out = In(a)
+        dt = m.in_dtypes[a]
+    else:
+        n = p["out_elems"] if p["batch_free"] else m.out_elems(0)
+        out = T(n, dt, "output")
+    saved = []
+    if m.records:
+        for tok in str(p["saved_inputs"]).split(","):
+            tok = tok.strip()
+            if tok.lstrip("-").isdigit():
+                i = int(tok)
+                if i == -1:
+                    saved.append(Out(0))
+                elif i < len(m.in_shapes):
+                    saved.append(In(i))
+        extra = p["saved_bytes_per_sample"] * m.batch + p["saved_bytes_fixed"]
+        if extra:
+            saved.append(T(extra, "uint8", "tensors its backward saves (traced)"))
+    # a parameter broadcast over the batch (layer scale, a weight passed to a fused function)
+    # gets its gradient by reducing an output-sized product
+    bwd = [T(m.out_elems(0), dt, "parameter gradient before the reduction")] if p["params"] else []
+    st = tuple(p["out_strides"])
+    strides = [st] if (st and isinstance(out, T) and len(st) == len(m.out_shapes[0])) else None
+    if m.training:
+        tb = p["temp_bytes_per_sample"] * m.batch + p["temp_bytes_fixed"]
+        if not m.records:  # what the recording run saved is made and dropped without autograd
+            tb += p["saved_bytes_per_sample"] * m.batch + p["saved_bytes_fixed"]
+    else:  # module.eval(): traced again in eval mode without autograd
+        tb = p["eval_temp_bytes_per_sample"] * m.batch + p["eval_temp_bytes_fixed"]
+    temps = [T(tb, "uint8", "storages that live and die inside the op (traced)")] if tb else []
+    mem = OpMem(outputs=[out], out_dtypes=[dt], saved=saved, grad_in=grad_in, bwd_temps=bwd, temps=temps)
+    if strides:
+        mem.out_strides = strides
+    return mem
 
 
 Generic = register(LayerType(
@@ -510,7 +552,20 @@ Generic = register(LayerType(
            Prop("dtype", "choice", "float", choices=("float", "int64", "bool")),
            Prop("saves_input", "bool", True, doc="assume backward keeps the inputs (conservative)"),
            Prop("params", "int", 0, min=0, doc="trainable parameters of the op (weights, gradients and "
-                                               "optimizer state count them)")),
+                                               "optimizer state count them)"),
+           Prop("traced", "bool", False, doc="the rule below was measured by running the op in PyTorch"),
+           Prop("alias_input", "int", -1, min=-1, doc="traced: the output is a view of this input (-1: new)"),
+           Prop("batch_free", "bool", False, doc="traced: the output has out_elems elements whatever the batch"),
+           Prop("out_elems", "int", 0, min=0, doc="traced, batch_free: the output's elements"),
+           Prop("out_strides", "ints", (), doc="traced: the output's strides when it is not contiguous"),
+           Prop("temp_bytes_per_sample", "int", 0, min=0, doc="traced: bytes alive only inside the op, per sample"),
+           Prop("temp_bytes_fixed", "int", 0, min=0, doc="traced: bytes alive only inside the op, whatever the batch"),
+           Prop("eval_alias_input", "int", -1, min=-1, doc="traced in eval mode: the output is a view of this input"),
+           Prop("eval_temp_bytes_per_sample", "int", 0, min=0, doc="traced in eval mode: transient bytes per sample"),
+           Prop("eval_temp_bytes_fixed", "int", 0, min=0, doc="traced in eval mode: transient bytes, fixed"),
+           Prop("saved_inputs", "str", "", doc="traced: inputs autograd saves (comma-separated, -1 = output)"),
+           Prop("saved_bytes_per_sample", "int", 0, min=0, doc="traced: new bytes saved per sample"),
+           Prop("saved_bytes_fixed", "int", 0, min=0, doc="traced: new bytes saved whatever the batch")),
     min_inputs=0, max_inputs=None, shape=_generic_shape, memory=_generic_mem,
     params=lambda c: [ParamSpec("weight", (c["params"],))] if c["params"] else [],
     keeps_for_backward="assumed: its inputs",

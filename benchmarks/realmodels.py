@@ -1,0 +1,206 @@
+"""Real-model accuracy check: torchvision, Hugging Face transformers and nanoGPT as published
+(benchmarks/realmodels_models.py), imported with memdesigner's PyTorch importer and estimated,
+against the truth harness's measurement (shared/truth/measure.py, method a).
+
+Grid per model: inference fp32 batch 2, training with SGD and with Adam (fp32, batch 2), and Adam
+under bf16 autocast (AMP, batch 2). Needs torchvision and transformers, so it runs in the
+benchmark venv, not the test environment:
+
+    /work/bench-venv/bin/python benchmarks/realmodels.py --measure     # measure what is missing into
+                                                                       # benchmarks/realmodels_truth.json
+    /work/bench-venv/bin/python benchmarks/realmodels.py               # compare with the stored truths
+    /work/bench-venv/bin/python benchmarks/realmodels.py --model swin_t --json out.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+for p in (str(REPO), str(HERE)):
+    if p not in sys.path:
+        sys.path.insert(0, p)
+
+from _tables import OPTIMIZERS, default_truth_dir, mib  # noqa: E402
+
+TRUTH_JSON = HERE / "realmodels_truth.json"
+
+# (config key, mode, optimizer, amp, batch)
+GRID = [
+    ("inference-fp32-b2", "inference", None, False, 2),
+    ("train-sgd-fp32-b2", "train", "sgd", False, 2),
+    ("train-adam-fp32-b2", "train", "adam", False, 2),
+    ("train-adam-amp-b2", "train", "adam", True, 2),
+]
+
+
+def load_truth(path: Path = TRUTH_JSON) -> dict:
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def measure_one(factory, name, cfg, truth_dir: Path) -> dict:
+    if str(truth_dir) not in sys.path:
+        sys.path.insert(0, str(truth_dir))
+    from measure import measure  # noqa: E402 - the harness lives outside the package
+
+    key, mode, opt, amp, batch = cfg
+    rec = measure(factory, batch=batch, mode=mode, optimizer=opt or "sgd", dtype="fp32", amp=amp, methods="a",
+                  name=name)
+    a = rec["method_a"]
+    return {"model": name, "config": key, "mode": mode, "optimizer": opt, "amp": amp, "batch": batch,
+            "params": rec["params"], "peak_overall": a["peak_overall"], "steady": a["steady"],
+            "peak_contents_top": dict(list(a.get("peak_contents", {}).items())[:12]),
+            "seconds": round(rec["seconds"], 2), "torch": rec["torch"]}
+
+
+def measure_all(models, truth_dir, out: Path, remeasure=False) -> dict:
+    import realmodels_models as rm
+
+    data = load_truth(out)
+    for name in models:
+        for cfg in GRID:
+            k = f"{name}/{cfg[0]}"
+            if k in data and not remeasure:
+                continue
+            t0 = time.perf_counter()
+            try:
+                data[k] = measure_one(rm.MODELS[name], name, cfg, truth_dir)
+            except Exception as err:  # noqa: BLE001 - record the failure and go on
+                data[k] = {"model": name, "config": cfg[0], "error": f"{type(err).__name__}: {err}"}
+            print(f"measured {k}: {data[k].get('peak_overall', data[k].get('error'))} "
+                  f"({time.perf_counter() - t0:.1f} s)", file=sys.stderr, flush=True)
+            out.write_text(json.dumps(dict(sorted(data.items())), indent=1) + "\n")
+    return data
+
+
+def import_model(name):
+    """(design, module parameter count, None) or (None, None, error)."""
+    import realmodels_models as rm
+
+    from memdesigner.importers import torch_fx
+
+    try:
+        if hasattr(torch_fx, "build_module"):
+            module, shape = torch_fx.build_module(rm.MODELS[name])
+        else:  # an older memdesigner (the "before" column): the meta device only
+            import torch
+
+            with torch.device("meta"):
+                module, shape = rm.MODELS[name]()
+        from_module = torch_fx.from_module
+        n = sum(p.numel() for p in module.parameters())
+        return from_module(module, shape, name=name), n, None
+    except Exception as err:  # noqa: BLE001 - a benchmark reports and goes on
+        return None, None, f"{type(err).__name__}: {str(err).splitlines()[0][:200]}"
+
+
+def estimate_row(design, n_params, rec) -> dict:
+    import memdesigner
+
+    mode = rec["mode"]
+    opt = OPTIMIZERS.get(rec.get("optimizer")) if mode == "train" else "none"
+    rep = memdesigner.estimate(design, mode=mode, batch=int(rec["batch"]), optimizer=opt, dtype="fp32",
+                               amp=bool(rec.get("amp")), backend="cpu")
+    meas, est = rec["peak_overall"], rep.peak_bytes
+    return {"model": rec["model"], "config": rec["config"], "params_design": rep.params,
+            "params_module": n_params, "measured_bytes": meas, "estimated_bytes": est,
+            "rel_error": (est - meas) / meas if meas else 0.0, "peak_phase": rep.peak_phase,
+            "peak_layer": rep.peak_layer,
+            "unruled_ops": len(getattr(rep, "unruled_ops", ()) or ())}
+
+
+def run(models, truth):
+    rows, info = [], {"import_failures": {}, "generic": {}, "missing": [], "measure_failures": {}}
+    for name in models:
+        design, n, err = import_model(name)
+        if design is None:
+            info["import_failures"][name] = err
+            continue
+        gen = [f"{x.id} ({x.props.get('op')})" for x in design.nodes.values() if x.type == "Generic"]
+        if gen:
+            info["generic"][name] = gen
+        for cfg in GRID:
+            rec = truth.get(f"{name}/{cfg[0]}")
+            if rec is None:
+                info["missing"].append(f"{name}/{cfg[0]}")
+            elif "error" in rec:
+                info["measure_failures"][f"{name}/{cfg[0]}"] = rec["error"]
+            else:
+                rows.append(estimate_row(design, n, rec))
+    return rows, info
+
+
+def table(rows) -> str:
+    lines = ["| model | config | params design / module | estimated MiB | measured MiB | error % |",
+             "|---|---|---|---:|---:|---:|"]
+    for r in rows:
+        pm = "" if r["params_design"] == r["params_module"] else " ≠"
+        lines.append(f"| {r['model']} | {r['config']} | {r['params_design']:,} / {r['params_module']:,}{pm} | "
+                     f"{mib(r['estimated_bytes'])} | {mib(r['measured_bytes'])} | {100 * r['rel_error']:+.2f} |")
+    return "\n".join(lines)
+
+
+def summary(rows, info) -> str:
+    if not rows:
+        return "no measured configurations (run with --measure)"
+    errs = [abs(r["rel_error"]) for r in rows]
+    worst = max(rows, key=lambda r: abs(r["rel_error"]))
+    under = [r for r in rows if r["rel_error"] < -0.01]
+    bad_params = sorted({r["model"] for r in rows if r["params_design"] != r["params_module"]})
+    lines = [f"configurations: {len(rows)}  median |err| {100 * statistics.median(errs):.2f} %  "
+             f"worst |err| {100 * max(errs):.2f} % ({worst['model']}/{worst['config']})  "
+             f"within 1 %: {sum(e <= 0.01 for e in errs)}  within 3 %: {sum(e <= 0.03 for e in errs)}  "
+             f"under-estimates beyond 1 %: {len(under)}",
+             f"parameter counts wrong: {len(bad_params)} ({', '.join(bad_params)})"]
+    for name, err in info["import_failures"].items():
+        lines.append(f"import failure: {name}: {err}")
+    for name, gen in info["generic"].items():
+        lines.append(f"Generic nodes: {name}: {len(gen)} ({', '.join(gen[:5])}{', ...' if len(gen) > 5 else ''})")
+    for k, err in info["measure_failures"].items():
+        lines.append(f"measure failure: {k}: {err}")
+    if info["missing"]:
+        lines.append(f"not measured: {len(info['missing'])} ({', '.join(info['missing'][:6])} ...)")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--measure", action="store_true", help="measure missing records with the truth harness first")
+    ap.add_argument("--remeasure", action="store_true", help="with --measure: measure every record again")
+    ap.add_argument("--truth-dir", default=None, help="folder with measure.py (default ../shared/truth)")
+    ap.add_argument("--truth-json", default=str(TRUTH_JSON))
+    ap.add_argument("--model", action="append", help="only these models (repeatable)")
+    ap.add_argument("--json", default=None, help="write rows and import findings as JSON to this file")
+    args = ap.parse_args(argv)
+
+    import realmodels_models as rm
+
+    models = args.model or list(rm.MODELS)
+    unknown = [m for m in models if m not in rm.MODELS]
+    if unknown:
+        print(f"error: unknown model(s) {unknown}; known: {', '.join(rm.MODELS)}", file=sys.stderr)
+        return 2
+    tj = Path(args.truth_json)
+    if args.measure:
+        truth_dir = Path(args.truth_dir) if args.truth_dir else default_truth_dir()
+        if not (truth_dir / "measure.py").exists():
+            print(f"error: {truth_dir}/measure.py not found (use --truth-dir)", file=sys.stderr)
+            return 2
+        measure_all(models, truth_dir, tj, args.remeasure)
+    rows, info = run(models, load_truth(tj))
+    print(table(rows))
+    print()
+    print(summary(rows, info))
+    if args.json:
+        Path(args.json).write_text(json.dumps({"rows": rows, "import": info}, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
