@@ -89,3 +89,12 @@ def format_flops(n: int) -> str:
 def _sci(n: int | float, digits: int) -> str:
     """'1.23e+602' for an int of any size (Decimal: exact, no float overflow)."""
     return f"{Decimal(n):.{digits}e}"
+
+
+def pick_unit(max_bytes: float) -> tuple[str, int]:
+    """The unit a memory axis reaching ``max_bytes`` is labelled in (GiB, MiB or KiB) and its size."""
+    if max_bytes >= GiB:
+        return "GiB", GiB
+    if max_bytes >= MiB:
+        return "MiB", MiB
+    return "KiB", KiB

@@ -9,17 +9,9 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QColor, QFont
 
 from memdesigner._qt import theme
-from memdesigner.units import GiB, KiB, MiB, format_bytes
+from memdesigner.units import MiB, format_bytes, pick_unit
 
 SNAPSHOT_COLOR = "#E6007E"  # a PyTorch memory snapshot's curves (magenta: apart from every category)
-
-
-def pick_unit(max_bytes: float) -> tuple[str, int]:
-    if max_bytes >= GiB:
-        return "GiB", GiB
-    if max_bytes >= MiB:
-        return "MiB", MiB
-    return "KiB", KiB
 
 
 def _color(hex_: str, alpha: int = 255) -> QColor:

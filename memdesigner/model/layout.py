@@ -74,9 +74,13 @@ def view_strides(shape, strides, new_shape):
 @lru_cache(maxsize=4096)
 def dense_like(shape: tuple, strides: tuple) -> tuple:
     """Output strides of an element-wise op (TensorIterator): dense, in the input's memory order."""
-    n = len(shape)
-    order = sorted(range(n), key=lambda d: (-strides[d] if shape[d] != 1 else 1, d))
-    out = [0] * n
+    order = sorted(range(len(shape)), key=lambda d: (-strides[d] if shape[d] != 1 else 1, d))
+    return strides_in_order(shape, order)
+
+
+def strides_in_order(shape, order) -> tuple:
+    """Dense strides of ``shape`` laid out with ``order``'s dimensions outermost first."""
+    out = [0] * len(shape)
     acc = 1
     for d in reversed(order):
         out[d] = acc

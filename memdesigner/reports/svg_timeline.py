@@ -8,18 +8,10 @@ import math
 from html import escape
 
 from memdesigner.colors import BAD_COLOR, CATEGORY_COLORS, CATEGORY_LABELS, PHASE_COLORS, PHASE_LABELS, WARN_COLOR
-from memdesigner.units import GiB, KiB, MiB, format_bytes
+from memdesigner.units import format_bytes, pick_unit
 
 MAX_POINTS = 1500  # longer timelines are bucketed (each bucket keeps its highest op, so the peak stays)
 FONT = "system-ui, -apple-system, 'Segoe UI', Roboto, 'DejaVu Sans', Arial, sans-serif"
-
-
-def _unit(top: float) -> tuple[str, int]:
-    if top >= GiB:
-        return "GiB", GiB
-    if top >= MiB:
-        return "MiB", MiB
-    return "KiB", KiB
 
 
 def _nice_step(span: float, target: int = 5) -> float:
@@ -79,7 +71,7 @@ def timeline_svg(report, design=None, width: int = 960, height: int = 330) -> st
             top = max(top, capacity)
         else:
             capacity = usable = None
-    unit, scale = _unit(top)
+    unit, scale = pick_unit(top)
     step = _nice_step(top * 1.12 / scale)
     ymax = math.ceil(top * 1.12 / scale / step) * step * scale
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 
+from memdesigner.model.layout import strides_in_order
 from memdesigner.model.oprules import In, MemCtx, T
 from memdesigner.model.registry import Prop
 
@@ -52,13 +53,7 @@ def channels_last_order(rank: int) -> tuple:
 
 
 def channels_last_strides(shape) -> tuple:
-    order = channels_last_order(len(shape))
-    out = [0] * len(shape)
-    acc = 1
-    for d in reversed(order):
-        out[d] = acc
-        acc *= max(shape[d], 1)
-    return tuple(out)
+    return strides_in_order(shape, channels_last_order(len(shape)))
 
 
 def is_channels_last(shape, strides) -> bool:
