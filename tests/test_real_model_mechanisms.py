@@ -276,3 +276,27 @@ def test_sdpa_with_dropout_matches_measurement(kw, mode):
     meas, s = _measured(make, (16, 32), mode)
     _, rep = _estimate(make, (16, 32), s)
     assert rep.peak_bytes == meas
+
+
+def test_a_module_fed_by_a_parameter_keeps_its_own_parameters():
+    """Perceiver-style latents: ``norm(latents.expand(b, -1, -1))`` reads no input tensor, yet the
+    LayerNorm's weight and bias (and the latents) are the model's parameters, counted once."""
+    import torch
+    from torch import nn
+
+    from memdesigner.importers.torch_fx import from_module
+
+    class Latents(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.latents = nn.Parameter(torch.randn(8, 16))
+            self.norm = nn.LayerNorm(16)
+            self.fc = nn.Linear(12, 16)
+
+        def forward(self, x):
+            q = self.norm(self.latents.unsqueeze(0).expand(x.shape[0], -1, -1))
+            return q + self.fc(x).unsqueeze(1)
+
+    m = Latents()
+    d = from_module(m, (12,))
+    assert memdesigner.estimate(d).params == sum(p.numel() for p in m.parameters()) == 8 * 16 + 32 + 12 * 16 + 16

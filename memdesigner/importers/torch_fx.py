@@ -446,19 +446,18 @@ def _generic(st: _State, fxn, op: str, inputs: list, why: str = "", saves_input:
     # parameters passed to the op (a torch.fx.wrap function, torch.addmm(bias, x, weight)): the
     # node owns them, each counted once however many ops read it
     claims = []
-    if fxn.op != "call_module":
-        seen = set()
-        for pv in _flat_vals(st, (fxn.args, fxn.kwargs)):
-            if not isinstance(pv, ParamVal) or pv.name in seen:
-                continue
-            seen.add(pv.name)
-            t = _tensor_of(st, pv.name)
-            if t is None or not getattr(t, "requires_grad", False):
-                continue
-            st.used_params.add(pv.name)
-            if id(t) not in st.param_owner:
-                params += t.numel()
-                claims.append(t)
+    seen = set()  # (a module's own parameters are not among its arguments: _module_generic counts them)
+    for pv in _flat_vals(st, (fxn.args, fxn.kwargs)):
+        if not isinstance(pv, ParamVal) or pv.name in seen:
+            continue
+        seen.add(pv.name)
+        t = _tensor_of(st, pv.name)
+        if t is None or not getattr(t, "requires_grad", False):
+            continue
+        st.used_params.add(pv.name)
+        if id(t) not in st.param_owner:
+            params += t.numel()
+            claims.append(t)
     props = {"op": op, "out_shape": per, "dtype": kind, "saves_input": saves_input}
     if params:
         props["params"] = int(params)
@@ -1017,8 +1016,8 @@ def _map_module(st: _State, fxn, mod):
     cls = type(mod).__name__
     x = _v(st, fxn.args[0]) if fxn.args else _v(st, next(iter(fxn.kwargs.values()), None))
     path = str(fxn.target)
-    if not isinstance(x, Val):
-        return _generic(st, fxn, cls, _flat_vals(st, (fxn.args, fxn.kwargs)))
+    if not isinstance(x, Val):  # fed by a parameter (latents.expand(...)): its own parameters still count
+        return _module_generic(st, fxn, mod, cls, path)
 
     def own():
         for pn, _ in mod.named_parameters():
