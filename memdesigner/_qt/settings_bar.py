@@ -9,6 +9,9 @@ from memdesigner.engine import devices as devmod
 from memdesigner.engine.settings import DTYPES, MODES, OPTIMIZERS, Settings
 from memdesigner.units import format_gib
 
+# run settings with no widget in the bar yet: carried through from the design unchanged
+EXTRA_KEYS = ("gpus", "strategy", "foreach")
+
 OPT_LABELS = {"none": "none", "sgd": "SGD", "momentum": "SGD + momentum", "adam": "Adam", "adamw": "AdamW"}
 
 
@@ -22,6 +25,7 @@ class SettingsBar(QWidget):
 
     def __init__(self, parent=None):
         super().__init__(parent)
+        self.extra: dict = {}
         lay = QHBoxLayout(self)
         lay.setContentsMargins(6, 2, 6, 2)
         lay.setSpacing(6)
@@ -108,10 +112,14 @@ class SettingsBar(QWidget):
 
     # -- values ---------------------------------------------------------------------------
     def settings(self) -> Settings:
-        return Settings(mode=self.mode.currentData(), batch=self.batch.value(),
-                        optimizer=self.optimizer.currentData() if self.mode.currentData() == "train" else "none",
-                        dtype=self.dtype.currentData(), amp=self.amp.isChecked() and self.dtype.currentData() == "fp32",
-                        checkpointing=self.ckpt.isChecked() and self.mode.currentData() == "train")
+        s = Settings(mode=self.mode.currentData(), batch=self.batch.value(),
+                     optimizer=self.optimizer.currentData() if self.mode.currentData() == "train" else "none",
+                     dtype=self.dtype.currentData(), amp=self.amp.isChecked() and self.dtype.currentData() == "fp32",
+                     checkpointing=self.ckpt.isChecked() and self.mode.currentData() == "train")
+        try:  # settings the bar has no widget for yet (gpus, strategy): kept from the design, not lost
+            return s.with_(**self.extra) if self.extra else s
+        except (TypeError, ValueError):
+            return s
 
     def device_id(self) -> str | None:
         return self.device.currentData() if self.device.count() else None
@@ -132,10 +140,17 @@ class SettingsBar(QWidget):
              "amp": s.amp, "checkpointing": self.ckpt.isChecked()}
         if self.device_id():
             d["device"] = self.device_id()
+        d.update(self.extra)
         return d
 
     def apply_dict(self, d: dict) -> None:
         """Take settings from a design file or QSettings; unknown values are skipped, never fatal."""
+        extra = {k: d[k] for k in EXTRA_KEYS if k in d}
+        try:
+            Settings(**extra)
+            self.extra = extra
+        except (TypeError, ValueError):
+            self.extra = {}
         widgets = (self.mode, self.batch, self.optimizer, self.dtype, self.amp, self.ckpt, self.device)
         for w in widgets:
             w.blockSignals(True)
