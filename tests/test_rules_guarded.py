@@ -119,3 +119,18 @@ def test_cross_entropy_keeps_log_probabilities_measured(optimizer):
     est = memdesigner.estimate(d, s)
     assert 0 <= measured["peak_bytes"] - est.peak_bytes <= 8
     assert 0 <= measured["phase_peaks"]["forward"] - est.phase_peaks["forward"] <= 8
+
+
+def test_explain_names_the_rule_of_each_gradient():
+    """Parameter gradients live until the next zero_grad, not "freed after backward"; the fan-in
+    sum is not the loss gradient seed."""
+    from memdesigner.engine.estimate import explain_peak
+    from memdesigner.engine.peak_rules import why_alive
+
+    d = _two_branch_residual()
+    rows = explain_peak(d, backend="cpu", batch=64, mode="train", optimizer="sgd")
+    why = {r["tensor"]: why_alive(r, d.nodes.get(r["layer"]) if r["layer"] else None) for r in rows}
+    assert "fan-in" in why["accumulated gradient"]
+    grads = [w for t, w in why.items() if "parameter gradients" in t]
+    assert grads and all(w.startswith("p.grad") for w in grads)
+    assert why_alive({"tensor": "fc.weight.grad", "category": "gradients"}, d.nodes["a"]).startswith("p.grad")

@@ -7,10 +7,14 @@ from __future__ import annotations
 def why_alive(row: dict, node) -> str:
     """One line on the rule that keeps this tensor alive; ``node`` is the design's node or None."""
     tensor, cat = row["tensor"], row["category"]
+    if cat == "gradients" and tensor.startswith("accumulated gradient"):
+        return "a fan-in's gradient contributions summed by autograd into a new tensor; both summands die right after"
     if node is None:
         return shared_rule(cat)
-    if cat == "gradients" and "parameter gradients" in tensor:
+    if cat == "gradients" and ("parameter gradients" in tensor or tensor.endswith(".grad")):
         return "p.grad: kept from this layer's backward until the next zero_grad"
+    if cat == "gradients" and tensor == "low-precision grad":
+        return "autocast's low-precision weight gradient: cast into the fp32 p.grad right after this backward"
     if cat == "gradients":
         return "an activation gradient: freed once the op that made the tensor has run its backward"
     if tensor == "input batch":
