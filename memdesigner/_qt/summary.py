@@ -97,6 +97,14 @@ class SummaryPanel(QFrame):
             elif n_pending:  # freshly dropped layers: no verdict yet, and no alarm either
                 self.verdict.setText(f"{n_pending} layer(s) not connected yet")
                 self._style_verdict(None)
+            elif not any(r.type != "Input" for r in report.layers):  # no "Fits" over an empty canvas
+                self.verdict.setText("Nothing to estimate yet: add layers")
+                self._style_verdict(None)
+            elif report.unruled_ops and dev["fits"]:  # never a silent green: some memory is a guess
+                n = len(report.unruled_ops)
+                self.verdict.setText(f"⚠ Fits — {format_bytes(head)} to spare, but {n} op(s) have no memory rule")
+                self.verdict.setToolTip("; ".join(report.unruled_ops[:20]))
+                self._style_verdict(False)
             else:
                 # the device name is in the DEVICE cell; the banner stays short enough never to clip
                 if dev["fits"]:

@@ -1,0 +1,31 @@
+"""The verdict never shows a green "Fits" it cannot stand behind: not over an empty canvas, and
+not when some ops were estimated without a memory rule."""
+
+import memdesigner as md
+from memdesigner._qt.summary import SummaryPanel
+from memdesigner.model.design import Design
+
+
+def _panel(qtbot, design, **kw):
+    panel = SummaryPanel()
+    qtbot.addWidget(panel)
+    panel.set_report(md.estimate(design, device="h200", **kw))
+    return panel
+
+
+def test_an_empty_training_design_does_not_fit_anything(qtbot):
+    d = Design("empty")
+    d.add_node("Input", {"shape": (8,)}, id="x")
+    panel = _panel(qtbot, d, mode="train", optimizer="adam")
+    assert "Fits" not in panel.verdict.text() and "add layers" in panel.verdict.text()
+
+
+def test_ops_without_a_rule_are_said_in_the_verdict(qtbot):
+    d = Design("guess")
+    d.add_node("Input", {"shape": (8,)}, id="x")
+    d.add_node("Generic", {"op": "mystery", "out_shape": (8,)}, id="g")
+    d.add_edge("x", "g")
+    rep = md.estimate(d, device="h200")
+    assert rep.unruled_ops and rep.device["fits"]
+    panel = _panel(qtbot, d)
+    assert panel.verdict.text().startswith("⚠ Fits") and "1 op(s) have no memory rule" in panel.verdict.text()
