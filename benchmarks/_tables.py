@@ -40,3 +40,17 @@ def measured_phases(steady: dict, mode: str) -> dict:
         return {"forward": steady.get("peak_forward")}
     return {"forward": max(steady.get("peak_forward", 0), steady.get("peak_loss", 0)),
             "backward": steady.get("peak_backward"), "optimizer_step": steady.get("peak_step")}
+
+
+def findings_lines(info: dict, generic_shown: int = 6, missing_shown: int | None = None) -> list:
+    """The import and measurement findings under a benchmark's summary line."""
+    lines = [f"import failure: {name}: {err}" for name, err in info["import_failures"].items()]
+    for name, gen in info["generic"].items():
+        more = ", ..." if len(gen) > generic_shown else ""
+        lines.append(f"Generic nodes: {name}: {len(gen)} ({', '.join(gen[:generic_shown])}{more})")
+    lines += [f"measure failure: {k}: {err}" for k, err in info["measure_failures"].items()]
+    missing = info["missing"]
+    if missing:
+        lines.append(f"not measured: {', '.join(missing)}" if missing_shown is None else
+                     f"not measured: {len(missing)} ({', '.join(missing[:missing_shown])} ...)")
+    return lines

@@ -29,7 +29,7 @@ for p in (str(REPO), str(HERE)):
     if p not in sys.path:
         sys.path.insert(0, p)
 
-from _tables import OPTIMIZERS, default_truth_dir, measured_phases, mib, phase_cells  # noqa: E402
+from _tables import OPTIMIZERS, default_truth_dir, findings_lines, measured_phases, mib, phase_cells  # noqa: E402
 
 TRUTH_JSON = HERE / "holdout_truth.json"
 MiB = 1024.0 * 1024.0
@@ -208,14 +208,7 @@ def format_summary(s: dict, info: dict) -> str:
     lines = [f"configurations: {s['n']}  median |err| {100 * s['median_abs_rel_error']:.2f} %  "
              f"worst |err| {100 * s['worst_abs_rel_error']:.2f} % ({s['worst']})  "
              f"within 1 %: {s['within_1pct']}  within 3 %: {s['within_3pct']}  exact: {s['exact']}"]
-    for name, err in info["import_failures"].items():
-        lines.append(f"import failure: {name}: {err}")
-    for name, gen in info["generic"].items():
-        lines.append(f"Generic nodes: {name}: {len(gen)} ({', '.join(gen[:6])}{', ...' if len(gen) > 6 else ''})")
-    for k, err in info["measure_failures"].items():
-        lines.append(f"measure failure: {k}: {err}")
-    if info["missing"]:
-        lines.append(f"not measured: {', '.join(info['missing'])}")
+    lines += findings_lines(info)
     return "\n".join(lines)
 
 

@@ -27,7 +27,7 @@ for p in (str(REPO), str(HERE)):
     if p not in sys.path:
         sys.path.insert(0, p)
 
-from _tables import OPTIMIZERS, default_truth_dir, mib  # noqa: E402
+from _tables import OPTIMIZERS, default_truth_dir, findings_lines, mib  # noqa: E402
 
 TRUTH_JSON = HERE / "realmodels_truth.json"
 
@@ -158,14 +158,7 @@ def summary(rows, info) -> str:
              f"within 1 %: {sum(e <= 0.01 for e in errs)}  within 3 %: {sum(e <= 0.03 for e in errs)}  "
              f"under-estimates beyond 1 %: {len(under)}",
              f"parameter counts wrong: {len(bad_params)} ({', '.join(bad_params)})"]
-    for name, err in info["import_failures"].items():
-        lines.append(f"import failure: {name}: {err}")
-    for name, gen in info["generic"].items():
-        lines.append(f"Generic nodes: {name}: {len(gen)} ({', '.join(gen[:5])}{', ...' if len(gen) > 5 else ''})")
-    for k, err in info["measure_failures"].items():
-        lines.append(f"measure failure: {k}: {err}")
-    if info["missing"]:
-        lines.append(f"not measured: {len(info['missing'])} ({', '.join(info['missing'][:6])} ...)")
+    lines += findings_lines(info, generic_shown=5, missing_shown=6)
     return "\n".join(lines)
 
 
