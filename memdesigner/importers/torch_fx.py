@@ -644,6 +644,32 @@ def _assigned_names(code: str) -> list:
     return [t.id for t in tree.body[0].targets if isinstance(t, ast.Name)]
 
 
+def _unpacked_per_item(code: str) -> list:
+    """``a, b = (f(t) for t in (x, y))``, ``[... for t in ...]`` or ``map(fn, (x, y))``: the names
+    that each take one item's result, in order (empty for any other statement)."""
+    import ast
+
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return []
+    if len(tree.body) != 1 or not isinstance(tree.body[0], ast.Assign) or len(tree.body[0].targets) != 1:
+        return []
+    target, value = tree.body[0].targets[0], tree.body[0].value
+    if not isinstance(target, (ast.Tuple, ast.List)) or not all(isinstance(e, ast.Name) for e in target.elts):
+        return []
+    if isinstance(value, (ast.GeneratorExp, ast.ListComp)):
+        items = value.generators[0].iter if len(value.generators) == 1 else None
+    elif isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "map" \
+            and len(value.args) == 2:
+        items = value.args[1]
+    else:
+        return []
+    if not isinstance(items, (ast.Tuple, ast.List)) or len(items.elts) != len(target.elts):
+        return []
+    return [e.id for e in target.elts]
+
+
 def _python_locals(st: _State, gm) -> None:
     """Eager PyTorch frees a tensor when its last Python reference goes, not after its last op:
     ``q = q * self.scale`` keeps q until q is rebound or ``forward`` returns. From the source
@@ -676,23 +702,30 @@ def _python_locals(st: _State, gm) -> None:
             if last is not None and last[0] == line and not new_pass:
                 if nid:
                     last[2] = nid
+                    last[5].append(nid)
                 last[4] = child
             else:
-                runs.append([line, code, nid, sig, child])
+                runs.append([line, code, nid, sig, child, [nid] if nid else []])
             if nid:
                 frame_end[key] = nid
     for key, runs in frames.items():
         end = frame_end.get(key)
         bound: dict = {}  # name -> design node holding its value
-        for _line, code, last, _sig, _child in runs:
+        for _line, code, last, _sig, _child, nids in runs:
             names = _assigned_names(code)
+            values = [last] * len(names)
+            per_item = _unpacked_per_item(code)
+            if per_item and nids and len(nids) % len(per_item) == 0:
+                # q, k, v = (f(t) for t in (q, k, v)): each name gets the last op of its own item
+                step = len(nids) // len(per_item)
+                names, values = per_item, [nids[(i + 1) * step - 1] for i in range(len(per_item))]
             if not names or not last:
                 continue
-            for name in names:
+            for name, value in zip(names, values):
                 old = bound.pop(name, None)
                 if old is not None and old != last:
                     _keep(st, old, last)
-                bound[name] = last
+                bound[name] = value
         for nid in set(bound.values()):
             if end and nid != end:
                 _keep(st, nid, end)
