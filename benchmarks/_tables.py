@@ -54,3 +54,24 @@ def findings_lines(info: dict, generic_shown: int = 6, missing_shown: int | None
         lines.append(f"not measured: {', '.join(missing)}" if missing_shown is None else
                      f"not measured: {len(missing)} ({', '.join(missing[:missing_shown])} ...)")
     return lines
+
+
+def add_truth_args(ap, truth_json) -> None:
+    """The options every measured benchmark takes: measuring, the truth folder and file, a model filter."""
+    ap.add_argument("--measure", action="store_true", help="measure missing records with the truth harness first")
+    ap.add_argument("--remeasure", action="store_true", help="with --measure: measure every record again")
+    ap.add_argument("--truth-dir", default=None, help="folder with measure.py (default ../shared/truth)")
+    ap.add_argument("--truth-json", default=str(truth_json), help="measured records")
+    ap.add_argument("--model", action="append", help="only these models (repeatable)")
+
+
+def selected_models(args, known) -> list | None:
+    """--model's names, or every known model; None (after one stderr line) when one is unknown."""
+    import sys
+
+    models = args.model or list(known)
+    unknown = [m for m in models if m not in known]
+    if unknown:
+        print(f"error: unknown model(s) {unknown}; known: {', '.join(known)}", file=sys.stderr)
+        return None
+    return models

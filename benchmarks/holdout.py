@@ -29,7 +29,16 @@ for p in (str(REPO), str(HERE)):
     if p not in sys.path:
         sys.path.insert(0, p)
 
-from _tables import OPTIMIZERS, default_truth_dir, findings_lines, measured_phases, mib, phase_cells  # noqa: E402
+from _tables import (  # noqa: E402
+    OPTIMIZERS,
+    add_truth_args,
+    default_truth_dir,
+    findings_lines,
+    measured_phases,
+    mib,
+    phase_cells,
+    selected_models,
+)
 
 TRUTH_JSON = HERE / "holdout_truth.json"
 MiB = 1024.0 * 1024.0
@@ -214,21 +223,15 @@ def format_summary(s: dict, info: dict) -> str:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--measure", action="store_true", help="measure missing records with the truth harness first")
-    ap.add_argument("--remeasure", action="store_true", help="with --measure: measure every record again")
-    ap.add_argument("--truth-dir", default=None, help="folder with measure.py (default ../shared/truth)")
-    ap.add_argument("--truth-json", default=str(TRUTH_JSON), help="measured records (default benchmarks/holdout_truth.json)")
-    ap.add_argument("--model", action="append", help="only these models (repeatable)")
+    add_truth_args(ap, TRUTH_JSON)
     ap.add_argument("--worst", type=int, default=0, help="also list the N worst rows")
     ap.add_argument("--json", default=None, help="write rows, summary and import findings as JSON to this file")
     args = ap.parse_args(argv)
 
     import holdout_models as hm
 
-    models = args.model or list(hm.MODELS)
-    unknown = [m for m in models if m not in hm.MODELS]
-    if unknown:
-        print(f"error: unknown model(s) {unknown}; known: {', '.join(hm.MODELS)}", file=sys.stderr)
+    models = selected_models(args, hm.MODELS)
+    if models is None:
         return 2
     tj = Path(args.truth_json)
     if args.measure:

@@ -23,6 +23,7 @@ for p in (str(REPO), str(HERE)):
 
 import holdout  # noqa: E402
 import holdout2_models as hm  # noqa: E402
+from _tables import add_truth_args, selected_models  # noqa: E402
 
 TRUTH_JSON = HERE / "holdout2_truth.json"
 GRID = [g for g in holdout.GRID if not g[5]]  # fp32 only
@@ -92,19 +93,13 @@ def run(models=None, truth: dict | None = None):
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--measure", action="store_true")
-    ap.add_argument("--remeasure", action="store_true")
-    ap.add_argument("--truth-dir", default=None)
-    ap.add_argument("--truth-json", default=str(TRUTH_JSON))
-    ap.add_argument("--model", action="append")
+    add_truth_args(ap, TRUTH_JSON)
     ap.add_argument("--worst", type=int, default=0)
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
 
-    models = args.model or list(hm.MODELS)
-    unknown = [m for m in models if m not in hm.MODELS]
-    if unknown:
-        print(f"error: unknown model(s) {unknown}; known: {', '.join(hm.MODELS)}", file=sys.stderr)
+    models = selected_models(args, hm.MODELS)
+    if models is None:
         return 2
     tj = Path(args.truth_json)
     if args.measure:

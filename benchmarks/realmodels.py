@@ -27,7 +27,7 @@ for p in (str(REPO), str(HERE)):
     if p not in sys.path:
         sys.path.insert(0, p)
 
-from _tables import OPTIMIZERS, default_truth_dir, findings_lines, mib  # noqa: E402
+from _tables import OPTIMIZERS, add_truth_args, default_truth_dir, findings_lines, mib, selected_models  # noqa: E402
 
 TRUTH_JSON = HERE / "realmodels_truth.json"
 
@@ -164,20 +164,14 @@ def summary(rows, info) -> str:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--measure", action="store_true", help="measure missing records with the truth harness first")
-    ap.add_argument("--remeasure", action="store_true", help="with --measure: measure every record again")
-    ap.add_argument("--truth-dir", default=None, help="folder with measure.py (default ../shared/truth)")
-    ap.add_argument("--truth-json", default=str(TRUTH_JSON))
-    ap.add_argument("--model", action="append", help="only these models (repeatable)")
+    add_truth_args(ap, TRUTH_JSON)
     ap.add_argument("--json", default=None, help="write rows and import findings as JSON to this file")
     args = ap.parse_args(argv)
 
     import realmodels_models as rm
 
-    models = args.model or list(rm.MODELS)
-    unknown = [m for m in models if m not in rm.MODELS]
-    if unknown:
-        print(f"error: unknown model(s) {unknown}; known: {', '.join(rm.MODELS)}", file=sys.stderr)
+    models = selected_models(args, rm.MODELS)
+    if models is None:
         return 2
     tj = Path(args.truth_json)
     if args.measure:
