@@ -319,3 +319,40 @@ def test_names_rebound_per_item_keep_their_storage_measured():
     m, shape = hm.perceiver_lite()
     est = memdesigner.estimate(from_module(m, shape), backend="cpu", batch=8, mode="inference")
     assert est.peak_bytes == truth["peak_overall"] == 4_709_672
+
+
+class _HeldEmbeds(nn.Module):
+    """Llama's ``inputs_embeds: torch.Tensor = self.embed_tokens(ids)`` (an annotated assignment)
+    and ViT's multi-line ``out = self.embed(\\n x)``: the name keeps the value alive while the
+    loop rebinds ``h``, until forward returns."""
+
+    def __init__(self, multiline=False, vocab=64, d=256, n=3):
+        super().__init__()
+        self.multiline = multiline
+        self.emb = nn.Embedding(vocab, d)
+        self.blocks = nn.ModuleList(nn.Linear(d, d) for _ in range(n))
+        self.truth_input = ("tokens", vocab)
+
+    def forward(self, ids):
+        if self.multiline:
+            embeds = self.emb(
+                ids,
+            )
+        else:
+            embeds: torch.Tensor = self.emb(ids)
+        h = embeds
+        for blk in self.blocks:
+            h = blk(h)
+        return h
+
+
+@pytest.mark.parametrize("multiline", [False, True])
+def test_annotated_and_multiline_bindings_keep_their_value_measured(multiline):
+    make = lambda: _HeldEmbeds(multiline)  # noqa: E731
+    meas, s = _measured(make, (32,), INFER)
+    d = from_module(make(), (32,))
+    est = memdesigner.estimate(d, s)
+    # 4 x 32 x 256 float32 = 32 KiB per activation: the held embedding makes three live at the
+    # second Linear (embeds, its input, its output) instead of two
+    assert est.peak_bytes == meas
+    assert any(n.keep_until for n in d.nodes.values() if n.type == "Embedding")

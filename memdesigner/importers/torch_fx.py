@@ -595,8 +595,41 @@ def _forward_frames(fxn) -> list:
         k = len(out)
         if k >= len(owners):
             break
-        out.append((owners[k], m.group(1), int(m.group(2)), lines[i + 1].strip()))
+        line, code = _statement(m.group(1), int(m.group(2)), lines[i + 1].strip())
+        out.append((owners[k], m.group(1), line, code))
     return out
+
+
+_STATEMENTS: dict = {}
+
+
+def _statement(file: str, line: int, code: str) -> tuple:
+    """The whole simple statement a source line belongs to: (its first line, its source).
+
+    A stack trace shows one line, but ``x = f(\n  a,\n)`` spans several, and each op of it may
+    name another line; keying on the statement keeps them one binding."""
+    table = _STATEMENTS.get(file)
+    if table is None:
+        import ast
+        import linecache
+
+        table = {}
+        src = "".join(linecache.getlines(file))
+        try:
+            tree = ast.parse(src)
+        except (SyntaxError, ValueError):
+            tree = None
+        if tree is not None:
+            simple = (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Expr, ast.Return)
+            for node in ast.walk(tree):
+                if isinstance(node, simple) and node.end_lineno and node.end_lineno > node.lineno:
+                    seg = ast.get_source_segment(src, node)
+                    if seg:
+                        seg = " ".join(part.strip() for part in seg.splitlines())
+                        for ln in range(node.lineno, node.end_lineno + 1):
+                            table[ln] = (node.lineno, seg)
+        _STATEMENTS[file] = table
+    return table.get(line, (line, code))
 
 
 _LOOP_LINES: dict = {}
@@ -633,15 +666,17 @@ def _assigned_names(code: str) -> list:
         tree = ast.parse(code)
     except SyntaxError:
         return []
-    if len(tree.body) != 1 or not isinstance(tree.body[0], ast.Assign):
+    if len(tree.body) != 1 or not isinstance(tree.body[0], (ast.Assign, ast.AnnAssign)):
         return []
-    value = tree.body[0].value
+    stmt = tree.body[0]
+    value = stmt.value
     if not isinstance(value, (ast.Call, ast.BinOp, ast.UnaryOp, ast.Subscript)):
         return []
     if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in (
             "pop", "size", "dim", "numel", "item", "tolist"):
         return []
-    return [t.id for t in tree.body[0].targets if isinstance(t, ast.Name)]
+    targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+    return [t.id for t in targets if isinstance(t, ast.Name)]
 
 
 def _unpacked_per_item(code: str) -> list:
