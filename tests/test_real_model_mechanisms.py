@@ -356,3 +356,22 @@ def test_annotated_and_multiline_bindings_keep_their_value_measured(multiline):
     # second Linear (embeds, its input, its output) instead of two
     assert est.peak_bytes == meas
     assert any(n.keep_until for n in d.nodes.values() if n.type == "Embedding")
+
+
+def test_an_unused_first_output_bound_to_a_name_lives_until_return_measured():
+    """``_, h = self.encoder(x)`` (a seq2seq GRU): ``_`` holds the encoder's whole output sequence,
+    which nothing reads, until forward returns. Measured peak (benchmarks/holdout2_truth.json):
+    4,415,296 B; without the binding (or when the engine takes the name's reference after the
+    unread output was already freed) the estimate is 98,304 B (8 x 24 x 128 floats) short."""
+    import json
+    import sys
+    from pathlib import Path
+
+    bench = Path(__file__).resolve().parent.parent / "benchmarks"
+    sys.path.insert(0, str(bench))
+    import holdout2_models as hm
+
+    truth = json.loads((bench / "holdout2_truth.json").read_text())["seq2seq_gru/inference-fp32-b8"]
+    m, shape = hm.seq2seq_gru()
+    est = memdesigner.estimate(from_module(m, shape), backend="cpu", batch=8, mode="inference")
+    assert est.peak_bytes == truth["peak_overall"] == 4_415_296

@@ -435,6 +435,12 @@ class Simulation:
             else:
                 for sid in extra_sids.values():
                     mem.decref(sid)
+            ku = node.keep_until
+            if ku and out_sids and position.get(ku, -1) > position[nid]:
+                # a Python variable in the model's code still refers to this output; taken while
+                # the op still holds it, so an output nothing reads (``_, h = gru(x)``) stays too
+                mem.incref(out_sids[0])
+                local_release.setdefault(ku, []).append(out_sids[0])
             # outputs become values; each consumer holds one reference
             ostr = op.out_strides
             for j, sid in enumerate(out_sids):
@@ -467,11 +473,6 @@ class Simulation:
                 mem.decref(sid)  # drop the op's own reference
             for k in keys:
                 mem.decref(val_sid[k])
-            ku = node.keep_until
-            if ku and out_sids and position.get(ku, -1) > position[nid]:
-                # a Python variable in the model's code still refers to this output
-                mem.incref(out_sids[0])
-                local_release.setdefault(ku, []).append(out_sids[0])
             for sid in local_release.pop(nid, ()):
                 mem.decref(sid)
             for hk in release_at.get(nid, ()):

@@ -676,7 +676,22 @@ def _assigned_names(code: str) -> list:
             "pop", "size", "dim", "numel", "item", "tolist"):
         return []
     targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
-    return [t.id for t in targets if isinstance(t, ast.Name)]
+    names = [t.id for t in targets if isinstance(t, ast.Name)]
+    if not names and len(targets) == 1 and isinstance(targets[0], ast.Tuple) and targets[0].elts \
+            and isinstance(targets[0].elts[0], ast.Name) and _is_module_call(value):
+        # ``out, h = self.gru(x)``: the first name holds the module's first output (the one a
+        # design node's keep_until keeps), even when it is ``_`` and never read again
+        names = [targets[0].elts[0].id]
+    return names
+
+
+def _is_module_call(value) -> bool:
+    """``self.child(...)``: one call of a submodule, nothing chained after it (a chain such as
+    ``self.qkv(x).unbind(0)`` binds views made by its last op instead)."""
+    import ast
+
+    return (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute)
+            and isinstance(value.func.value, ast.Name) and value.func.value.id == "self")
 
 
 def _unpacked_per_item(code: str) -> list:
