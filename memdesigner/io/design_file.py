@@ -262,6 +262,8 @@ def design_to_dict(d: Design) -> dict:
     ]
     if getattr(d, "blocks", None):
         out["blocks"] = blocks_to_list(d)
+    else:  # nothing a version-1 reader would miss: older memdesigners keep reading it
+        out["version"] = 1
     return out
 
 

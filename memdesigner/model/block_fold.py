@@ -29,7 +29,7 @@ def _child_of(node: Node):
 
 
 class _Child:
-    def __init__(self, prefix: str, k: int, ids: list, design: Design):
+    def __init__(self, prefix: str, k: int, ids: list, design: Design, where: dict, reads: dict):
         self.prefix, self.k, self.ids = prefix, k, ids
         self.pos = {nid: i for i, nid in enumerate(ids)}
         self.call = f"{prefix}.{k}"
@@ -48,13 +48,34 @@ class _Child:
                 return
             inner = [p[len(self.call) + 1:] for p in inner]
             name = n.name[len(self.call) + 1:] if n.name.startswith(self.call + ".") else None
-            if name is None or n.tied or (n.keep_until and n.keep_until not in self.pos):
+            if name is None or n.tied:
                 return
+            ku = self.pos.get(n.keep_until, -1)
+            if n.keep_until and ku < 0:
+                # the loop variable holding a layer's output until the next layer returned (or
+                # until the reader after the stack ran): the next call's scope holds it the same
+                ku = _held_by_next(n, self, where, reads, design)
+                if ku is None:
+                    return
             fused = n.fused.replace(self.call, "\0") if n.fused else ""
-            rel.append((n.type, _frozen(n.props), n.bits, "/".join(inner), name, n.layout, n.output, fused,
-                        self.pos.get(n.keep_until, -1)))
+            rel.append((n.type, _frozen(n.props), n.bits, "/".join(inner), name, n.layout, n.output, fused, ku))
         self.rel = rel
         self.sig = tuple(rel)
+
+
+NEXT = -2  # a keep_until the next repetition's module call (or the reader after the run) stands for
+
+
+def _held_by_next(n: Node, child, where: dict, reads: dict, design: Design):
+    t = n.keep_until
+    w = where.get(t)
+    if w is not None and w[0] == child.prefix:
+        if w[1] == child.k + 1 and w[2] == t and n.id in reads.get(t, set()) | reads.get(("child", w[:2]), set()):
+            return NEXT
+        return None
+    if n.id in reads.get(t, set()):  # outside the stack: its reader holds it anyway
+        return NEXT
+    return None
 
 
 def _frozen(v):
@@ -93,6 +114,17 @@ def fold(design: Design) -> Design:
         outs.setdefault(e.src, []).append(e)
     for v in ins.values():
         v.sort(key=lambda e: e.dst_port)
+    where: dict = {}  # node -> (prefix, k, last node of that child)
+    for prefix, by_k in groups.items():
+        for k, ids in by_k.items():
+            for nid in ids:
+                where[nid] = (prefix, k, ids[-1])
+    reads: dict = {}  # node -> the nodes it reads; ("child", (prefix, k)) -> what that child reads
+    for e in design.edges:
+        reads.setdefault(e.dst, set()).add(e.src)
+        w = where.get(e.dst)
+        if w is not None:
+            reads.setdefault(("child", w[:2]), set()).add(e.src)
     runs = []
     for prefix, by_k in groups.items():
         children = []
@@ -101,7 +133,7 @@ def fold(design: Design) -> Design:
             if index[ids[-1]] - index[ids[0]] + 1 != len(ids):  # not contiguous in the node order
                 children.append(None)
                 continue
-            children.append(_Child(prefix, k, ids, design))
+            children.append(_Child(prefix, k, ids, design, where, reads))
         i = 0
         while i < len(children):
             j = i
@@ -122,7 +154,7 @@ def fold(design: Design) -> Design:
 
         an = analyze(design)
         for run in runs:
-            _apply(design, run, an)
+            _apply(design, run, an, where, reads)
     return design
 
 
@@ -159,7 +191,7 @@ def _plan(run: list, ins: dict, outs: dict):
     return run, ext0, chain_src
 
 
-def _apply(design: Design, plan, an) -> None:
+def _apply(design: Design, plan, an, where: dict, reads: dict) -> None:
     run, ext0, chain_src = plan
     first, last = run[0], run[-1]
     nodes = design.nodes
@@ -169,7 +201,7 @@ def _apply(design: Design, plan, an) -> None:
     bd = BlockDef(name, g, stack=True)
     for nid, rel in zip(first.ids, first.rel):
         n = nodes[nid]
-        keep = first.ids[rel[8]] if rel[8] >= 0 else ""
+        keep = first.ids[rel[8]] if rel[8] >= 0 else ""  # NEXT: the scope hold of the next call
         g.nodes[nid] = Node(nid, n.type, rel[4], n.props, n.pos, n.bits, n.rev, rel[3], keep, {},
                             n.fused.replace(first.call + ".", "").replace(first.call, "") if n.fused else "",
                             n.layout, n.output)
@@ -208,6 +240,14 @@ def _apply(design: Design, plan, an) -> None:
     inst = Node(inst_id, BLOCK, first.prefix,
                 {"definition": name, "repeat": len(run), **({"start": first.k} if first.k else {})},
                 (cx, cy), scope="/".join(first.outer_scope))
+    for n in nodes.values():  # a variable before the run held until a child returned: that call holds it
+        if n.id not in members and n.keep_until in members:
+            w = where[n.keep_until]
+            if n.keep_until == w[2] and n.id in reads.get(("child", w[:2]), ()):
+                n.keep_until = ""
+            else:  # held until some op inside: that op's expanded id
+                pos = run[w[1] - first.k].pos[n.keep_until]
+                n.keep_until = f"{inst_id}.{w[1]}.{first.ids[pos]}"
     items = []
     for k, v in nodes.items():
         if k == first.ids[0]:

@@ -337,6 +337,7 @@ def engine_view(design: Design) -> tuple[Design, Analysis]:
             iss = _chain_problem(m, an.nodes)
             if iss is not None:
                 bad[m.id] = iss
+    an.block_issues = bad
     if not bad:
         return flat, an
     issues = list(an.issues)
@@ -356,7 +357,9 @@ def engine_view(design: Design) -> tuple[Design, Analysis]:
             src = next(s for s in ins[nid] if s in dead)
             an.nodes[nid] = NodeInfo(nid, blocked_by=flat.node_rep.get(src, (src,))[0])
             dead.add(nid)
-    return flat, Analysis(an.order, an.nodes, issues)
+    out = Analysis(an.order, an.nodes, issues)
+    out.block_issues = bad
+    return flat, out
 
 
 def analyze_collapsed(design: Design) -> Analysis:
@@ -391,8 +394,8 @@ def analyze_collapsed(design: Design) -> Analysis:
         infos[nid] = info
         if m is None:
             info.issue = Issue(nid, "definition", "not expanded")
-        elif m.error is not None:
-            info.issue = Issue(nid, m.error.field, m.error.message)
+        elif nid in fan.block_issues:  # its own error (a repeat that does not chain, ...)
+            info.issue = fan.block_issues[nid]
         elif upstream is not None:
             info.blocked_by = _top_blocker(upstream, infos, flat)
             continue
