@@ -6,6 +6,7 @@ import json
 
 from PySide6.QtWidgets import QApplication
 
+from memdesigner._qt import block_clip
 from memdesigner._qt.commands import AddEdgeCmd, AddNodeCmd, RemoveEdgeCmd, RemoveNodeCmd
 from memdesigner.model.design import Design
 from memdesigner.model.registry import LayerError
@@ -38,7 +39,9 @@ def copy_data(design: Design, node_ids) -> dict:
     keep = set(ids)
     edges = [{"from": e.src, "to": e.dst, "from_port": e.src_port, "to_port": e.dst_port}
              for e in design.edges if e.src in keep and e.dst in keep]
-    return {"nodes": nodes, "edges": edges}
+    data = {"nodes": nodes, "edges": edges}
+    block_clip.add_to_clip(design, ids, data)  # the block definitions the copied instances use
+    return data
 
 
 _CLIP_PREFIX = "memdesigner-nodes:"
@@ -84,8 +87,11 @@ def paste(design: Design, stack, data: dict, offset=None) -> list[str]:
     mapping: dict[str, str] = {}
     stack.beginMacro(f"Paste {len(data['nodes'])} layer(s)")
     try:
+        defs = block_clip.paste_definitions(design, stack, data)
         for nd in data["nodes"]:
             props = dict(nd.get("props", {}))
+            if nd["type"] == "Block" and props.get("definition") in defs:
+                props["definition"] = defs[props["definition"]]
             try:
                 props = design_layer_coerce(nd["type"], props)
             except (LayerError, KeyError):
