@@ -9,8 +9,7 @@ ordinary editing of its graph, so every instance follows and the document re-est
 from __future__ import annotations
 
 from PySide6.QtCore import QObject, Qt, QTimer
-from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QLineEdit, QPushButton, QToolBar, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QLineEdit, QPushButton, QVBoxLayout, QWidget
 
 from memdesigner._qt import block_commands, theme
 from memdesigner._qt.block_view import instance_prefix, shown_result
@@ -19,33 +18,46 @@ from memdesigner.model.blocks import BLOCK
 from memdesigner.model.design import Design
 
 
-class BreadcrumbBar(QToolBar):
-    """design › layers (layer ×32) › ...: click a crumb to go back up."""
+class BreadcrumbBar(QFrame):
+    """design › layers (layer ×32) › ...: floats over the canvas's top-left corner while a
+    definition is open; click a crumb to go back up."""
 
-    def __init__(self, nav: BlockNavigator):
-        super().__init__("Block path")
+    def __init__(self, nav: BlockNavigator, parent):
+        super().__init__(parent)
         self.setObjectName("block-path")
-        self.setMovable(False)
+        self.setStyleSheet("#block-path { background: palette(window); border: 1px solid palette(mid); "
+                           "border-radius: 6px; }")
         self.nav = nav
         self.crumbs: list[QPushButton] = []
+        self.row = QHBoxLayout(self)
+        self.row.setContentsMargins(6, 2, 6, 2)
+        self.row.setSpacing(2)
 
     def show_path(self, names: list[str]) -> None:
-        self.clear()
+        while self.row.count():
+            w = self.row.takeAt(0).widget()
+            if w is not None:
+                w.deleteLater()
         self.crumbs = []
         for i, name in enumerate(names):
             if i:
                 sep = QLabel("›")
-                sep.setStyleSheet(f"color: {theme.muted()}; padding: 0 4px;")
-                self.addWidget(sep)
+                sep.setStyleSheet(f"color: {theme.muted()}; padding: 0 2px;")
+                self.row.addWidget(sep)
             b = QPushButton(name)
             b.setFlat(True)
             b.setCursor(Qt.PointingHandCursor)
             last = i == len(names) - 1
             b.setEnabled(not last)
-            b.setStyleSheet("font-weight: bold;" if last else "text-decoration: underline;")
+            b.setToolTip("" if last else "Back to this level (Ctrl+Backspace: one level up)")
+            b.setStyleSheet("font-weight: bold; padding: 2px 4px;" if last else
+                            "color: palette(link); text-decoration: underline; padding: 2px 4px;")
             b.clicked.connect(lambda _=False, level=i: self.nav.go(level))
-            self.addWidget(b)
+            self.row.addWidget(b)
             self.crumbs.append(b)
+        self.adjustSize()
+        self.move(8, 8)
+        self.raise_()
         self.setVisible(len(names) > 1)
 
 
@@ -54,7 +66,7 @@ class BlockNavigator(QObject):
         super().__init__(win)
         self.win = win
         self.path: list[tuple[str, str]] = []  # (instance id, definition name) from the document down
-        self.bar = BreadcrumbBar(self)
+        self.bar = BreadcrumbBar(self, win.view)
         A = win._action
         self.act_group = A("&Group into Block", self.group, "Ctrl+G", "Make the selected layers one block definition "
                            "used by one instance (edges that cross the selection become its ports)", on_view=True)
@@ -69,6 +81,8 @@ class BlockNavigator(QObject):
         self.actions = [self.act_group, self.act_ungroup, self.act_unique, self.act_open, self.act_up]
         win.scene.block_open.connect(self.open)
         win.stack.indexChanged.connect(lambda _i: QTimer.singleShot(0, self._check_path))
+        # an undo/redo inside a definition not on the canvas (nobody listens to its graph): re-estimate
+        win.stack.indexChanged.connect(lambda _i: win.design.blocks and win.service.schedule())
 
     # -- where we are ------------------------------------------------------------------------
     @property
@@ -131,8 +145,11 @@ class BlockNavigator(QObject):
             names.append(f"{g.nodes[inst_id].name} ({name})" if inst_id in g.nodes else name)
             g = self.root.blocks[name].graph
         self.bar.show_path(names)
-        if win.result is not None:
-            win.apply_result(win.result)
+        res = win.result
+        if res is not None:  # the last estimate, as this level shows it (a new one follows any edit)
+            an, rep = self.shown_result(res.analysis, res.report)
+            win.scene.apply_result(an, rep)
+            win.inspector.apply_analysis(an)
         QTimer.singleShot(0, win.view.fit_all)
 
     def _leave(self, graph: Design) -> None:
@@ -247,11 +264,9 @@ def block_panel(nav: BlockNavigator, graph: Design, nid: str) -> QWidget | None:
 
 def install(win) -> BlockNavigator:
     nav = BlockNavigator(win)
-    win.addToolBarBreak(Qt.TopToolBarArea)
-    win.addToolBar(Qt.TopToolBarArea, nav.bar)
     nav.bar.hide()
     win.inspector.extra_panel = lambda graph, nid: block_panel(nav, graph, nid)
     return nav
 
 
-__all__ = ["install", "BlockNavigator", "BreadcrumbBar", "QAction", "QKeySequence"]
+__all__ = ["install", "BlockNavigator", "BreadcrumbBar"]
