@@ -51,7 +51,8 @@ def block_texts(node, info, totals: dict | None, batch: int):
         return header, shape, "", "", ""
     one, total = totals["per_instance"], totals["total"]
     each = totals["memory_per_instance_bytes"]
-    params = f"{format_count(total['params'])} params · {format_bytes(each)} each"
+    shape = f"{shape} · {format_bytes(each)} each" if shape else f"{format_bytes(each)} each"
+    params = f"{format_count(total['params'])} params"
     badge = format_bytes(totals["memory_total_bytes"])
     tip = (f"{repeat} repetition(s) of {node.props.get('definition', '')}\n"
            f"each: weights {format_bytes(one['param_bytes'])} · activations {format_bytes(one['activation_bytes'])}"
@@ -122,4 +123,9 @@ def block_item_texts(design: Design, nid: str, item, info, report, batch: int):
     if item.type_name != header:
         item.type_name = header
         item.update()
+    bd = design.blocks.get(node.props.get("definition"))
+    n_in = len(bd.inputs) if bd is not None else None
+    if n_in is not None and item.max_inputs != n_in:  # the definition's ports, not a variadic one
+        item.min_inputs = item.max_inputs = n_in
+        item._rebuild_ports()
     return shape, params, badge, tip

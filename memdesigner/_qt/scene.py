@@ -177,6 +177,7 @@ class GraphScene(QGraphicsScene):
                        f"{format_bytes(row.kept_bytes)} · weights {format_bytes(row.param_bytes)}")
             elif self.design.nodes[nid].type == "Block":
                 shape, params, mem_text, tip = block_item_texts(self.design, nid, item, info, report, batch)
+                self._refresh_edges(nid)
             else:
                 shape = params = mem_text = tip = ""
             item.set_info(shape, params, mem_text, tip, issue, blocked, pending)

@@ -157,8 +157,8 @@ class _Expander:
             n = Node(nid, node.type, name, node.props, node.pos, node.bits, scope=scope, keep_until=ku,
                      tied=tied, fused=(ctx + node.fused) if node.fused and ctx else node.fused, layout=node.layout,
                      output=node.output)
-            memo = node.__dict__.get("_coerced")
-            if memo is not None and memo[1] is node.props:
+            memo = _definition_memo(node)
+            if memo is not None:
                 n.rev = node.rev
                 n.__dict__["_coerced"] = memo  # the definition's coerced props: analysis' cache hits
             self.out.nodes[nid] = n
@@ -225,6 +225,22 @@ class _Expander:
             self.alias[(ctx, node.id, j)] = r
         if top is None:
             self.meta[node.id].inputs = [ports.get(i, ("?", "?", 0)) for i in range(n_in)]
+
+
+def _definition_memo(node: Node):
+    """The definition node's coerced props (analysis' per-node memo), computed once per edit of
+    the definition rather than once per repetition."""
+    memo = node.__dict__.get("_coerced")
+    if memo is None or memo[0] != node.rev or memo[1] is not node.props:
+        from memdesigner.model import registry
+        from memdesigner.model.analysis import _coerced
+
+        try:
+            _coerced(registry.get(node.type), node.props, node)
+        except (LayerError, KeyError, TypeError, ValueError):
+            return None
+        memo = node.__dict__.get("_coerced")
+    return memo if memo is not None and memo[1] is node.props else None
 
 
 def _join_scope(prefix: str, call: str, inner: str) -> str:
