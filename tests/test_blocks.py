@@ -334,3 +334,45 @@ def test_torch_import_folds_repeated_layers(monkeypatch):
     assert [(n.name, n.scope) for n in ex.nodes.values()] == [(n.name, n.scope) for n in flat.nodes.values()]
     for kw in MODES:
         assert numbers(md.estimate(folded, batch=2, **kw)) == numbers(md.estimate(flat, batch=2, **kw))
+
+
+def test_torch_import_folds_a_stage_after_its_first_block(monkeypatch):
+    torch = pytest.importorskip("torch")
+    import torch.nn as nn
+
+    from memdesigner.importers import torch_fx
+
+    class Bottleneck(nn.Module):
+        def __init__(self, cin, c, stride=1):
+            super().__init__()
+            self.conv1 = nn.Conv2d(cin, c, 3, stride, 1, bias=False)
+            self.bn1 = nn.BatchNorm2d(c)
+            self.conv2 = nn.Conv2d(c, c, 3, 1, 1, bias=False)
+            self.bn2 = nn.BatchNorm2d(c)
+            self.down = nn.Sequential(nn.Conv2d(cin, c, 1, stride, bias=False), nn.BatchNorm2d(c)) \
+                if stride != 1 or cin != c else None
+
+        def forward(self, x):
+            idt = x if self.down is None else self.down(x)
+            return torch.relu(self.bn2(self.conv2(torch.relu(self.bn1(self.conv1(x))))) + idt)
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.stem = nn.Conv2d(3, 8, 3, padding=1)
+            self.layer1 = nn.Sequential(Bottleneck(8, 16, 2), Bottleneck(16, 16), Bottleneck(16, 16))
+            self.fc = nn.Linear(16, 10)
+
+        def forward(self, x):
+            return self.fc(self.layer1(self.stem(x)).mean((2, 3)))
+
+    m = Net()
+    folded = torch_fx.from_module(m, (3, 16, 16))
+    monkeypatch.setattr(torch_fx, "fold_repeats", lambda d: d)
+    flat = torch_fx.from_module(m, (3, 16, 16))
+    inst = [n for n in folded.nodes.values() if n.type == "Block"]
+    assert len(inst) == 1 and inst[0].props["repeat"] == 2 and inst[0].props["start"] == 1
+    ex = blocks.expand(folded)
+    assert [(n.name, n.scope) for n in ex.nodes.values()] == [(n.name, n.scope) for n in flat.nodes.values()]
+    for kw in MODES:
+        assert numbers(md.estimate(folded, batch=2, **kw)) == numbers(md.estimate(flat, batch=2, **kw))

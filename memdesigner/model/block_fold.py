@@ -54,9 +54,9 @@ class _Child:
             if n.keep_until and ku < 0:
                 # the loop variable holding a layer's output until the next layer returned (or
                 # until the reader after the stack ran): the next call's scope holds it the same
-                ku = _held_by_next(n, self, where, reads, design)
-                if ku is None:
+                if _held_by_next(n, self, where, reads, design) is None:
                     return
+                ku = -1  # dropped: exactly what the next call's scope hold (or the reader) does
             fused = n.fused.replace(self.call, "\0") if n.fused else ""
             rel.append((n.type, _frozen(n.props), n.bits, "/".join(inner), name, n.layout, n.output, fused, ku))
         self.rel = rel
