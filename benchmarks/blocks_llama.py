@@ -112,9 +112,13 @@ def _time(fn, repeat: int, cold: bool) -> float:
 
 
 def _measure(d: Design, repeat: int, infer: dict, train: dict) -> dict:
+    from memdesigner.engine import simulate
+
+    _clear_caches()
     r_inf, r_train = md.estimate(d, **infer), md.estimate(d, **train)
     assert r_inf.ok and r_train.ok, (r_inf.issues, r_train.issues)
-    return {
+    rules = {"shape_rules_run": len(analysis._CACHE), "memory_rules_run": len(simulate._RULES)}
+    return {**rules,
         "nodes_drawn": len(d.nodes) + sum(len(b.graph.nodes) for b in d.blocks.values()),
         "nodes_expanded": len(blocks.expand(d).nodes),
         "expand_ms": round(_time(lambda: blocks.expand(d), repeat, False), 2),
@@ -143,10 +147,11 @@ def main(argv=None) -> int:
     b, f = rows[f"block x{a.layers}"], rows[f"flat {a.layers} layers"]
     assert (b["params"], b["train_peak_bytes"], b["inference_peak_bytes"]) == \
         (f["params"], f["train_peak_bytes"], f["inference_peak_bytes"]), "the block design must equal the flat one"
-    print(f"{'design':<16} {'drawn':>6} {'ops':>5} {'expand':>8} {'inf cold':>9} {'inf warm':>9} "
+    print(f"{'design':<16} {'drawn':>6} {'ops':>5} {'rules':>6} {'expand':>8} {'inf cold':>9} {'inf warm':>9} "
           f"{'train cold':>11} {'train warm':>11}")
     for k, r in rows.items():
-        print(f"{k:<16} {r['nodes_drawn']:>6} {r['nodes_expanded']:>5} {r['expand_ms']:>6} ms "
+        print(f"{k:<16} {r['nodes_drawn']:>6} {r['nodes_expanded']:>5} "
+              f"{r['shape_rules_run']:>3}/{r['memory_rules_run']:<3}{r['expand_ms']:>6} ms "
               f"{r['inference_cold_ms']:>6} ms {r['inference_warm_ms']:>6} ms {r['train_cold_ms']:>8} ms "
               f"{r['train_warm_ms']:>8} ms")
     Path(a.out).write_text(json.dumps(rows, indent=2) + "\n")

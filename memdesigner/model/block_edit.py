@@ -112,11 +112,17 @@ def ungroup(design: Design, inst_id: str) -> list[str]:
     for nid in meta.nodes:
         inner = nid[len(inst.id) + 1:]
         rename[nid] = inner if single and inner not in design.nodes else _free(design, nid)
+    # laid out where the instance was, each repetition to the right of the previous one
+    xs = [flat.nodes[n].pos[0] for n in meta.nodes] or [0.0]
+    ys = [flat.nodes[n].pos[1] for n in meta.nodes] or [0.0]
+    width = max(xs) - min(xs) + 300
+    rep_of = {nid: k for k, ids in enumerate(meta.rep_nodes) for nid in ids}
     new_nodes = []
     for nid in meta.nodes:
         n = flat.nodes[nid]
+        pos = (inst.pos[0] + n.pos[0] - min(xs) + rep_of.get(nid, 0) * width, inst.pos[1] + n.pos[1] - min(ys))
         new_nodes.append(Node(rename[nid], n.type, n.name if not single else n.name[len(inst.name) + 1:],
-                              dict(n.props), n.pos, n.bits, 0, n.scope,
+                              dict(n.props), pos, n.bits, 0, n.scope,
                               rename.get(n.keep_until, n.keep_until),
                               {p: _rename_tied(t, rename) for p, t in n.tied.items()}, n.fused, n.layout, n.output))
     # place the nodes at the instance's place in the order, laid out around it
@@ -183,6 +189,8 @@ def copy_def(design: Design, src: BlockDef, name: str) -> BlockDef:
 
 def rename_definition(design: Design, old: str, new: str) -> None:
     """Rename a definition and every instance's reference to it."""
+    if old not in design.blocks:
+        raise ValueError(f"no block definition named {old!r}")
     if new in design.blocks:
         raise ValueError(f"a block definition named {new!r} exists")
     if not new:

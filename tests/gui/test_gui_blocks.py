@@ -65,8 +65,11 @@ def test_blocks_in_the_window(window, qtbot, tmp_path):
     assert rep.peak_bytes == want["peak_bytes"] and rep.params == want["params"]
     as_expanded(window)
     item = window.scene.nodes[inst]
-    assert item.type_name == "block ×1" and item.shape_text == "4×16×32"
-    assert item.mem_text == md.units.format_bytes(rep.blocks[inst]["memory_total_bytes"])
+    fmt = md.units.format_bytes
+    assert item.type_name == "block ×1"
+    assert item.shape_text == f"4×16×32 · {fmt(rep.blocks[inst]['memory_per_instance_bytes'])} each"
+    assert item.mem_text == fmt(rep.blocks[inst]["memory_total_bytes"])
+    assert len(item.inputs) == 1  # the definition's one input port, not a variadic one
 
     # repeat ×3 in the inspector
     window.select_node(inst)
@@ -169,3 +172,18 @@ def test_blocks_in_the_window(window, qtbot, tmp_path):
     assert rep.peak_bytes == before["peak_bytes"] and rep.params == before["params"]
     rep = wait(window, qtbot, window.stack.undo)
     assert rep.to_dict() == before
+
+
+def test_rename_definition_in_the_inspector_is_one_undo_step(window, qtbot):
+    load(window, qtbot, one_layer())
+    window.scene.select_nodes(LAYER)
+    inst = wait(window, qtbot, window.blocks_nav.act_group.trigger) and window.scene.selected_node_ids()[0]
+    window.select_node(inst)
+    from PySide6.QtWidgets import QLineEdit
+
+    edit = window.inspector.findChild(QLineEdit, "block-definition-name")
+    edit.setText("mlp")
+    edit.editingFinished.emit()
+    assert set(window.design.blocks) == {"mlp"} and window.design.nodes[inst].props["definition"] == "mlp"
+    window.stack.undo()
+    assert set(window.design.blocks) == {"block"} and window.design.nodes[inst].props["definition"] == "block"
