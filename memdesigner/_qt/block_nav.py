@@ -80,6 +80,9 @@ class BlockNavigator(QObject):
                         on_view=True)
         self.actions = [self.act_group, self.act_ungroup, self.act_unique, self.act_open, self.act_up]
         win.scene.block_open.connect(self.open)
+        # a timeline or table click on a layer inside a block: select the block it runs in
+        win.timeline.node_clicked.connect(self.reveal)
+        win.table.node_clicked.connect(self.reveal)
         win.stack.indexChanged.connect(lambda _i: QTimer.singleShot(0, self._check_path))
         # an undo/redo inside a definition not on the canvas (nobody listens to its graph): re-estimate
         win.stack.indexChanged.connect(lambda _i: win.design.blocks and win.service.schedule())
@@ -100,6 +103,29 @@ class BlockNavigator(QObject):
             out += instance_prefix(g, inst_id, self.root.blocks)
             g = self.root.blocks[name].graph
         return out
+
+    def owner(self, nid: str) -> str | None:
+        """The node on the canvas that an expanded node id belongs to (itself, or its instance)."""
+        shown = self.shown
+        prefix = self.prefix()
+        if prefix:
+            if not nid.startswith(prefix):
+                return None
+            nid = nid[len(prefix):]
+        if nid in shown.nodes:
+            return nid
+        best = None
+        for n in shown.nodes.values():
+            if n.type == BLOCK and nid.startswith(n.id + ".") and (best is None or len(n.id) > len(best)):
+                best = n.id
+        return best
+
+    def reveal(self, nid: str) -> None:
+        if nid in self.shown.nodes and not self.path:
+            return  # the window selected it already
+        own = self.owner(nid)
+        if own is not None:
+            self.win.scene.select_nodes([own], center=True)
 
     def reset(self) -> None:
         """The window opened another document: back to its top level."""

@@ -187,3 +187,16 @@ def test_rename_definition_in_the_inspector_is_one_undo_step(window, qtbot):
     assert set(window.design.blocks) == {"mlp"} and window.design.nodes[inst].props["definition"] == "mlp"
     window.stack.undo()
     assert set(window.design.blocks) == {"block"} and window.design.nodes[inst].props["definition"] == "block"
+
+
+def test_a_layer_row_inside_a_block_selects_the_block(window, qtbot):
+    load(window, qtbot, one_layer())
+    window.scene.select_nodes(LAYER)
+    wait(window, qtbot, window.blocks_nav.act_group.trigger)
+    inst = window.scene.selected_node_ids()[0]
+    window.scene.clearSelection()
+    window.table.node_clicked.emit(f"{inst}.fc1")  # the expanded row of the block's fc1
+    assert window.scene.selected_node_ids() == [inst]
+    window.blocks_nav.open(inst)
+    window.table.node_clicked.emit(f"{inst}.fc2")
+    assert window.scene.selected_node_ids() == ["fc2"]
