@@ -206,6 +206,13 @@ def test_recursion_and_unknown_definitions_are_refused():
     assert "no block definition named 'nope'" in blocks.analyze_collapsed(d2).nodes["layers"].issue.message
 
 
+def test_a_cycle_around_an_instance_is_named():
+    d = block_transformer(1)
+    d._edges.append(blocks.Edge("head", "emb", 0, 0))  # drawn by a broken file, not through add_edge
+    an = blocks.analyze_collapsed(d)
+    assert [i.message for i in an.issues] == ["the graph has a cycle through this node"]
+
+
 def test_nested_blocks():
     d = Design("nested")
     d.add_node("Input", {"shape": (32,)}, id="in")

@@ -382,12 +382,14 @@ def analyze_collapsed(design: Design) -> Analysis:
     """The analysis of a design with blocks as the canvas shows it: ordinary nodes as they are
     in the flat network, each instance as one node (its last repetition's outputs, all its
     parameters, its FLOPs, the first problem inside it)."""
-    flat, fan = engine_view(design)
-    metas = flat.instances
     try:
         order = design.topo_order()
-    except ValueError:
-        return analyze_plain(design)
+    except ValueError as exc:  # as analysis.analyze says it
+        nid = str(exc).split(":")[0]
+        iss = Issue(nid, "inputs", str(exc).split(": ", 1)[-1])
+        return Analysis([], {n: NodeInfo(n, issue=iss if n == nid else None) for n in design.nodes}, [iss])
+    flat, fan = engine_view(design)
+    metas = flat.instances
     ins: dict[str, list] = {n: [] for n in design.nodes}
     for e in design.edges:
         ins[e.dst].append(e)
@@ -452,10 +454,6 @@ def _top_blocker(src: str, infos: dict, flat: Design) -> str:
     if info is not None and info.blocked_by:
         return info.blocked_by
     return src
-
-
-def analyze_plain(design: Design) -> Analysis:
-    return analyze(design)
 
 
 # -- per-instance totals for the window ---------------------------------------------------------
