@@ -11,7 +11,7 @@ from memdesigner.engine.sanity import absurd_size_warning
 from memdesigner.engine.settings import Settings
 from memdesigner.engine.simulate import CATS, Simulation
 from memdesigner.model.analysis import Analysis, analyze
-from memdesigner.model.blocks import engine_view, instance_totals
+from memdesigner.model.blocks import engine_view, for_engine, instance_totals
 from memdesigner.model.design import Design
 from memdesigner.model.shown_layout import shown_shape
 from memdesigner.units import DTYPE_BYTES
@@ -41,7 +41,7 @@ def estimate(design: Design, settings: Settings | None = None, *, device=None, m
     backend, foreach, gpus, strategy) override ``settings``; a device's kind sets the backend."""
     settings, dev = _resolve(settings, device, kw)
     if design.blocks:  # the engine runs on the flat network (model/blocks.py)
-        design, analysis = engine_view(design)
+        design, analysis = for_engine(design, analysis)
     an = analysis or analyze(design)
     rep = _run(design, an, settings, dev)
     if max_batch and dev is not None and an.ok:

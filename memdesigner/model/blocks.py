@@ -442,7 +442,16 @@ def analyze_collapsed(design: Design) -> Analysis:
                     info.flops = sum(fan.nodes[n].flops for n in m.nodes)
         if info.issue is not None:
             issues.append(info.issue)
-    return Analysis(order, infos, issues)
+    out = Analysis(order, infos, issues)
+    out.flat_view = (flat, fan)  # what the engine runs: estimate(design, analysis=out) reuses it
+    return out
+
+
+def for_engine(design: Design, analysis=None):
+    """(flat design, its analysis) for the engine; reuses the expansion an analysis of the same
+    design already made (the window analyses, then estimates)."""
+    view = getattr(analysis, "flat_view", None)
+    return view if view is not None else engine_view(design)
 
 
 def _top_blocker(src: str, infos: dict, flat: Design) -> str:
