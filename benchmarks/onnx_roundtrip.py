@@ -68,7 +68,9 @@ def graph_only(design):
     """The design without what an ONNX file cannot say: in-place ops and Python variables."""
     import copy
 
-    d = copy.deepcopy(design)
+    from memdesigner.model.blocks import expand
+
+    d = copy.deepcopy(expand(design))  # folded repeats: their layers too
     for nid, node in d.nodes.items():
         node.keep_until = ""
         if node.props.get("inplace"):
@@ -77,6 +79,9 @@ def graph_only(design):
 
 
 def why(design) -> str:
+    from memdesigner.model.blocks import expand
+
+    design = expand(design)
     inplace = any(n.props.get("inplace") for n in design.nodes.values())
     local = any(n.keep_until for n in design.nodes.values())
     return ", ".join(w for w, on in (("in-place ops", inplace), ("Python variables", local)) if on)

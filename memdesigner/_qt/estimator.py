@@ -29,7 +29,21 @@ def snapshot(design: Design) -> Design:
                          tied=dict(n.tied), fused=n.fused, layout=n.layout, output=n.output)
                for nid, n in design.nodes.items()}
     d.edges = list(design.edges)
+    if design.blocks:  # block definitions: copied too (the worker must not see later edits)
+        from memdesigner.model.blocks import BlockDef
+
+        d.blocks = {}
+        for name, bd in design.blocks.items():
+            g = snapshot(_graph_only(bd.graph))
+            g.blocks = d.blocks
+            d.blocks[name] = BlockDef(name, g, bd.stack)
     return d
+
+
+def _graph_only(g: Design) -> Design:
+    view = Design(g.name, g.channels_last)
+    view.nodes, view.edges = g.nodes, g.edges
+    return view
 
 
 @dataclass

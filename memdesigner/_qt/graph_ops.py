@@ -6,6 +6,7 @@ import json
 
 from PySide6.QtWidgets import QApplication
 
+from memdesigner._qt import block_clip
 from memdesigner._qt.commands import AddEdgeCmd, AddNodeCmd, RemoveEdgeCmd, RemoveNodeCmd
 from memdesigner.model.design import Design
 from memdesigner.model.registry import LayerError
@@ -27,18 +28,20 @@ def delete(design: Design, stack, node_ids, edges=()) -> None:
         stack.endMacro()
 
 
-def _plain(v):
-    return list(v) if isinstance(v, tuple) else v
-
-
 def copy_data(design: Design, node_ids) -> dict:
+    """The selection in the design file's own format (io/design_file.py: the one serializer of
+    save, autosave and the clipboard), with the block definitions its instances use."""
+    from memdesigner.io.design_file import design_to_dict
+
     ids = [n for n in node_ids if n in design.nodes]
-    nodes = [{"id": n.id, "type": n.type, "name": n.name, "props": {k: _plain(v) for k, v in n.props.items()},
-              "pos": list(n.pos), "bits": n.bits} for n in (design.nodes[i] for i in ids)]
     keep = set(ids)
-    edges = [{"from": e.src, "to": e.dst, "from_port": e.src_port, "to_port": e.dst_port}
-             for e in design.edges if e.src in keep and e.dst in keep]
-    return {"nodes": nodes, "edges": edges}
+    part = Design(design.name, design.channels_last)
+    part.nodes = {i: design.nodes[i] for i in ids}
+    part.edges = [e for e in design.edges if e.src in keep and e.dst in keep]
+    d = design_to_dict(part)
+    data = {"nodes": d["nodes"], "edges": d["edges"]}
+    block_clip.add_to_clip(design, ids, data)  # the block definitions the copied instances use
+    return data
 
 
 _CLIP_PREFIX = "memdesigner-nodes:"
@@ -84,8 +87,11 @@ def paste(design: Design, stack, data: dict, offset=None) -> list[str]:
     mapping: dict[str, str] = {}
     stack.beginMacro(f"Paste {len(data['nodes'])} layer(s)")
     try:
+        defs = block_clip.paste_definitions(design, stack, data)
         for nd in data["nodes"]:
             props = dict(nd.get("props", {}))
+            if nd["type"] == "Block" and props.get("definition") in defs:
+                props["definition"] = defs[props["definition"]]
             try:
                 props = design_layer_coerce(nd["type"], props)
             except (LayerError, KeyError):

@@ -179,6 +179,7 @@ class Inspector(QScrollArea):
         self.design: Design | None = None
         self.node_id: str | None = None
         self.fields: dict[str, FieldRow] = {}
+        self.extra_panel = None  # (graph, node id) -> QWidget | None: a layer type's own section (blocks)
         self._issue = None
         self.setWidgetResizable(True)
         self.setFrameShape(QFrame.NoFrame)
@@ -258,6 +259,9 @@ class Inspector(QScrollArea):
             self.fields[p.name] = row
             form.addRow(p.name.replace("_", " "), row)
         outer.addLayout(form)
+        extra = self.extra_panel(self.design, nid) if self.extra_panel else None
+        if extra is not None:
+            outer.addWidget(extra)
         if lt.keeps_for_backward:
             keeps = QLabel(f"<b>Kept for backward:</b> {lt.keeps_for_backward}")
             keeps.setWordWrap(True)

@@ -26,7 +26,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from memdesigner._qt import exports, graph_ops, hooks, recovery, snapshot_view
+from memdesigner._qt import block_nav, exports, graph_ops, hooks, recovery, snapshot_view
 from memdesigner._qt.commands import AddNodeCmd, MoveNodesCmd
 from memdesigner._qt.estimator import EstimateService
 from memdesigner._qt.inspector import Inspector
@@ -88,7 +88,7 @@ class MainWindow(QMainWindow):
         self.setCentralWidget(self.view)
         from memdesigner._qt.canvas_keys import CanvasKeys
 
-        self.canvas_keys = CanvasKeys(self.view, self.scene, self.stack, lambda: self.design)
+        self.canvas_keys = CanvasKeys(self.view, self.scene, self.stack, lambda: self.scene.design)
         self.palette = PaletteWidget()
         self.inspector = Inspector(self.stack)
         self.settings_bar = SettingsBar()
@@ -263,6 +263,9 @@ class MainWindow(QMainWindow):
         tb.addSeparator()
         tb.addActions([self.act_fit, self.act_layout])
         self.addToolBar(Qt.TopToolBarArea, tb)
+        self.blocks_nav = block_nav.install(self)  # group/ungroup/open blocks, breadcrumb (_qt/block_nav.py)
+        e.addSeparator()
+        e.addActions(self.blocks_nav.actions)
         self.addToolBar(Qt.TopToolBarArea, self.settings_toolbar)
         self._fill_recent()
 
@@ -275,6 +278,7 @@ class MainWindow(QMainWindow):
             for nid, pos in layered_positions(design).items():
                 design.nodes[nid].pos = pos
         self.design = design
+        self.blocks_nav.reset()
         self.path = path
         self.measured = None
         self.stack.clear()
@@ -318,8 +322,9 @@ class MainWindow(QMainWindow):
         so no single UI-thread slice is long enough to be felt as a stall on big designs."""
         self.result = res
         rep, an = res.report, res.analysis
-        self.scene.apply_result(an, rep)
-        self.inspector.apply_analysis(an)
+        shown_an, shown_rep = self.blocks_nav.shown_result(an, rep)  # an opened block: its nodes' share
+        self.scene.apply_result(shown_an, shown_rep)
+        self.inspector.apply_analysis(shown_an)
         self.summary.set_report(rep, res.error)
         if self.sweep is not None and rep is not None:
             self.summary.set_max_batch(self.sweep)
@@ -375,7 +380,7 @@ class MainWindow(QMainWindow):
         """Add a layer centred on a scene position (the drop point)."""
         from memdesigner._qt.node_item import WIDTH
 
-        cmd = AddNodeCmd(self.design, type_name, None, (pos.x() - WIDTH / 2, pos.y() - 30))
+        cmd = AddNodeCmd(self.scene.design, type_name, None, (pos.x() - WIDTH / 2, pos.y() - 30))
         self.stack.push(cmd)
         self.select_node(cmd.node.id)
         self.view.setFocus()
@@ -384,21 +389,21 @@ class MainWindow(QMainWindow):
     def add_layer_at_center(self, type_name: str) -> str:
         c = self.view.mapToScene(self.view.viewport().rect().center())
         ids = self.scene.selected_node_ids()
-        nid = self.add_layer(type_name, c + QPointF(len(self.design.nodes) % 5 * 12, 0))
-        if len(ids) == 1 and self.design.check_edge(ids[0], nid) is None:
+        nid = self.add_layer(type_name, c + QPointF(len(self.scene.design.nodes) % 5 * 12, 0))
+        if len(ids) == 1 and self.scene.design.check_edge(ids[0], nid) is None:
             # added from the palette with one layer selected: chain it after that layer
             src = self.scene.nodes[ids[0]].pos()
-            self.stack.push(MoveNodesCmd(self.design, {nid: (self.design.nodes[nid].pos, (src.x() + 270, src.y()))}))
+            self.stack.push(MoveNodesCmd(self.scene.design, {nid: (self.scene.design.nodes[nid].pos, (src.x() + 270, src.y()))}))
             self.scene.try_connect(ids[0], nid)
         return nid
 
     def delete_selection(self):
-        graph_ops.delete(self.design, self.stack, self.scene.selected_node_ids(), self.scene.selected_edges())
+        graph_ops.delete(self.scene.design, self.stack, self.scene.selected_node_ids(), self.scene.selected_edges())
 
     def copy(self):
         ids = self.scene.selected_node_ids()
         if ids:
-            graph_ops.to_clipboard(graph_ops.copy_data(self.design, ids))
+            graph_ops.to_clipboard(graph_ops.copy_data(self.scene.design, ids))
 
     def cut(self):
         self.copy()
@@ -407,19 +412,19 @@ class MainWindow(QMainWindow):
     def paste(self):
         data = graph_ops.from_clipboard()
         if data:
-            self.scene.select_nodes(graph_ops.paste(self.design, self.stack, data))
+            self.scene.select_nodes(graph_ops.paste(self.scene.design, self.stack, data))
 
     def duplicate(self):
         ids = self.scene.selected_node_ids()
         if ids:
-            new = graph_ops.paste(self.design, self.stack, graph_ops.copy_data(self.design, ids))
+            new = graph_ops.paste(self.scene.design, self.stack, graph_ops.copy_data(self.scene.design, ids))
             self.scene.select_nodes(new)
 
     def auto_layout(self):
-        pos = layered_positions(self.design)
-        moves = {nid: (self.design.nodes[nid].pos, p) for nid, p in pos.items() if self.design.nodes[nid].pos != p}
+        pos = layered_positions(self.scene.design)
+        moves = {nid: (self.scene.design.nodes[nid].pos, p) for nid, p in pos.items() if self.scene.design.nodes[nid].pos != p}
         if moves:
-            self.stack.push(MoveNodesCmd(self.design, moves, "Auto layout"))
+            self.stack.push(MoveNodesCmd(self.scene.design, moves, "Auto layout"))
         self.view.fit_all()
 
     # -- files -------------------------------------------------------------------------------

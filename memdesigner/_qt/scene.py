@@ -8,6 +8,7 @@ from PySide6.QtGui import QColor, QPen, QTransform
 from PySide6.QtWidgets import QGraphicsPathItem, QGraphicsScene, QToolTip
 
 from memdesigner._qt import theme
+from memdesigner._qt.block_view import block_item_texts, block_key
 from memdesigner._qt.commands import AddEdgeCmd, MoveNodesCmd
 from memdesigner._qt.edge_item import EdgeItem, curve
 from memdesigner._qt.node_item import NodeItem, PortItem
@@ -26,6 +27,7 @@ def shape_text(shape) -> str:
 
 class GraphScene(QGraphicsScene):
     message = Signal(str)  # a short explanation for the status bar (e.g. a refused connection)
+    block_open = Signal(str)  # a Block node was double-clicked
 
     def __init__(self, undo_stack, parent=None):
         super().__init__(parent)
@@ -150,7 +152,8 @@ class GraphScene(QGraphicsScene):
             key = (None if info is None else (info.issue and (info.issue.field, info.issue.message), info.blocked_by,
                                               len(info.outputs)),
                    None if row is None else (row.output_shape, row.params, row.activation_bytes, row.kept_bytes,
-                                             row.param_bytes))
+                                             row.param_bytes),
+                   block_key(self.design, nid, report))
             if getattr(item, "_result_key", None) == key:
                 continue
             item._result_key = key
@@ -172,6 +175,9 @@ class GraphScene(QGraphicsScene):
                 mem_text = format_bytes(mem) if mem else ""
                 tip = (f"activations {format_bytes(row.activation_bytes)} · kept for backward "
                        f"{format_bytes(row.kept_bytes)} · weights {format_bytes(row.param_bytes)}")
+            elif self.design.nodes[nid].type == "Block":
+                shape, params, mem_text, tip = block_item_texts(self.design, nid, item, info, report, batch)
+                self._refresh_edges(nid)
             else:
                 shape = params = mem_text = tip = ""
             item.set_info(shape, params, mem_text, tip, issue, blocked, pending)
@@ -187,6 +193,16 @@ class GraphScene(QGraphicsScene):
             else:
                 it._shape_key = None
                 it.set_label("")
+
+    def mouseDoubleClickEvent(self, ev):
+        it = self._item_at(ev.scenePos())
+        while it is not None and not isinstance(it, NodeItem):
+            it = it.parentItem()
+        if isinstance(it, NodeItem) and self.design.nodes.get(it.node_id) is not None \
+                and self.design.nodes[it.node_id].type == "Block":
+            self.block_open.emit(it.node_id)  # open the definition (memdesigner/_qt/block_nav.py)
+            return
+        super().mouseDoubleClickEvent(ev)
 
     def highlight_nodes(self, ids):
         ids = set(ids)

@@ -135,6 +135,10 @@ def _bisect(fits, limit: int) -> int:
 
 def batch_curve(design: Design, settings: Settings, device: Device | None = None,
                 analysis: Analysis | None = None) -> BatchCurve:
+    if design.blocks:  # the flat network (model/blocks.py)
+        from memdesigner.model.blocks import for_engine
+
+        design, analysis = for_engine(design, analysis)
     an = analysis or analyze(design)
     rounding = device.allocator_rounding if device is not None else 1
     traces = []

@@ -11,6 +11,7 @@ from memdesigner.engine.sanity import absurd_size_warning
 from memdesigner.engine.settings import Settings
 from memdesigner.engine.simulate import CATS, Simulation
 from memdesigner.model.analysis import Analysis, analyze
+from memdesigner.model.blocks import engine_view, for_engine, instance_totals
 from memdesigner.model.design import Design
 from memdesigner.model.shown_layout import shown_shape
 from memdesigner.units import DTYPE_BYTES
@@ -39,6 +40,8 @@ def estimate(design: Design, settings: Settings | None = None, *, device=None, m
     """Estimate one step. Keyword settings (mode, batch, optimizer, dtype, amp, checkpointing,
     backend, foreach, gpus, strategy) override ``settings``; a device's kind sets the backend."""
     settings, dev = _resolve(settings, device, kw)
+    if design.blocks:  # the engine runs on the flat network (model/blocks.py)
+        design, analysis = for_engine(design, analysis)
     an = analysis or analyze(design)
     rep = _run(design, an, settings, dev)
     if max_batch and dev is not None and an.ok:
@@ -126,11 +129,14 @@ def _run(design: Design, an: Analysis, settings: Settings, dev: Device | None) -
         issues=list(an.issues), warnings=warnings, device=device, unruled_ops=unruled, traced_ops=traced,
         runtime_overhead_bytes=dev.runtime_overhead_bytes if dev else 0, non_trainable_params=non_trainable,
         recompute_flops=sum(an.nodes[n].flops for n in sim.recomputed) * batch, per_rank=per_rank,
+        blocks=instance_totals(design, sim.rows),
     )
 
 
 def peak_for_batch(design: Design, settings: Settings, dev: Device | None, an: Analysis, batch: int) -> int:
     rounding = dev.allocator_rounding if dev is not None else 1
+    if design.blocks:
+        design, an = engine_view(design)
     sim = Simulation(design, an, settings.with_(batch=batch), rounding).run()
     return _device_peak(sim.mem.rpeak, dev)
 
@@ -151,7 +157,7 @@ def explain_peak(design: Design, settings: Settings | None = None, *, device=Non
     """What is alive at the peak, tensor by tensor: [{layer, name, tensor, bytes, category}],
     largest first. Runs the step twice: once to find the peak, once to capture its live set."""
     settings, dev = _resolve(settings, device, kw)
-    an = analyze(design)
+    design, an = engine_view(design) if design.blocks else (design, analyze(design))
     rounding = dev.allocator_rounding if dev is not None else (512 if settings.backend == "cuda" else 1)
     peak = Simulation(design, an, settings, rounding).run().mem.peak
     snap = Simulation(design, an, settings, rounding, capture=peak).run().mem.captured or []

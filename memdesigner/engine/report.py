@@ -80,6 +80,8 @@ class Report:
     per_rank: list = field(default_factory=list)  # [{rank, peak_bytes, phase_peaks, at_peak}] (engine/per_rank.py)
     unruled_ops: list = field(default_factory=list)  # "id (op)" of Generic nodes with a guessed rule
     traced_ops: list = field(default_factory=list)  # "id (op)" of Generic nodes characterised by PyTorch
+    # per block instance: memory per repetition and in total (model/blocks.py instance_totals)
+    blocks: dict = field(default_factory=dict)
 
     _layers: list | None = None
 
@@ -135,4 +137,6 @@ class Report:
             d["device"] = dict(self.device)
         if self.max_batch is not None:
             d["max_batch"] = self.max_batch
+        if self.blocks:
+            d["blocks"] = {k: dict(v) for k, v in self.blocks.items()}
         return d

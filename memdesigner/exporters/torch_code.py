@@ -15,6 +15,7 @@ import re
 import sys
 
 from memdesigner.model.analysis import analyze
+from memdesigner.model.blocks import expand
 from memdesigner.model.design import Design
 from memdesigner.text import one_line
 
@@ -149,6 +150,7 @@ def _insert_dels(fwd, marks, ins, var, keep):
 
 def to_python(design: Design, class_name: str | None = None) -> str:
     """The design as a Python module: ``class <Name>(nn.Module)`` and ``def make()``."""
+    design = expand(design)  # blocks become the flat network they stand for
     an = analyze(design)
     bad = [i for i in an.issues]
     if bad:

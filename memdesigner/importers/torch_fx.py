@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from memdesigner.model import registry
+from memdesigner.model.blocks import fold_repeats
 from memdesigner.model.design import Design
 from memdesigner.model.registry import LayerError, ShapeCtx, TensorSpec
 
@@ -145,7 +146,7 @@ def from_module(module, input_shape, input_dtype: str = "float", name: str | Non
     _layout(st)
     _check_params(st)
     design.import_warnings = st.warnings
-    return design
+    return fold_repeats(design)  # repeated identical children open as one block ×N
 
 
 def import_file(target: str, input_shape=None, input_dtype=None, name: str | None = None) -> Design:

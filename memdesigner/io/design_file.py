@@ -15,7 +15,7 @@ from memdesigner.model.design import Design
 from memdesigner.model.registry import LayerError
 
 FORMAT = "memdesigner-design"
-VERSION = 1
+VERSION = 2  # 2: block definitions ("blocks", io/design_blocks.py); version-1 files load unchanged
 
 
 class DesignFileError(ValueError):
@@ -213,6 +213,7 @@ def design_from_dict(data, source: str = "design") -> Design:
         problem = f"edges[{bad}]: this connection would make a cycle"
     if problem:
         raise DesignFileError(f"{source}: {problem}")
+    load_blocks(d, data.get("blocks", ()), source)
     return d
 
 
@@ -259,7 +260,42 @@ def design_to_dict(d: Design) -> dict:
          **({"to_port": e.dst_port} if e.dst_port else {})}
         for e in d.edges
     ]
+    if getattr(d, "blocks", None):
+        out["blocks"] = blocks_to_list(d)
+    else:  # nothing a version-1 reader would miss: older memdesigners keep reading it
+        out["version"] = 1
     return out
+
+
+def load_blocks(d: Design, blocks, source: str) -> None:
+    """Version 2: each block definition is a graph saved once, read with the same rules as the
+    design's own nodes and edges."""
+    from memdesigner.model.blocks import BlockDef
+
+    for i, bd in enumerate(blocks):
+        if bd["name"] in d.blocks:
+            raise DesignFileError(f"{source}: blocks[{i}].name: duplicate block definition {bd['name']!r}")
+        g = design_from_dict({"format": FORMAT, "version": VERSION, "name": bd["name"], "nodes": bd["nodes"],
+                              "edges": bd["edges"]}, f"{source}: blocks[{i}]")
+        g.blocks = d.blocks  # nested instances resolve in the design's library
+        d.blocks[bd["name"]] = BlockDef(bd["name"], g, bool(bd.get("stack", False)))
+
+
+def blocks_to_list(d: Design) -> list:
+    out = []
+    for name, bd in d.blocks.items():
+        g = design_to_dict(bd.graph) if not bd.graph.blocks else _graph_only(bd.graph)
+        out.append({"name": name, **({"stack": True} if bd.stack else {}), "nodes": g["nodes"], "edges": g["edges"]})
+    return out
+
+
+def _graph_only(g: Design) -> dict:
+    """A definition's graph shares the design's library; write its nodes and edges only."""
+    lib, g.blocks = g.blocks, {}
+    try:
+        return design_to_dict(g)
+    finally:
+        g.blocks = lib
 
 
 def load_design(path) -> Design:

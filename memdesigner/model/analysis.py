@@ -103,6 +103,10 @@ def _coerced(lt, props: dict, node=None) -> dict:
 
 
 def analyze(design: Design) -> Analysis:
+    if getattr(design, "blocks", None):  # instances of block definitions: analysed expanded
+        from memdesigner.model.blocks import analyze_collapsed
+
+        return analyze_collapsed(design)
     try:
         order = design.topo_order()
     except ValueError as exc:

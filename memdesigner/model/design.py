@@ -70,6 +70,7 @@ class Design:
         self._edges: list[Edge] = []
         self._index: _EdgeIndex | None = None
         self.settings: dict = {}
+        self.blocks: dict = {}  # name -> model.blocks.BlockDef (instances are "Block" nodes)
         self._listeners: list[Callable[[str, Any], None]] = []
         self._counter = itertools.count(1)
 

@@ -14,6 +14,7 @@ from memdesigner.engine.report import LayerRow, Report
 from memdesigner.engine.settings import Settings
 from memdesigner.engine.simulate import CATS
 from memdesigner.model.analysis import analyze
+from memdesigner.model.blocks import expand
 from memdesigner.model.design import Design
 from memdesigner.reports.suggestions import suggestions_for
 from memdesigner.reports.svg_timeline import timeline_svg
@@ -100,6 +101,7 @@ def collect(design: Design, settings: Settings | None = None, device: Device | N
     settings = settings or Settings()
     if device is not None and settings.backend != device.kind:
         settings = settings.with_(backend=device.kind)
+    design = expand(design)  # the flat network (model/blocks.py)
     an = analyze(design)
     rep = estimate(design, settings, device=device, analysis=an, max_batch=max_batch and device is not None)
     if rep.issues:

@@ -16,6 +16,7 @@ import pickle
 from memdesigner.engine.estimate import _resolve
 from memdesigner.engine.simulate import CATS, Simulation, W, _Mem
 from memdesigner.model.analysis import analyze
+from memdesigner.model.blocks import expand
 from memdesigner.model.design import Design
 from memdesigner.snapshot.phases import CATEGORY_PREFIX, LAYER_PREFIX, PHASE_PREFIX
 
@@ -75,6 +76,7 @@ def estimate_snapshot(design: Design, settings=None, *, device=None, **kw) -> tu
     from memdesigner.engine.estimate import estimate
 
     settings, dev = _resolve(settings, device, kw)
+    design = expand(design)  # the flat network (model/blocks.py)
     an = analyze(design)
     report = estimate(design, settings, device=dev, analysis=an)
     if report.issues:
