@@ -136,7 +136,7 @@ def build(config: dict, *, seq_len: int, task: str) -> Design:
         o = b.add(attn + ".reshape", "Reshape", {"shape": (-1, e)}, [o], s(attn))
         o = b.add(attn + ".c_proj", "Linear", {"out_features": e}, [o], s(attn, attn + ".c_proj"))
         o = b.add(attn + ".resid_dropout", "Dropout", {"p": float(c["resid_pdrop"])}, [o],
-                  s(attn, attn + ".resid_dropout"))
+                  s(attn, attn + ".resid_dropout"), keep_until=p + "add_2")  # attn_output, a local of the block
         res = b.add(p + "add", "Add", {}, [o, x], s())
         ln2 = b.add(p + "ln_2", "LayerNorm", {"eps": eps}, [res], s(p + "ln_2"), keep_until=p + "add_2")
         mlp = p + "mlp"

@@ -112,12 +112,12 @@ def _pos_table_shape(c):
 
 
 def _pos_table_mem(m):
-    """``wpe(position_ids)`` with position ids of shape (1, tokens): one row per position, shared by
-    the whole batch (broadcast in the following add)."""
-    tokens = m.in_shapes[0][1]
-    saved = [] if not m.records else []
-    return OpMem(outputs=[T(tokens * m.props["embedding_dim"], m.dtype, "position embeddings (1 x tokens)")],
-                 out_dtypes=[m.dtype], saved=saved, grad_in=[None])
+    """``wpe(position_ids)``: a forward makes position ids of shape (1, tokens), one row per position
+    shared by the batch (broadcast in the following add); generate passes them per sequence
+    (batch, tokens), from the attention mask's cumsum."""
+    rows = m.in_shapes[0][1] * (m.batch if m.props["batched"] else 1)
+    return OpMem(outputs=[T(rows * m.props["embedding_dim"], m.dtype, "position embeddings")],
+                 out_dtypes=[m.dtype], grad_in=[None])
 
 
 def _pos_check(c):
@@ -130,7 +130,8 @@ AbsolutePositions = register(LayerType(
     name="AbsolutePositions", family="tensor",
     doc="A learned absolute position table looked up at arange(tokens) (GPT-2's wpe): (tokens, dim), batch-free.",
     props=(Prop("num_embeddings", "int", 1024, min=1, doc="maximum positions"),
-           Prop("embedding_dim", "int", 768, min=1)),
+           Prop("embedding_dim", "int", 768, min=1),
+           Prop("batched", "bool", False, doc="position ids per sequence (batch, tokens), as generate passes them")),
     shape=_pos_table_shape, params=_pos_check, memory=_pos_table_mem,
     torch_ops=("wpe",), search_words=("position embedding", "wpe", "gpt2"),
     keeps_for_backward="nothing (the positions are arange)",
