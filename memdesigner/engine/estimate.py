@@ -39,6 +39,10 @@ def estimate(design: Design, settings: Settings | None = None, *, device=None, m
     """Estimate one step. Keyword settings (mode, batch, optimizer, dtype, amp, checkpointing,
     backend, foreach, gpus, strategy) override ``settings``; a device's kind sets the backend."""
     settings, dev = _resolve(settings, device, kw)
+    if settings.mode == "generate":  # prefill + decode steps (engine/generate.py)
+        from memdesigner.engine.generate import generate_or_issue
+
+        return generate_or_issue(design, settings, dev, max_batch)
     an = analysis or analyze(design)
     rep = _run(design, an, settings, dev)
     if max_batch and dev is not None and an.ok:

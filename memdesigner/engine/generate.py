@@ -68,6 +68,7 @@ def step_design(design: Design, *, tokens: int, past: int, cache: str, max_len: 
             props.update(past=past, cache=cache, max_len=max_len, dtype=kv_dtype)
         elif n.type == "AbsolutePositions":
             props["batched"] = True  # prepare_inputs_for_generation: attention_mask.cumsum(-1) - 1
+            props["offset"] = past
         d.nodes[n.id] = replace(n, props=props, tied=dict(n.tied))
     edges = list(design.edges)
     head = next((n for n in design.nodes.values() if n.name == HEAD or n.id == HEAD), None)
@@ -204,6 +205,8 @@ def generate(design: Design, settings: Settings | None = None, *, device=None, m
 
     settings, dev = _resolve(settings, device, kw)
     settings = settings.with_(mode="generate")
+    if dev is not None and settings.backend != dev.kind:
+        settings = settings.with_(backend=dev.kind)
     plan = _Plan(design, settings)
     rounding = dev.allocator_rounding if dev is not None else (512 if settings.backend == "cuda" else 1)
     runs = simulate_generate(plan, rounding)
@@ -242,6 +245,22 @@ def generate(design: Design, settings: Settings | None = None, *, device=None, m
     if dev is not None and max_context:
         rep.generate["max_context"] = longest_context(design, settings, dev)
     return rep
+
+
+def generate_or_issue(design: Design, settings: Settings, dev: Device | None, max_batch: bool = False) -> Report:
+    """generate(), or the inference report of the design with the reason as an issue (estimate's
+    generate mode: the window shows it like any other error)."""
+    from memdesigner.engine.estimate import _run
+    from memdesigner.model.registry import Issue
+
+    try:
+        return generate(design, settings, device=dev, max_batch=max_batch)
+    except GenerateError as err:
+        s = settings.with_(mode="inference")
+        rep = _run(design, analyze(design), s, dev)
+        rep.issues.append(Issue("", "mode", str(err)))
+        rep.settings = settings.to_dict()
+        return rep
 
 
 def generate_peak(design: Design, settings: Settings, dev: Device | None) -> int:

@@ -121,8 +121,9 @@ def _pos_table_mem(m):
 
 
 def _pos_check(c):
-    if c.inputs and c.inputs[0].shape and c.inputs[0].shape[0] > c["num_embeddings"]:
-        raise LayerError("num_embeddings", f"{c.inputs[0].shape[0]} tokens exceed {c['num_embeddings']} positions")
+    if c.inputs and c.inputs[0].shape and c["offset"] + c.inputs[0].shape[0] > c["num_embeddings"]:
+        raise LayerError("num_embeddings", f"{c['offset'] + c.inputs[0].shape[0]} positions exceed the table's "
+                                           f"{c['num_embeddings']}")
     return [ParamSpec("weight", (c["num_embeddings"], c["embedding_dim"]))]
 
 
@@ -131,6 +132,7 @@ AbsolutePositions = register(LayerType(
     doc="A learned absolute position table looked up at arange(tokens) (GPT-2's wpe): (tokens, dim), batch-free.",
     props=(Prop("num_embeddings", "int", 1024, min=1, doc="maximum positions"),
            Prop("embedding_dim", "int", 768, min=1),
+           Prop("offset", "int", 0, min=0, doc="first position (tokens already cached)"),
            Prop("batched", "bool", False, doc="position ids per sequence (batch, tokens), as generate passes them")),
     shape=_pos_table_shape, params=_pos_check, memory=_pos_table_mem,
     torch_ops=("wpe",), search_words=("position embedding", "wpe", "gpt2"),
