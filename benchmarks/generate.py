@@ -75,14 +75,14 @@ def _measure(only: str = "") -> dict:
         model = model_for(case["config"])
         ids = torch.randint(0, CONFIGS[case["config"]]["vocab_size"], (case["batch"], case["prompt"]))
         kw = {"cache_implementation": "static"} if case["cache"] == "static" else {}
-        peak, steps = track(model, ids, lambda i, a: model.generate(
+        peak, steps = track(model, ids, lambda i, a, model=model, case=case, kw=kw: model.generate(
             i, attention_mask=a, max_new_tokens=case["new"], do_sample=False, use_cache=True, **kw))
         out["generate"].append({**case, "peak": peak, "prefill_peak": steps[0], "last_step_peak": steps[-1]})
         print(case, peak, flush=True)
     for case in FORWARD if only in ("", "forward") else ():
         model = model_for(case["config"])
         ids = torch.randint(0, CONFIGS[case["config"]]["vocab_size"], (case["batch"], case["prompt"]))
-        peak, _ = track(model, ids, lambda i, a: model(i, use_cache=case["use_cache"]))
+        peak, _ = track(model, ids, lambda i, a, model=model, case=case: model(i, use_cache=case["use_cache"]))
         out["forward"].append({**case, "peak": peak})
         print(case, peak, flush=True)
     import transformers

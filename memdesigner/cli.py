@@ -11,8 +11,8 @@ import os
 import sys
 
 from memdesigner import cli_report
-from memdesigner.engine.distributed import describe_per_rank
 from memdesigner.cli_generate import describe_generate
+from memdesigner.engine.distributed import describe_per_rank
 from memdesigner.units import format_bytes, format_count, format_flops, format_gib
 
 EXIT_USAGE = 2
