@@ -89,7 +89,11 @@ def with_cache(design: Design, cache: str = "dynamic") -> Design:
     """The design with every KVCache set to ``cache`` (no past): a plain forward with
     ``use_cache=True``, whose returned cache holds every layer's keys and values."""
     d = _expanded(design)
-    return step_design(d, tokens=d.nodes[token_input(d)].props["shape"][0], past=0, cache=cache)
+    d = step_design(d, tokens=d.nodes[token_input(d)].props["shape"][0], past=0, cache=cache)
+    for n in d.nodes.values():
+        if n.type == "AbsolutePositions":
+            n.props["batched"] = False  # a plain forward makes position ids (1, tokens)
+    return d
 
 
 def _vocab(design: Design, an) -> int:
