@@ -46,6 +46,23 @@ def test_gpt2_untied_and_classification_counts():
     assert "wte" in base.nodes and "h.0.attn.c_attn" in base.nodes
 
 
+# transformers 5.24 on the meta device: (GPT2LMHeadModel, GPT2ForSequenceClassification)
+META_COUNTS = {
+    "gpt2-medium": ({"n_embd": 1024, "n_layer": 24, "n_head": 16}, 354_823_168, 354_825_216),
+    "gpt2-xl": ({"n_embd": 1600, "n_layer": 48, "n_head": 25}, 1_557_611_200, 1_557_614_400),
+    "untied": ({**SMALL, "n_inner": 100, "tie_word_embeddings": False}, 2_574_224, 2_050_448),
+}
+
+
+@pytest.mark.parametrize("name", sorted(META_COUNTS))
+def test_gpt2_counts_fixture(name):
+    cfg, lm, cls = META_COUNTS[name]
+    assert gpt2.parameter_count(cfg) == lm
+    assert gpt2.parameter_count(cfg, "classification") == cls
+    d = gpt2.build(cfg, seq_len=4, task="classification")
+    assert estimate(d, mode="inference", backend="cpu").params == cls
+
+
 def test_gpt2_counts_match_transformers_on_meta():
     transformers = pytest.importorskip("transformers")
     torch = pytest.importorskip("torch")
