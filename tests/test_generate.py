@@ -203,6 +203,7 @@ def test_settings_and_cli(tmp_path, capsys):
                  "--format", "json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["peak_bytes"] == _gen(1, 32, 16, "dynamic").peak_bytes
+    assert out["generate"]["kv_cache_bytes"] == 4 * 2 * 256 * 4 * (32 + 15)
     assert main(["estimate", str(path), "--mode", "generate", "--max-context", "--backend", "cpu"]) == 2
     assert "--max-context needs --device" in capsys.readouterr().err
     assert main(["estimate", str(path), "--mode", "generate", "--new-tokens", "4", "--device", "rtx4090",

@@ -80,6 +80,7 @@ class Report:
     per_rank: list = field(default_factory=list)  # [{rank, peak_bytes, phase_peaks, at_peak}] (engine/per_rank.py)
     unruled_ops: list = field(default_factory=list)  # "id (op)" of Generic nodes with a guessed rule
     traced_ops: list = field(default_factory=list)  # "id (op)" of Generic nodes characterised by PyTorch
+    generate: dict | None = None  # generate mode: prompt, new tokens, cache (engine/generate.py)
 
     _layers: list | None = None
 
@@ -135,4 +136,6 @@ class Report:
             d["device"] = dict(self.device)
         if self.max_batch is not None:
             d["max_batch"] = self.max_batch
+        if self.generate is not None:
+            d["generate"] = dict(self.generate)
         return d
