@@ -217,3 +217,14 @@ def test_generate_without_cache_nodes_is_an_issue(tmp_path, capsys):
     d = sequential((8,), [("Embedding", {"num_embeddings": 10, "embedding_dim": 4})], dtype="int64")
     rep = estimate(d, mode="generate", backend="cpu")
     assert rep.issues and "KVCache" in str(rep.issues[-1])
+
+
+@pytest.mark.parametrize("drop,peak", [(0.1, 70_040_280), (0.0, 68_379_864)])
+def test_gpt2_training_step_matches_transformers(drop, peak):
+    """GPT2LMHeadModel(SMALL) train step (AdamW, batch 2, 64 tokens, CPU) measured with the truth
+    harness. With attn_pdrop > 0 sdpa has no fused CPU kernel and runs the math path (kept
+    copies of q/k/v, probabilities, dropout noise): the fused rule would be 1.5 % low."""
+    cfg = {**SMALL, "attn_pdrop": drop, "resid_pdrop": drop, "embd_pdrop": drop}
+    d = gpt2.build(cfg, seq_len=64, task="causal-lm")
+    est = estimate(d, mode="train", batch=2, optimizer="adamw", backend="cpu").peak_bytes
+    assert 0 <= (est - peak) / peak < 0.002

@@ -129,7 +129,9 @@ def build(config: dict, *, seq_len: int, task: str) -> Design:
         if has_cache:
             cache = b.add(attn + ".cache", "KVCache", {}, [k, vv], s(attn))
             k, vv = (cache, 0), (cache, 1)
-        o = b.add(attn + ".sdpa", "ScaledDotProductAttention", {"kernel": "fused", "causal": True},
+        # GPT2Attention passes dropout=attn_pdrop to sdpa in training
+        o = b.add(attn + ".sdpa", "ScaledDotProductAttention",
+                  {"kernel": "fused", "causal": True, "dropout": float(c["attn_pdrop"])},
                   [q, k, vv], s(attn))
         o = b.add(attn + ".transpose_out", "Transpose", {"dim0": 1, "dim1": 2}, [o], s(attn))
         o = b.add(attn + ".contiguous", "Contiguous", {}, [o], s(attn))

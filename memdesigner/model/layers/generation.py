@@ -85,7 +85,7 @@ def _new_gelu_mem(m):
                      grad_in=["new"], elementwise=True)
     saved = [In(0), T(n, dt, "tanh(...)"), T(n, dt, "0.5 * x"), T(n, dt, "1 + tanh(...)")]
     return OpMem(outputs=[out], out_dtypes=[dt], saved=saved, grad_in=["new"], elementwise=True,
-                 bwd_temps=[T(n, dt, "gradient term"), T(n, dt, "gradient term")])
+                 bwd_temps=[T(n, dt, "gradient term")])
 
 
 def _float_same(c):
