@@ -91,14 +91,14 @@ def _measure(only: str = "") -> dict:
     return out
 
 
-def estimate_case(case: dict) -> int:
+def estimate_case(case: dict):
     from memdesigner.engine.generate import generate
     from memdesigner.engine.settings import Settings
     from memdesigner.importers.hf_config import gpt2
 
     design = gpt2.build(CONFIGS[case["config"]], seq_len=case["prompt"], task="causal-lm")
     s = Settings(mode="generate", batch=case["batch"], backend="cpu", new_tokens=case["new"], kv_cache=case["cache"])
-    return generate(design, s).peak_bytes
+    return generate(design, s)
 
 
 def estimate_forward(case: dict) -> int:
@@ -116,8 +116,11 @@ def estimate_forward(case: dict) -> int:
 def compare(truth: dict) -> list[dict]:
     rows = []
     for case in truth["generate"]:
-        est = estimate_case(case)
-        rows.append({**case, "kind": "generate", "est": est, "err": (est - case["peak"]) / case["peak"]})
+        rep = estimate_case(case)
+        rows.append({**case, "kind": "generate", "est": rep.peak_bytes, "err": (rep.peak_bytes - case["peak"]) / case["peak"]})
+        if case.get("last_step_peak"):  # the last decode step alone (the cache at its largest)
+            last, est = case["last_step_peak"], rep.phase_peaks["decode"]
+            rows.append({**case, "kind": "decode", "peak": last, "est": est, "err": (est - last) / last})
     for case in truth["forward"]:
         est = estimate_forward(case)
         rows.append({**case, "kind": "forward", "est": est, "err": (est - case["peak"]) / case["peak"]})
