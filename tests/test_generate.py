@@ -228,3 +228,24 @@ def test_gpt2_training_step_matches_transformers(drop, peak):
     d = gpt2.build(cfg, seq_len=64, task="causal-lm")
     est = estimate(d, mode="train", batch=2, optimizer="adamw", backend="cpu").peak_bytes
     assert -0.0001 < (est - peak) / peak < 0.002
+
+
+def test_max_batch_and_context_are_exact_on_a_device():
+    from memdesigner.engine.devices import Device
+    from memdesigner.engine.generate import generate_peak, largest_generate_batch, longest_context
+
+    d = gpt2.build(SMALL, seq_len=64, task="causal-lm")
+    s = Settings(mode="generate", new_tokens=16, backend="cuda")
+    dev = Device("tiny", "Tiny GPU", "cuda", 40 * 2**20, runtime_overhead_bytes=2**20)
+    b = largest_generate_batch(d, s, dev)
+    assert b >= 1
+    assert generate_peak(d, s.with_(batch=b), dev) <= dev.memory_bytes < generate_peak(d, s.with_(batch=b + 1), dev)
+    rep = estimate(d, s.with_(batch=2), device=dev, max_batch=True)
+    assert rep.max_batch == b and rep.generate["prompt"] == 64
+    ctx = longest_context(d, s.with_(batch=4), dev)
+    prompt = ctx - 16
+
+    def peak(p):
+        return generate_peak(gpt2.build(SMALL, seq_len=p, task="causal-lm"), s.with_(batch=4), dev)
+
+    assert peak(prompt) <= dev.memory_bytes < peak(prompt + 1)
