@@ -164,6 +164,8 @@ def cmd_estimate(args) -> int:
     dev = _device(args, design)
     if args.max_batch and dev is None:
         raise CliError("--max-batch needs --device")
+    if args.explain and settings.mode == "generate":
+        raise CliError("--explain does not cover --mode generate yet (it explains one forward)")
     rep = estimate(design, settings, device=dev, max_batch=args.max_batch)
     if getattr(args, "max_context", False):
         from memdesigner.cli_generate import max_context

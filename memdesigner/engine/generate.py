@@ -277,6 +277,28 @@ def generate_peak(design: Design, settings: Settings, dev: Device | None) -> int
     return _device_peak(max(r[2].mem.rpeak for r in runs), dev)
 
 
+def generate_sweep(design: Design, settings: Settings, dev: Device | None, is_stale=lambda: False):
+    """(batches, device peaks, largest batch or None) for the window's peak-vs-batch view: powers
+    of two up to twice the batch (or the largest that fits), each a whole generation; None when a
+    newer edit made it pointless or the design cannot be generated from."""
+    try:
+        best = largest_generate_batch(design, settings, dev) if dev is not None else None
+        top = max(2 * settings.batch, 2 * (best or 1), 8)
+        batches, b = [], 1
+        while b <= top:
+            batches.append(b)
+            b *= 2
+        batches = sorted(set(batches) | {settings.batch} | ({best, best + 1} if best else set()))
+        peaks = []
+        for b in batches:
+            if is_stale():
+                return None
+            peaks.append(generate_peak(design, settings.with_(batch=b), dev))
+    except GenerateError:
+        return None
+    return batches, peaks, best
+
+
 def _largest(fits, lo: int, limit: int) -> int:
     """The largest n in [lo, limit] with fits(n) (fits is monotone); lo - 1 when none does."""
     if not fits(lo):
@@ -296,7 +318,7 @@ def _largest(fits, lo: int, limit: int) -> int:
     return hi
 
 
-def largest_generate_batch(design: Design, settings: Settings, dev: Device, limit: int = 1 << 16) -> int:
+def largest_generate_batch(design: Design, settings: Settings, dev: Device, limit: int = 1 << 30) -> int:
     """The most concurrent sequences (batch) whose generation fits the device (exact: a search
     over whole generate estimates; 0 when one sequence does not fit)."""
     return _largest(lambda b: generate_peak(design, settings.with_(batch=b), dev) <= dev.memory_bytes, 1, limit)

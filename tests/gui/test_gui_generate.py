@@ -32,3 +32,22 @@ def test_generate_mode_in_the_window(window, qtbot, tmp_path):
     assert again.settings["new_tokens"] == 32 and again.settings["kv_cache"] == "static"
     bar.mode.setCurrentIndex(bar.mode.findData("inference"))
     assert not bar.generate.isVisible()
+
+
+def test_generate_batch_sweep_is_whole_generations(window, qtbot, tmp_path):
+    from conftest import SMALL as DEV
+
+    from memdesigner.engine.estimate import estimate
+    from memdesigner.io.design_file import save_design
+
+    d = gpt2.build(SMALL, seq_len=16, task="causal-lm")
+    d.settings = {"mode": "generate", "batch": 1, "new_tokens": 8}
+    path = tmp_path / "gpt2.json"
+    save_design(d, path)
+    with qtbot.waitSignal(window.result_applied, timeout=10000):
+        window.open_path(str(path))
+    with qtbot.waitSignal(window.service.sweep_ready, timeout=20000):
+        with qtbot.waitSignal(window.result_applied, timeout=10000):
+            window.settings_bar.set_device("small")
+    want = estimate(d, window.settings_bar.settings(), device=DEV, max_batch=True).max_batch
+    assert window.sweep.max_batch == want > 1
