@@ -21,13 +21,21 @@ HERE = Path(__file__).resolve().parent
 TRUTH = HERE / "generate_truth.json"
 CONFIGS = {
     "gpt2-256x4": {"n_embd": 256, "n_layer": 4, "n_head": 4, "vocab_size": 2048},
+    "gpt2-128x2-v8k": {"n_embd": 128, "n_layer": 2, "n_head": 2, "vocab_size": 8192},
 }
 CASES = [
-    {"config": cfg, "batch": b, "prompt": p, "new": n, "cache": c}
-    for cfg in CONFIGS for c in ("dynamic", "static") for b in (1, 4) for p in (32, 128) for n in (16, 64)
+    {"config": "gpt2-256x4", "batch": b, "prompt": p, "new": n, "cache": c}
+    for c in ("dynamic", "static") for b in (1, 4) for p in (32, 128) for n in (16, 64)
+] + [  # the decode steps above the prefill (a short prompt), a vocabulary-heavy config, bf16
+    {"config": "gpt2-256x4", "batch": 4, "prompt": 8, "new": 64, "cache": c} for c in ("dynamic", "static")
+] + [
+    {"config": "gpt2-128x2-v8k", "batch": b, "prompt": p, "new": n, "cache": c}
+    for (b, p, n) in ((4, 32, 16), (1, 128, 64), (4, 8, 64)) for c in ("dynamic", "static")
+] + [
+    {"config": "gpt2-256x4", "batch": 4, "prompt": 32, "new": 16, "cache": c, "dtype": "bf16"}
+    for c in ("dynamic", "static")
 ]
-FORWARD = [{"config": cfg, "batch": b, "prompt": 128, "use_cache": u}
-           for cfg in CONFIGS for b in (1, 4) for u in (False, True)]
+FORWARD = [{"config": "gpt2-256x4", "batch": b, "prompt": 128, "use_cache": u} for b in (1, 4) for u in (False, True)]
 
 
 def _measure(only: str = "") -> dict:
@@ -37,9 +45,10 @@ def _measure(only: str = "") -> dict:
     from measure import DispatchStorageTracker
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    def model_for(name):
+    def model_for(name, dtype="fp32"):
         torch.manual_seed(0)
         m = GPT2LMHeadModel(GPT2Config(**CONFIGS[name])).eval()
+        m = m.to({"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[dtype])
         m.generation_config.eos_token_id = None
         m.generation_config.pad_token_id = 0
         return m
@@ -72,7 +81,7 @@ def _measure(only: str = "") -> dict:
     for case in CASES:
         if only and only not in (case["cache"], "generate"):
             continue
-        model = model_for(case["config"])
+        model = model_for(case["config"], case.get("dtype", "fp32"))
         ids = torch.randint(0, CONFIGS[case["config"]]["vocab_size"], (case["batch"], case["prompt"]))
         kw = {"cache_implementation": "static"} if case["cache"] == "static" else {}
         peak, steps = track(model, ids, lambda i, a, model=model, case=case, kw=kw: model.generate(
@@ -97,7 +106,8 @@ def estimate_case(case: dict):
     from memdesigner.importers.hf_config import gpt2
 
     design = gpt2.build(CONFIGS[case["config"]], seq_len=case["prompt"], task="causal-lm")
-    s = Settings(mode="generate", batch=case["batch"], backend="cpu", new_tokens=case["new"], kv_cache=case["cache"])
+    s = Settings(mode="generate", batch=case["batch"], backend="cpu", new_tokens=case["new"], kv_cache=case["cache"],
+                 dtype=case.get("dtype", "fp32"))
     return generate(design, s)
 
 
