@@ -145,11 +145,12 @@ def main(argv=None) -> int:
         TRUTH.write_text(json.dumps(_measure(), indent=1) + "\n")
     truth = json.loads(TRUTH.read_text())
     rows = compare(truth)
-    print(f"{'kind':8} {'config':15} {'cache':8} {'B':>2} {'prompt':>6} {'new':>4} {'measured':>11} {'estimate':>11} "
+    print(f"{'kind':8} {'config':15} {'cache':13} {'B':>2} {'prompt':>6} {'new':>4} {'measured':>11} {'estimate':>11} "
           f"{'error':>8}")
     for r in rows:
         cache = r.get("cache") or ("use_cache" if r.get("use_cache") else "no cache")
-        print(f"{r['kind']:8} {r['config']:15} {cache:8} {r['batch']:>2} {r['prompt']:>6} {r.get('new', ''):>4} "
+        cache += f" {r['dtype']}" if r.get("dtype") else ""
+        print(f"{r['kind']:8} {r['config']:15} {cache:13} {r['batch']:>2} {r['prompt']:>6} {r.get('new', ''):>4} "
               f"{r['peak']:>11,} {r['est']:>11,} {r['err'] * 100:>7.2f}%")
     errs = [abs(r["err"]) for r in rows]
     print(f"\n{len(rows)} cases: median |error| {statistics.median(errs) * 100:.2f} %, worst {max(errs) * 100:.2f} %, "
