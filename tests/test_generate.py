@@ -25,8 +25,8 @@ MEASURED = [  # (batch, prompt, new, cache, peak)
 LAST_DECODE = [(1, 32, 16, "dynamic", 16232992), (4, 128, 16, "dynamic", 21134416), (4, 128, 16, "static", 20614828)]
 
 
-def _gen(batch, prompt, new, cache, **kw):
-    d = gpt2.build(SMALL, seq_len=prompt, task="causal-lm")
+def _gen(batch, prompt, new, cache, config=SMALL, **kw):
+    d = gpt2.build(config, seq_len=prompt, task="causal-lm")
     return generate(d, Settings(mode="generate", batch=batch, backend="cpu", new_tokens=new, kv_cache=cache, **kw))
 
 
@@ -88,6 +88,14 @@ def test_bad_config_is_one_line():
 def test_generate_peak_matches_transformers(batch, prompt, new, cache, peak):
     est = _gen(batch, prompt, new, cache).peak_bytes
     assert abs(est - peak) / peak < 0.001
+
+
+def test_decode_dominated_vocabulary_heavy_and_bf16_generations():
+    v8k = {"n_embd": 128, "n_layer": 2, "n_head": 2, "vocab_size": 8192}
+    for rep, peak in ((_gen(4, 8, 64, "dynamic"), 18_464_080), (_gen(4, 8, 64, "dynamic", config=v8k), 7_286_128),
+                      (_gen(4, 32, 16, "static", dtype="bf16"), 10_107_984)):
+        assert abs(rep.peak_bytes - peak) / peak < 0.0005
+    assert _gen(4, 8, 64, "dynamic").peak_phase == "decode"
 
 
 @pytest.mark.parametrize("batch,prompt,new,cache,peak", LAST_DECODE)
