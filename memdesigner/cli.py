@@ -11,6 +11,7 @@ import os
 import sys
 
 from memdesigner import cli_report
+from memdesigner.cli_generate import describe_generate
 from memdesigner.engine.distributed import describe_per_rank
 from memdesigner.units import format_bytes, format_count, format_flops, format_gib
 
@@ -28,7 +29,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _settings_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--mode", choices=("inference", "train"), default=None)
+    p.add_argument("--mode", choices=("inference", "train", "generate"), default=None)
     p.add_argument("--batch", type=int, default=None)
     p.add_argument("--optimizer", choices=("none", "sgd", "momentum", "sgd_momentum", "adam", "adamw"), default=None)
     p.add_argument("--dtype", choices=("fp32", "fp16", "bf16"), default=None)
@@ -44,6 +45,13 @@ def _settings_args(p: argparse.ArgumentParser) -> None:
                    help="data-parallel training: DDP, or DDP + ZeroRedundancyOptimizer")
 
 
+def _generate_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--new-tokens", type=int, default=None, dest="new_tokens", help="generate: tokens after the prompt")
+    p.add_argument("--kv-cache", choices=("dynamic", "static"), default=None, dest="kv_cache")
+    p.add_argument("--kv-dtype", choices=("auto", "fp32", "fp16", "bf16"), default=None, dest="kv_dtype")
+    p.add_argument("--max-context", action="store_true", help="generate: the longest context that fits the device")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="memdesigner", description="Design a neural network and see the memory it needs.")
     sub = p.add_subparsers(dest="cmd", parser_class=_Parser)
@@ -51,6 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("design")
     _settings_args(e)
     e.add_argument("--max-batch", action="store_true", help="also find the largest batch that fits the device")
+    _generate_args(e)
     e.add_argument("--format", choices=("table", "json"), default="table")
     e.add_argument("--timeline", action="store_true", help="table format: also print the timeline")
     e.add_argument("--explain", action="store_true", help="list every tensor alive at the peak (JSON: peak_contents)")
@@ -101,7 +110,8 @@ def _settings_from(args, design):
     base = dict(design.settings) if design is not None else {}
     base.pop("device", None)
     kw = {}
-    for k in ("mode", "batch", "optimizer", "dtype", "amp", "checkpointing", "backend", "gpus", "strategy"):
+    for k in ("mode", "batch", "optimizer", "dtype", "amp", "checkpointing", "backend", "gpus", "strategy",
+              "new_tokens", "kv_cache", "kv_dtype"):
         v = getattr(args, k, None)
         if v is not None:
             kw[k] = v
@@ -154,7 +164,13 @@ def cmd_estimate(args) -> int:
     dev = _device(args, design)
     if args.max_batch and dev is None:
         raise CliError("--max-batch needs --device")
+    if args.explain and settings.mode == "generate":
+        raise CliError("--explain does not cover --mode generate yet (it explains one forward)")
     rep = estimate(design, settings, device=dev, max_batch=args.max_batch)
+    if getattr(args, "max_context", False):
+        from memdesigner.cli_generate import max_context
+
+        max_context(rep, design, settings, dev, CliError)
     contents = None
     if args.explain and not rep.issues:
         from memdesigner.engine.estimate import explain_peak
@@ -221,6 +237,7 @@ def render_table(rep, design, timeline: bool = False) -> str:
                      f"{format_bytes(rep.device_peak_bytes)} -> {verdict}, headroom {format_bytes(d['headroom_bytes'])}")
     if rep.max_batch is not None:
         lines.append(f"largest batch     {rep.max_batch}")
+    lines.extend(describe_generate(rep, format_bytes))
     for w in rep.warnings:
         lines.append(f"warning: {w}")
     if timeline:

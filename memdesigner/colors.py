@@ -9,6 +9,8 @@ CATEGORY_LABELS = ("weights", "gradients", "optimizer state", "activations", "wo
 
 PHASE_COLORS = {"forward": "#4E79A7", "backward": "#E15759", "optimizer_step": "#B07AA1"}
 PHASE_LABELS = {"forward": "forward", "backward": "backward", "optimizer_step": "optimizer step"}
+PHASE_COLORS.update({"prefill": "#4E79A7", "decode": "#59A14F"})  # generate mode (engine/generate.py)
+PHASE_LABELS.update({"prefill": "prefill", "decode": "decode"})
 
 OK_COLOR = "#2E9E5B"
 BAD_COLOR = "#D64541"

@@ -95,4 +95,4 @@ def test_first_bad_edge_is_named_and_only_it_is_worded(monkeypatch):
 def test_top_level_error_in_a_big_file_is_worded_without_its_items():
     doc = chain_doc(500)
     doc["settings"] = {"mode": "sleep"}
-    assert design_file.schema_error(doc) == (["settings", "mode"], "'sleep' is not one of ['inference', 'train']")
+    assert design_file.schema_error(doc) == (["settings", "mode"], "'sleep' is not one of ['inference', 'train', 'generate']")

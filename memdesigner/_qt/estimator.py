@@ -96,6 +96,11 @@ def sweep(req: EstimateRequest, an: Analysis, is_stale=lambda: False) -> BatchSw
     dev, s = req.device, req.settings
     if not an.ok or is_stale():
         return None
+    if s.mode == "generate":  # whole generations per batch (engine/generate.py)
+        from memdesigner.engine.generate import generate_sweep
+
+        got = generate_sweep(req.design, s, dev, is_stale)
+        return None if got is None else BatchSweep(req.gen, *got, dev.memory_bytes if dev else None)
     curve = batch_curve(req.design, s, dev, an)
     if is_stale():
         return None

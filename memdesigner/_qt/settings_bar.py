@@ -5,6 +5,7 @@ from __future__ import annotations
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QLabel, QSpinBox, QWidget
 
+from memdesigner._qt.generate_options import GenerateOptions
 from memdesigner.engine import devices as devmod
 from memdesigner.engine.settings import DTYPES, MODES, OPTIMIZERS, Settings
 from memdesigner.units import format_gib
@@ -31,7 +32,7 @@ class SettingsBar(QWidget):
         lay.setSpacing(6)
         self.mode = QComboBox()
         for m in MODES:
-            self.mode.addItem("Training" if m == "train" else "Inference", m)
+            self.mode.addItem({"train": "Training", "generate": "Generate"}.get(m, "Inference"), m)
         self.batch = QSpinBox()
         self.batch.setRange(1, 1 << 20)
         self.batch.setKeyboardTracking(False)
@@ -58,6 +59,8 @@ class SettingsBar(QWidget):
             lay.addWidget(w)
         lay.addWidget(self.amp)
         lay.addWidget(self.ckpt)
+        self.generate = GenerateOptions(self)
+        lay.addWidget(self.generate)
         lay.addSpacing(12)
         lay.addWidget(QLabel("Device"))
         lay.addWidget(self.device)
@@ -69,6 +72,7 @@ class SettingsBar(QWidget):
         self.amp.toggled.connect(self._changed)
         self.ckpt.toggled.connect(self._changed)
         self.device.currentIndexChanged.connect(self._changed)
+        self.generate.changed.connect(self._changed)
         self._sync_enabled()
 
     def reload_devices(self):
@@ -105,6 +109,7 @@ class SettingsBar(QWidget):
             self.amp.setChecked(False)
             self.amp.blockSignals(False)
         self.amp.setEnabled(fp32)
+        self.generate.setVisible(self.mode.currentData() == "generate")
 
     def _changed(self, *_):
         self._sync_enabled()
@@ -116,6 +121,8 @@ class SettingsBar(QWidget):
                      optimizer=self.optimizer.currentData() if self.mode.currentData() == "train" else "none",
                      dtype=self.dtype.currentData(), amp=self.amp.isChecked() and self.dtype.currentData() == "fp32",
                      checkpointing=self.ckpt.isChecked() and self.mode.currentData() == "train")
+        if s.mode == "generate":
+            s = s.with_(**self.generate.values())
         try:  # settings the bar has no widget for yet (gpus, strategy): kept from the design, not lost
             return s.with_(**self.extra) if self.extra else s
         except (TypeError, ValueError):
@@ -140,6 +147,8 @@ class SettingsBar(QWidget):
              "amp": s.amp, "checkpointing": self.ckpt.isChecked()}
         if self.device_id():
             d["device"] = self.device_id()
+        if s.mode == "generate":
+            d.update(self.generate.values())
         d.update(self.extra)
         return d
 
@@ -170,5 +179,6 @@ class SettingsBar(QWidget):
         finally:
             for w in widgets:
                 w.blockSignals(False)
+        self.generate.apply(d)
         self._sync_enabled()
         self.changed.emit()

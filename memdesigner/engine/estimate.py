@@ -42,6 +42,10 @@ def estimate(design: Design, settings: Settings | None = None, *, device=None, m
     settings, dev = _resolve(settings, device, kw)
     if design.blocks:  # the engine runs on the flat network (model/blocks.py)
         design, analysis = for_engine(design, analysis)
+    if settings.mode == "generate":  # prefill + decode steps (engine/generate.py)
+        from memdesigner.engine.generate import generate_or_issue
+
+        return generate_or_issue(design, settings, dev, max_batch)
     an = analysis or analyze(design)
     rep = _run(design, an, settings, dev)
     if max_batch and dev is not None and an.ok:

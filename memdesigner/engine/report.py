@@ -82,6 +82,7 @@ class Report:
     traced_ops: list = field(default_factory=list)  # "id (op)" of Generic nodes characterised by PyTorch
     # per block instance: memory per repetition and in total (model/blocks.py instance_totals)
     blocks: dict = field(default_factory=dict)
+    generate: dict | None = None  # generate mode: prompt, new tokens, cache (engine/generate.py)
 
     _layers: list | None = None
 
@@ -139,4 +140,6 @@ class Report:
             d["max_batch"] = self.max_batch
         if self.blocks:
             d["blocks"] = {k: dict(v) for k, v in self.blocks.items()}
+        if self.generate is not None:
+            d["generate"] = dict(self.generate)
         return d

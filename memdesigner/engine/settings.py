@@ -6,7 +6,9 @@ from dataclasses import asdict, dataclass, replace
 
 from memdesigner.units import DTYPE_ALIASES
 
-MODES = ("inference", "train")
+MODES = ("inference", "train", "generate")  # generate: prefill + decode steps (engine/generate.py)
+KV_CACHES = ("dynamic", "static")
+KV_DTYPES = ("auto", "fp32", "fp16", "bf16")
 OPTIMIZERS = ("none", "sgd", "momentum", "adam", "adamw")
 OPTIMIZER_ALIASES = {"sgd_momentum": "momentum", "": "none", None: "none"}
 DTYPES = ("fp32", "fp16", "bf16")
@@ -26,6 +28,9 @@ class Settings:
     foreach: bool | None = None  # optimizer multi-tensor path; None: the backend's default
     gpus: int = 1  # data-parallel world size (per-rank batch is `batch`)
     strategy: str = "none"  # none | ddp | zero1 (DDP + ZeroRedundancyOptimizer)
+    new_tokens: int = 16  # generate: tokens generated after the prompt (the design's sequence length)
+    kv_cache: str = "dynamic"  # generate: dynamic (torch.cat per step) | static (preallocated)
+    kv_dtype: str = "auto"  # generate: cache storage dtype; auto = the model's
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -48,6 +53,12 @@ class Settings:
             raise ValueError(f"strategy: {self.strategy!r} is not one of {', '.join(STRATEGIES)}")
         if self.gpus > 1 and self.strategy == "none":
             raise ValueError(f"strategy: gpus {self.gpus} needs a data-parallel strategy (ddp or zero1)")
+        if not isinstance(self.new_tokens, int) or isinstance(self.new_tokens, bool) or self.new_tokens < 1:
+            raise ValueError(f"new_tokens: {self.new_tokens!r} must be a positive integer")
+        if self.kv_cache not in KV_CACHES:
+            raise ValueError(f"kv_cache: {self.kv_cache!r} is not one of {', '.join(KV_CACHES)}")
+        if self.kv_dtype not in KV_DTYPES:
+            raise ValueError(f"kv_dtype: {self.kv_dtype!r} is not one of {', '.join(KV_DTYPES)}")
         if self.amp and dt != "fp32":
             raise ValueError("amp: mixed precision keeps fp32 weights; use dtype fp32 with amp")
 

@@ -182,8 +182,13 @@ class Simulation:
     """Runs the step once and keeps the events, per-layer rows and phase peaks."""
 
     def __init__(self, design: Design, analysis: Analysis, settings: Settings, rounding: int = 1,
-                 capture: int | None = None, trace: bool = False, rank: int | None = None):
+                 capture: int | None = None, trace: bool = False, rank: int | None = None,
+                 carry: list | None = None):
         self.capture = capture
+        # storages an earlier step left alive (engine/generate.py): (node id or None, bytes, label);
+        # a node whose rule says releases_carried frees its own, the rest live to the end of the run
+        self.carry = carry or []
+        self.persisted: dict[str, list[int]] = {}  # node -> bytes of its outputs that outlive the step
         self.rank = rank  # data-parallel rank (engine/distributed.py); None: the heaviest
         self.trace = trace  # keep every checked moment (engine/batch_curve.py fits lines through them)
         self.design = design
@@ -286,6 +291,11 @@ class Simulation:
             mem.alloc_exact(state_total, state_r, O, f"{opt} state ({what})")
         if plan is not None and plan.bucket_bytes:
             mem.alloc_exact(plan.bucket_bytes, plan.bucket_rounded, G, "DDP gradient buckets")
+        carried: dict = {}
+        for cnid, nb, label in self.carry:
+            carried.setdefault(cnid, []).append(mem.alloc(nb, A, 1, (cnid, label)))
+        if self.carry:
+            mem.mark(("forward", None))
 
         # -- forward ---------------------------------------------------------------------
         val_sid: dict[tuple, int] = {}
@@ -405,12 +415,25 @@ class Simulation:
             mem.event("forward", nid, node.name)
             for sid in tmp_sids:
                 mem.decref(sid)
+            own = carried.pop(nid, []) if op.releases_carried else []
+            if own and late:
+                for sid in own[:len(own) // 2]:
+                    mem.decref(sid)
+                own = own[len(own) // 2:]
             if late:
                 for j in late:
                     nb = _nbytes(op.outputs[j])
                     out_bytes += nb
                     out_sids[j] = mem.alloc(nb, A, 1, (nid, op.outputs[j].what))
                 mem.mark(("forward", nid))
+            for sid in own:
+                mem.decref(sid)
+            if op.persists:
+                self.persisted[nid] = [mem.nb[sid] for sid in out_sids if sid is not None]
+                for sid in out_sids:
+                    if sid is not None:
+                        mem.incref(sid)
+                        held_outputs.append(sid)
             # what autograd keeps
             sv = []
             if records:

@@ -86,6 +86,11 @@ class OpMem:
     elementwise: bool = False  # new outputs take the input's memory order (TensorIterator)
     bwd_stages: list = field(default_factory=list)  # [(temps, param indices, saved indices to release)]
     late_outputs: tuple = ()  # output indices made after the temps are freed (a final torch.stack)
+    # state that outlives the step (a KV cache): the outputs stay alive to the end of the run and are
+    # reported in Simulation.persisted; releases_carried frees what an earlier step left for this
+    # node (Simulation's carry): with late outputs, the first half before them, the rest after
+    persists: bool = False
+    releases_carried: bool = False
 
 
 @dataclass

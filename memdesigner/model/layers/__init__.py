@@ -6,6 +6,7 @@ from memdesigner.model.layers import (  # noqa: F401
     block,
     conv,
     dense,
+    generation,
     inputs,
     loss,
     merge,

@@ -151,7 +151,35 @@ def _sdpa_shape(c):
     return [TensorSpec(q[:-1] + (v[-1],))]
 
 
+def _sdpa_math_dropout(m):
+    """CPU training with dropout_p > 0: no fused kernel takes dropout, so
+    _scaled_dot_product_attention_math runs: q and k^T scaled by sqrt(scale), bmm (reshaping a
+    q/k/v whose heads cannot be merged with the batch copies it, and bmm keeps the copies),
+    a float causal mask added in place, softmax (kept), dropout (noise = empty_like.bernoulli_,
+    kept with its product), bmm with v. The output is (B, H, L, D) contiguous."""
+    b, h, n, d = m.in_shapes[0]
+    s = m.in_shapes[1][2]
+    dv = m.in_shapes[2][3]
+    dt = m.amp or m.float_in
+    q, k, v, sc = b * h * n * d, b * h * s * d, b * h * s * dv, b * h * n * s
+    temps = [T(k, dt, "k^T * sqrt(scale)"), T(sc, dt, "scores")]
+    saved = [T(sc, dt, "softmax(scores)"), T(sc, dt, "dropout noise"), T(sc, dt, "dropped probabilities")]
+    if m.props["causal"]:
+        temps.append(T(n * s, dt, "causal mask (float)"))
+    if m.viewable(0, (b * h, n, d)):
+        saved.append(T(q, dt, "q * sqrt(scale)"))
+    else:
+        temps.append(T(q, dt, "q * sqrt(scale)"))
+        saved.append(T(q, dt, "q * sqrt(scale), contiguous for bmm"))
+    saved.append(In(1) if m.viewable(1, (b * h, s, d)) else T(k, dt, "k^T, contiguous for bmm"))
+    saved.append(In(2) if m.viewable(2, (b * h, s, dv)) else T(v, dt, "v, contiguous for bmm"))
+    return OpMem(outputs=[T(b * h * n * dv, dt, "output")], out_dtypes=[dt], temps=temps, saved=saved,
+                 grad_in=["new"] * 3, bwd_temps=[T(sc, dt, "score gradients")] * 2)
+
+
 def _sdpa_mem(m):
+    if m.records and m.training and m.props.get("dropout", 0.0) > 0 and m.backend == "cpu":
+        return _sdpa_math_dropout(m)
     b, h, n, d = m.in_shapes[0]
     s = m.in_shapes[1][2]
     dt = m.amp or m.float_in
@@ -185,7 +213,9 @@ def _sdpa_onnx(ctx):
 ScaledDotProductAttention = register(LayerType(
     name="ScaledDotProductAttention", family="attention",
     doc="softmax(q k^T / sqrt(d)) v on (heads, tokens, head_dim) inputs; fused = flash kernel.",
-    props=(Prop("kernel", "choice", "fused", choices=("fused", "math")), Prop("causal", "bool", False)),
+    props=(Prop("kernel", "choice", "fused", choices=("fused", "math")), Prop("causal", "bool", False),
+           Prop("dropout", "float", 0.0, min=0.0, max=1.0,
+                doc="dropout_p in training (on the CPU no fused kernel takes it: the math path runs)")),
     min_inputs=3, max_inputs=3, input_names=("query", "key", "value"), shape=_sdpa_shape, memory=_sdpa_mem,
     flops=lambda c, o: 4 * o[0].numel * c.inputs[1].shape[1],
     torch_ops=("scaled_dot_product_attention",), aliases=("SDPA",),

@@ -1,0 +1,61 @@
+"""The settings bar's generate-mode options: new tokens, KV cache kind and dtype."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Signal
+from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QSpinBox, QWidget
+
+from memdesigner.engine.settings import KV_CACHES, KV_DTYPES, Settings
+
+KEYS = ("new_tokens", "kv_cache", "kv_dtype")
+
+
+class GenerateOptions(QWidget):
+    """Shown while the mode is generate; its values ride along in the design's settings."""
+
+    changed = Signal()
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        lay = QHBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.setSpacing(6)
+        self.new_tokens = QSpinBox()
+        self.new_tokens.setRange(1, 1 << 20)
+        self.new_tokens.setValue(Settings().new_tokens)
+        self.new_tokens.setKeyboardTracking(False)
+        self.new_tokens.setToolTip("tokens generated after the prompt (the design's sequence length)")
+        self.kv_cache = QComboBox()
+        for k in KV_CACHES:
+            self.kv_cache.addItem(k, k)
+        self.kv_cache.setToolTip("dynamic: grows by torch.cat each step; static: preallocated for the whole generation")
+        self.kv_dtype = QComboBox()
+        for k in KV_DTYPES:
+            self.kv_dtype.addItem("model dtype" if k == "auto" else k, k)
+        for label, w in (("New tokens", self.new_tokens), ("KV cache", self.kv_cache), ("KV dtype", self.kv_dtype)):
+            lay.addWidget(QLabel(label))
+            lay.addWidget(w)
+        self.new_tokens.valueChanged.connect(self.changed)
+        self.kv_cache.currentIndexChanged.connect(self.changed)
+        self.kv_dtype.currentIndexChanged.connect(self.changed)
+
+    def values(self) -> dict:
+        return {"new_tokens": self.new_tokens.value(), "kv_cache": self.kv_cache.currentData(),
+                "kv_dtype": self.kv_dtype.currentData()}
+
+    def apply(self, d: dict) -> None:
+        """From a design file; bad values are skipped."""
+        widgets = (self.new_tokens, self.kv_cache, self.kv_dtype)
+        for w in widgets:
+            w.blockSignals(True)
+        try:
+            n = d.get("new_tokens")
+            if isinstance(n, int) and not isinstance(n, bool) and n >= 1:
+                self.new_tokens.setValue(n)
+            for key, combo in (("kv_cache", self.kv_cache), ("kv_dtype", self.kv_dtype)):
+                i = combo.findData(d.get(key))
+                if i >= 0:
+                    combo.setCurrentIndex(i)
+        finally:
+            for w in widgets:
+                w.blockSignals(False)
