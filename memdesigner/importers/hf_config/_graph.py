@@ -21,10 +21,10 @@ class Builder:
         return registry.has(type_name)
 
     def add(self, name: str, type_name: str, props: dict, inputs: list, *, scope: str = "", n_out: int = 1,
-            tied: dict | None = None) -> str:
+            tied: dict | None = None, keep_until: str = "") -> str:
         """Add node ``name`` (also its id) fed by ``inputs`` (node ids or (id, port) pairs)."""
         d = self.design
-        d.add_node(type_name, props, id=name, name=name, scope=scope, tied=tied)
+        d.add_node(type_name, props, id=name, name=name, scope=scope, tied=tied, keep_until=keep_until)
         for port, src in enumerate(inputs):
             sid, sport = src if isinstance(src, tuple) else (src, 0)
             d.add_edge(sid, name, sport, port, check_cycle=False)

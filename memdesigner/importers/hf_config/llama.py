@@ -97,7 +97,7 @@ def build(config: dict, *, seq_len: int, task: str) -> object:
     ids = b.add("input_ids", "Input", {"shape": (seq_len,), "dtype": "int64", "vocab": c["vocab_size"]}, [],
                 scope="")
     x = b.add("model.embed_tokens", "Embedding", {"num_embeddings": c["vocab_size"], "embedding_dim": h}, [ids],
-              scope="model/model.embed_tokens")
+              scope="model/model.embed_tokens", keep_until="model.norm")  # inputs_embeds: a local of forward
     if mt in ("gemma", "gemma2"):
         x = b.add("model.embed_scale", "Scale", {"factor": float(h) ** 0.5}, [x], scope="model")
     # transformers builds a bool mask for sdpa only when is_causal cannot stand for it: a sliding
