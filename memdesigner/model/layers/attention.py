@@ -1,7 +1,7 @@
 """Attention. MultiHeadAttention follows nn.MultiheadAttention(batch_first=True) for
 self-attention; ScaledDotProductAttention takes q, k, v of shape (heads, tokens, head_dim)."""
 
-from memdesigner.model.layers._common import fmt
+from memdesigner.model.layers._common import amp_casts, fmt
 from memdesigner.model.layers._keras_torch import IMPL, keras
 from memdesigner.model.oprules import In, OpMem, Out, T
 from memdesigner.model.registry import LayerError, LayerType, ParamSpec, Prop, TensorSpec, register
@@ -170,14 +170,24 @@ def _sdpa_mem(m):
                          grad_in=_grads(m), bwd_temps=[T(b * h * n * s, dt, "score gradients")] * 2)
         return OpMem(outputs=[out], out_dtypes=[dt], temps=[q, scores, probs], grad_in=_grads(m))
     lse = T(b * h * n, "float32", "logsumexp")
+    # a bool attn_mask is turned into an additive float one of q's dtype (convert_boolean_attn_mask),
+    # which the kernel keeps for backward
+    fmask = []
+    if len(m.in_shapes) > 3:
+        fmask = [T(m.in_elems(3), dt, "float mask made from the bool one")] if m.in_dtypes[3] == "bool" else [In(3)]
     # flash kernels write the output as (B, L, H, D) in memory and return a (B, H, L, D) view, so a
     # later transpose(1, 2).contiguous() costs nothing
     dv = m.in_shapes[2][3]
     st = [(n * h * dv, dv, h * dv, 1)]
     if m.records:
-        saved = [In(0), In(1), In(2), Out(0), lse] + ([In(3)] if len(m.in_shapes) > 3 else [])
-        return OpMem(outputs=[out], out_dtypes=[dt], saved=saved, grad_in=_grads(m), out_strides=st)
-    return OpMem(outputs=[out], out_dtypes=[dt], temps=[lse], grad_in=_grads(m), out_strides=st)
+        saved = [In(0), In(1), In(2), Out(0), lse] + fmask
+        mem = OpMem(outputs=[out], out_dtypes=[dt], saved=saved, grad_in=_grads(m), out_strides=st)
+    else:
+        temps = [t for t in fmask if isinstance(t, T)] + [lse]
+        mem = OpMem(outputs=[out], out_dtypes=[dt], temps=temps, grad_in=_grads(m), out_strides=st)
+    # autocast runs SDPA in low precision: fp32 q / k / v (rotary output meeting fp32 tables) are
+    # cast, and the casts are what the kernel keeps
+    return amp_casts(m, mem, n_inputs=3) if any(d == "float32" for d in m.in_dtypes[:3]) else mem
 
 
 def _grads(m):

@@ -52,14 +52,20 @@ def _rms_mem(m):
         saved = [x32, rs, kept_normed]
         temps = [t for t in pre + ([normed] if kept_normed is not normed else []) if t not in saved]
         return OpMem(outputs=[out], out_dtypes=[out_dt], saved=saved, temps=temps, grad_in=["new"],
-                     bwd_temps=[T(2 * n, FLOAT32, "the normalised gradient and its product with x")])
-    # without grad the chain frees as it goes; its largest moment beyond the output
+                     bwd_temps=[T(2 * n, FLOAT32, "the normalised gradient and its product with x")]
+                     + ([] if isinstance(x32, In) else [T(n, FLOAT32, "x32's gradient before the cast back")]))
+    # without grad the chain frees as it goes. Locals of forward live to its end: the row means
+    # (``variance``) and the normalised x (``hidden_states``) while its cast and the output are made
     cast = 0 if isinstance(x32, In) else x32.nbytes
-    moments = [cast + 4 * n + 4 * r,  # x32, pow(x, 2), the row means
-               cast + normed.nbytes,  # x32 and x * rsqrt
-               normed.nbytes + (kept_normed.nbytes if kept_normed is not normed else 0),
-               (kept_normed.nbytes if kept_normed is not normed else normed.nbytes) + out.nbytes,
-               sum(t.nbytes for t in pre) + out.nbytes]
+    kept = kept_normed.nbytes if kept_normed is not normed else 0
+    if gemma:  # no locals: _norm(x.float()) returns x * rsqrt, then * (1 + weight.float()), .type_as(x)
+        o32 = pre[0].nbytes if pre else out.nbytes
+        moments = [cast + 4 * n + 4 * r, cast + 8 * r + normed.nbytes, normed.nbytes + o32
+                   + 4 * m.in_shapes[0][-1], o32 + (out.nbytes if pre else 0)]
+    else:
+        moments = [cast + 4 * n + 4 * r,  # x32, pow(x, 2), the row means
+                   cast + 4 * r + normed.nbytes,  # x32 and x * rsqrt
+                   4 * r + normed.nbytes + kept + out.nbytes]
     return OpMem(outputs=[out], out_dtypes=[out_dt], temps=[_lump(max(moments) - out.nbytes, "largest moment")],
                  grad_in=["new"])
 
@@ -143,19 +149,24 @@ def _apply_shape(c):
 
 def _apply_mem(m):
     """apply_rotary_pos_emb for one of q / k: (x * cos) + (rotate_half(x) * sin), rotate_half =
-    cat((-x2, x1), -1) of two views. The largest forward moment holds x * cos, the rotated x and
-    its product with sin (3 x-sized tensors with the output being the third's successor).
-    Autograd keeps only cos and sin (shared, alive anyway). Backward: g * cos, g * sin, the negated
-    half and the two slice gradients (each x-sized, zero-filled) summed into x's gradient."""
+    cat((-x2, x1), -1) of two views in x's dtype; the products promote to cos's dtype (a bf16 q
+    under autocast meets the fp32 tables: the result is fp32). The forward's moments: x * cos with
+    the negated half and the cat, then with the cat and its product with sin, then with that
+    product and the sum. Autograd keeps only cos and sin (shared, alive anyway)."""
+    from memdesigner.units import DTYPE_BYTES
+
     n = m.in_elems(0)
-    dt = m.float_in
-    it = 4 if dt == FLOAT32 else 2
-    out = T(n, dt, "output")
+    dx = m.in_dtypes[0]
+    do = _promote(dx, m.in_dtypes[1])
+    ix, io = DTYPE_BYTES[dx], DTYPE_BYTES[do]
+    out = T(n, do, "output")
+    moments = [n * io + n // 2 * ix + n * ix, n * io + n * ix + n * io, 3 * n * io]
     saved = [In(1), In(2)] if m.records else []
-    mem = OpMem(outputs=[out], out_dtypes=[dt], temps=[_lump(2 * n * it, "x * cos and rotate_half(x) * sin")],
+    mem = OpMem(outputs=[out], out_dtypes=[do], temps=[_lump(max(moments) - out.nbytes, "largest moment")],
                 saved=saved, grad_in=["new", None, None], elementwise=True)
     if m.records:
-        mem.bwd_temps = [T(3 * n, dt, "g * sin, slice gradients of rotate_half")]
+        # g * sin in the promoted dtype; rotate_half's slice gradients in x's dtype
+        mem.bwd_temps = [T(n, do, "g * sin"), T(n, dx, "slice gradients of rotate_half")]
     return mem
 
 

@@ -1,0 +1,24 @@
+"""The LLM layer types against the truth harness's measurement of the Hugging Face modules
+(LlamaRMSNorm, GemmaRMSNorm, LlamaRotaryEmbedding + apply_rotary_pos_emb), stored in
+tests/fixtures/hf/layers_measured.json by benchmarks/hf_layers_measure.py: inference and SGD
+training, fp32 and bf16 autocast on the CPU, batch 4. Grouped-query attention, repeat_kv, masks
+and gated MLPs are measured inside whole models by benchmarks/hf_llm.py (tests/test_hf_llm_accuracy.py)."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+import memdesigner
+from hf_layer_cases import BATCH, KINDS, MODES, design
+
+FIX = json.loads((Path(__file__).resolve().parent / "fixtures" / "hf" / "layers_measured.json").read_text())["peaks"]
+
+
+@pytest.mark.parametrize("mode", MODES, ids=lambda m: m[0])
+@pytest.mark.parametrize("kind", KINDS)
+def test_layer_matches_measurement(kind, mode):
+    key, m, opt, amp = mode
+    rep = memdesigner.estimate(design(kind), mode=m, batch=BATCH, optimizer=opt or "none", dtype="fp32", amp=amp,
+                               backend="cpu")
+    assert rep.peak_bytes == FIX[f"{kind}/{key}"], (rep.peak_bytes - FIX[f"{kind}/{key}"])
