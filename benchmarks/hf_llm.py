@@ -36,7 +36,7 @@ CONFIGS = {
     "qwen2_tied": dict(model_type="qwen2", tie_word_embeddings=True, **_SMALL),
     "mistral_window": dict(model_type="mistral", sliding_window=64, **_SMALL),
     "gemma": dict(model_type="gemma", head_dim=64, **_SMALL),
-    "phi3": dict(model_type="phi3", **_SMALL),
+    "phi3": dict(model_type="phi3", pad_token_id=0, **_SMALL),
     "gemma2": dict(model_type="gemma2", head_dim=64, sliding_window=64, **_SMALL),
 }
 # (config key, mode, optimizer, amp, batch)

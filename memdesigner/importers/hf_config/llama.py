@@ -142,8 +142,9 @@ def build(config: dict, *, seq_len: int, task: str) -> object:
         qh = _heads(b, a, "q", q, heads, hd, seq_len, asc)
         kh = _heads(b, a, "k", k, kvh, hd, seq_len, asc)
         vh = _heads(b, a, "v", v, kvh, hd, seq_len, asc)
-        qh = b.add(f"{a}.q_rotary", "ApplyRotary", {}, [qh, cos, sin], scope=asc)
-        kh = b.add(f"{a}.k_rotary", "ApplyRotary", {}, [kh, cos, sin], scope=asc)
+        rot = {"concat_pass": mt == "phi3"}
+        qh = b.add(f"{a}.q_rotary", "ApplyRotary", rot, [qh, cos, sin], scope=asc)
+        kh = b.add(f"{a}.k_rotary", "ApplyRotary", rot, [kh, cos, sin], scope=asc)
         if b.has("KVCache"):
             kv = b.add(f"{a}.kv_cache", "KVCache", {}, [kh, vh], scope=asc, n_out=2)
             kh, vh = (kv, 0), (kv, 1)
@@ -191,6 +192,8 @@ def build(config: dict, *, seq_len: int, task: str) -> object:
         logits = b.add("logits_softcap_div", "Scale", {"factor": 1.0 / cap}, [logits], scope="")
         logits = b.add("logits_softcap_tanh", "Tanh", {}, [logits], scope="")
         b.add("logits_softcap_mul", "Scale", {"factor": float(cap)}, [logits], scope="")
+        # the causal-LM forward's local hidden_states (the final norm's output) outlives the head
+        b.design.nodes["model.norm"].keep_until = "logits_softcap_mul"
     return b.finish()
 
 

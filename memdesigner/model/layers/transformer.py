@@ -161,6 +161,8 @@ def _apply_mem(m):
     ix, io = DTYPE_BYTES[dx], DTYPE_BYTES[do]
     out = T(n, do, "output")
     moments = [n * io + n // 2 * ix + n * ix, n * io + n * ix + n * io, 3 * n * io]
+    if m.props["concat_pass"]:  # Phi-3: cat([rotated, x[..., rotary_dim:]], -1) copies the sum
+        moments.append(2 * n * io)
     saved = [In(1), In(2)] if m.records else []
     mem = OpMem(outputs=[out], out_dtypes=[do], temps=[_lump(max(moments) - out.nbytes, "largest moment")],
                 saved=saved, grad_in=["new", None, None], elementwise=True)
@@ -173,6 +175,8 @@ def _apply_mem(m):
 ApplyRotary = register(LayerType(
     name="ApplyRotary", family="attention",
     doc="Applies rotary embeddings to q or k: x * cos + rotate_half(x) * sin (HF apply_rotary_pos_emb).",
+    props=(Prop("concat_pass", "bool", False,
+                doc="Phi-3: the rotated part is concatenated with the pass-through part (a copy)"),),
     min_inputs=3, max_inputs=3, input_names=("x", "cos", "sin"), shape=_apply_shape, memory=_apply_mem,
     flops=lambda c, o: 3 * o[0].numel, torch_ops=("apply_rotary_pos_emb", "rotate_half"),
     search_words=("rope", "rotary", "llama"),
