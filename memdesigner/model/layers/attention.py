@@ -179,6 +179,10 @@ def _sdpa_mem(m):
     # later transpose(1, 2).contiguous() costs nothing
     dv = m.in_shapes[2][3]
     st = [(n * h * dv, dv, h * dv, 1)]
+    if m.backend == "cpu" and m.contiguous(0):
+        # the CPU flash kernel lays its output out like q: a contiguous q (Phi-3's rotary ends in
+        # a cat) gives a contiguous output, which the transpose(1, 2).contiguous() after it copies
+        st = [None]
     if m.records:
         saved = [In(0), In(1), In(2), Out(0), lse] + fmask
         mem = OpMem(outputs=[out], out_dtypes=[dt], saved=saved, grad_in=_grads(m), out_strides=st)

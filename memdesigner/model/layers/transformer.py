@@ -165,7 +165,7 @@ def _apply_mem(m):
         moments.append(2 * n * io)
     saved = [In(1), In(2)] if m.records else []
     mem = OpMem(outputs=[out], out_dtypes=[do], temps=[_lump(max(moments) - out.nbytes, "largest moment")],
-                saved=saved, grad_in=["new", None, None], elementwise=True)
+                saved=saved, grad_in=["new", None, None], elementwise=not m.props["concat_pass"])
     if m.records:
         # g * sin in the promoted dtype; rotate_half's slice gradients in x's dtype
         mem.bwd_temps = [T(n, do, "g * sin"), T(n, dx, "slice gradients of rotate_half")]
