@@ -9,9 +9,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 sys.path.insert(0, str(REPO / "benchmarks"))
-from _tables import default_truth_dir  # noqa: E402
-
 import hf_layer_cases as cases  # noqa: E402
+from _tables import default_truth_dir  # noqa: E402
 
 OUT = REPO / "tests" / "fixtures" / "hf" / "layers_measured.json"
 

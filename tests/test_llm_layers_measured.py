@@ -8,9 +8,9 @@ import json
 from pathlib import Path
 
 import pytest
+from hf_layer_cases import BATCH, KINDS, MODES, design
 
 import memdesigner
-from hf_layer_cases import BATCH, KINDS, MODES, design
 
 RESIDUAL = {"rmsnorm_llama": 512, "rmsnorm_gemma": 512, "rotary": 4096}
 FIX = json.loads((Path(__file__).resolve().parent / "fixtures" / "hf" / "layers_measured.json").read_text())["peaks"]
