@@ -33,7 +33,7 @@ def _design(kind: str) -> Design:
     return d
 
 
-KINDS = ("rmsnorm_llama", "rmsnorm_gemma", "rotary")
+KINDS = ("rmsnorm_llama", "rmsnorm_gemma", "rmsnorm_torch", "rotary")
 # (key, mode, optimizer, amp)
 MODES = (("inference-fp32", "inference", None, False), ("train-sgd-fp32", "train", "sgd", False),
          ("train-sgd-amp", "train", "sgd", True), ("inference-amp", "inference", None, True))
@@ -56,6 +56,8 @@ def module(kind: str):
         return nn.Sequential(nn.Linear(IN, H, bias=False), LlamaRMSNorm(H, eps=1e-6))
     if kind == "rmsnorm_gemma":
         return nn.Sequential(nn.Linear(IN, H, bias=False), GemmaRMSNorm(H, eps=1e-6))
+    if kind == "rmsnorm_torch":
+        return nn.Sequential(nn.Linear(IN, H, bias=False), nn.RMSNorm(H, eps=1e-6))
 
     class Rotary(nn.Module):
         def __init__(self):

@@ -25,6 +25,9 @@ def export(t: str, p: dict, attr: str, ins: list, in_shapes: list, outs: list) -
         if p["variant"] == "gemma":
             c.init.append(f"self.{attr} = nn.Parameter(torch.zeros({h}))")
             c.forward.append(f"{v} = ({norm} * (1.0 + self.{attr}.float())).type_as({x})")
+        elif p["variant"] == "torch":
+            c.init.append(f"self.{attr} = nn.RMSNorm({h}, eps={eps})")
+            c.forward.append(f"{v} = self.{attr}({x})")
         else:
             c.init.append(f"self.{attr} = nn.Parameter(torch.ones({h}))")
             c.forward.append(f"{v} = self.{attr} * {norm}.to({x}.dtype)")

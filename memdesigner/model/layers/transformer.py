@@ -43,6 +43,10 @@ def _rms_mem(m):
         out_dt = din
         pre = [] if din == FLOAT32 else [T(n, FLOAT32, "normed * (1 + weight) before .type_as(x)")]
         kept_normed = normed
+    elif m.props["variant"] == "torch":  # autocast runs rms_norm in fp32: the result stays fp32
+        out_dt = _promote(pdt, FLOAT32)
+        pre = []
+        kept_normed = normed
     else:
         out_dt = _promote(pdt, din)
         pre = []
@@ -53,7 +57,8 @@ def _rms_mem(m):
         temps = [t for t in pre + ([normed] if kept_normed is not normed else []) if t not in saved]
         return OpMem(outputs=[out], out_dtypes=[out_dt], saved=saved, temps=temps, grad_in=["new"],
                      bwd_temps=[T(2 * n, FLOAT32, "the normalised gradient and its product with x")]
-                     + ([] if isinstance(x32, In) else [T(n, FLOAT32, "x32's gradient before the cast back")]))
+                     + ([] if isinstance(x32, In) or m.props["variant"] == "torch"
+                        else [T(n, FLOAT32, "x32's gradient before the cast back")]))
     # without grad the chain frees as it goes. Locals of forward live to its end: the row means
     # (``variance``) and the normalised x (``hidden_states``) while its cast and the output are made
     cast = 0 if isinstance(x32, In) else x32.nbytes
@@ -63,9 +68,11 @@ def _rms_mem(m):
         moments = [cast + 4 * n + 4 * r, cast + 8 * r + normed.nbytes, normed.nbytes + o32
                    + 4 * m.in_shapes[0][-1], o32 + (out.nbytes if pre else 0)]
     else:
+        # torch's composite keeps its rsqrt (and autocast's fp32 copy of x) as C++ locals instead
+        held = cast if m.props["variant"] == "torch" else 0
         moments = [cast + 4 * n + 4 * r,  # x32, pow(x, 2), the row means
                    cast + 4 * r + normed.nbytes,  # x32 and x * rsqrt
-                   4 * r + normed.nbytes + kept + out.nbytes]
+                   held + 4 * r + normed.nbytes + kept + out.nbytes]
     return OpMem(outputs=[out], out_dtypes=[out_dt], temps=[_lump(max(moments) - out.nbytes, "largest moment")],
                  grad_in=["new"])
 
@@ -81,12 +88,13 @@ RMSNorm = register(LayerType(
     name="RMSNorm", family="normalization",
     doc="Root-mean-square norm over the last dimension (LlamaRMSNorm; variant gemma scales by 1 + weight).",
     props=(Prop("eps", "float", 1e-6, min=0.0),
-           Prop("variant", "choice", "llama", choices=("llama", "gemma"),
-                doc="llama: weight * normed (weight starts at 1); gemma: (1 + weight) * normed, in fp32")),
+           Prop("variant", "choice", "llama", choices=("llama", "gemma", "torch"),
+                doc="llama: weight * normed (weight starts at 1); gemma: (1 + weight) * normed, in fp32; "
+                    "torch: nn.RMSNorm's composite (pow, mean, add_, rsqrt, two muls)")),
     shape=_rms_shape, params=lambda c: [ParamSpec("weight", (c.inputs[0].shape[-1],))],
     flops=lambda c, o: 4 * c.inputs[0].numel, memory=_rms_mem,
     torch_ops=("LlamaRMSNorm", "MistralRMSNorm", "Qwen2RMSNorm", "GemmaRMSNorm", "Gemma2RMSNorm", "Phi3RMSNorm",
-               "T5LayerNorm"),
+               "T5LayerNorm", "RMSNorm", "rms_norm"),
     aliases=("LlamaRMSNorm",), search_words=("rms", "rmsnorm", "rms norm", "llama", "norm"),
     keeps_for_backward="its input (in fp32), the rsqrt per row and the normalised input",
 ))
