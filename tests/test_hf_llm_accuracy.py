@@ -38,6 +38,7 @@ def test_grid_median_within_one_percent(rows):
 
 def test_gemma2_eager_within_target_and_never_under_beyond_one_percent(rows):
     """Gemma2 runs eager attention: (B, H, T, T) scores, soft-capping, the fp32 mask promoting the
-    scores to fp32 under autocast, the final norm's output alive through the logit soft-capping."""
+    scores to fp32 under autocast, q cast to bf16 before matmul copies it, the final norm's output
+    alive through the logit soft-capping."""
     g = [r for r in rows if r["model"] == "gemma2"]
-    assert g and all(-0.01 <= r["rel"] <= 0.015 for r in g), [(r["config"], round(100 * r["rel"], 2)) for r in g]
+    assert g and all(abs(r["rel"]) <= 0.005 for r in g), [(r["config"], round(100 * r["rel"], 2)) for r in g]
