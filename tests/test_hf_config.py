@@ -33,7 +33,9 @@ def test_default_config_counts_equal_transformers(cls, task):
 
 @pytest.mark.parametrize("path", sorted(EXAMPLES.glob("*.json")), ids=lambda p: p.stem)
 def test_example_config_counts_equal_transformers(path):
-    assert _params(import_file(path, seq_len=8)) == FIXTURE[f"{path.name}/causal-lm"]
+    d = import_file(path, seq_len=8)
+    assert not analyze(d).issues
+    assert _params(d) == FIXTURE[f"{path.name}/causal-lm"]
 
 
 def test_llama3_8b_is_the_public_config():
