@@ -91,6 +91,9 @@ def build_parser() -> argparse.ArgumentParser:
     io_.add_argument("model", help="MODEL.onnx")
     io_.add_argument("-o", "--output", required=True)
     io_.add_argument("--input-shape", default=None, help="per-sample shape, e.g. 3,224,224 (default: the graph's)")
+    from memdesigner.importers.hf_config import cli as hf_cli
+
+    hf_cli.add_parser(isub, _Parser)
     ex = sub.add_parser("export", help="export a design as code")
     esub = ex.add_subparsers(dest="target", parser_class=_Parser)
     et = esub.add_parser("torch", help="PyTorch nn.Module source")
@@ -320,8 +323,15 @@ def cmd_import(args) -> int:
             design = import_for_cli(args)
         except OnnxImportError as err:
             raise CliError(str(err)) from None
+    elif args.source == "hf":
+        from memdesigner.importers.hf_config.cli import design_for_cli
+
+        try:
+            design = design_for_cli(args)
+        except ValueError as err:
+            raise CliError(str(err)) from None
     else:
-        raise CliError("import needs a source: torch, keras or onnx")
+        raise CliError("import needs a source: torch, keras, onnx or hf")
     save_design(design, args.output)
     for w in getattr(design, "import_warnings", []):
         sys.stderr.write(f"memdesigner: warning: {w}\n")

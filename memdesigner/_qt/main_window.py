@@ -215,6 +215,7 @@ class MainWindow(QMainWindow):
         self.act_import_torch = A("&PyTorch Model (.py)…", self.import_torch)
         self.act_import_keras = A("&Keras Model (JSON)…", self.import_keras)
         self.act_import_onnx = A("&ONNX Model…", self.import_onnx)
+        self.act_import_hf = A("&Hugging Face Config…", self.import_hf)
 
     def _build_menus(self):
         mb = self.menuBar()
@@ -225,7 +226,7 @@ class MainWindow(QMainWindow):
         self.examples_menu.aboutToShow.connect(self._fill_examples)
         f.addActions([self.act_open_snapshot, self.act_clear_snapshot])
         imp = f.addMenu("&Import")
-        imp.addActions([self.act_import_torch, self.act_import_keras, self.act_import_onnx])
+        imp.addActions([self.act_import_torch, self.act_import_keras, self.act_import_onnx, self.act_import_hf])
         f.addSeparator()
         f.addActions([self.act_save, self.act_save_as])
         exp = f.addMenu("&Export")
@@ -596,6 +597,11 @@ class MainWindow(QMainWindow):
                 QMessageBox.warning(self, "Import ONNX model", f"{text!r} is not a shape like 3, 224, 224")
                 return
         self._import(lambda: hooks.import_onnx(path, shape), "ONNX")
+
+    def import_hf(self, path: str | None = None, seq_len: int | None = None, task: str | None = None):
+        from memdesigner._qt.import_hf import ask_and_import
+
+        return ask_and_import(self, path, seq_len, task)
 
     def _import(self, fn, what: str):
         """Off the UI thread (a model file may take minutes); the result lands in _imported."""

@@ -148,6 +148,9 @@ def _insert_dels(fwd, marks, ins, var, keep):
     return out
 
 
+from memdesigner.exporters import _llm_export  # noqa: E402
+
+
 def to_python(design: Design, class_name: str | None = None) -> str:
     """The design as a Python module: ``class <Name>(nn.Module)`` and ``def make()``."""
     design = expand(design)  # blocks become the flat network they stand for
@@ -330,8 +333,26 @@ def to_python(design: Design, class_name: str | None = None) -> str:
             init.append(f"self.{a} = nn.Parameter(torch.zeros(1, {', '.join(str(d) for d in xs.shape)}))")
             line = f"{x} + self.{a}"
         elif t == "ScaledDotProductAttention":
-            line = (f"F.scaled_dot_product_attention({x}, {ref(nid, 1)}, {ref(nid, 2)}"
-                    + (", is_causal=True)" if p["causal"] else ")"))
+            extra = (f", attn_mask={ref(nid, 3)}" if len(ins[nid]) > 3 else "") + \
+                (", is_causal=True" if p["causal"] else "") + (", enable_gqa=True" if p["enable_gqa"] else "")
+            line = f"F.scaled_dot_product_attention({x}, {ref(nid, 1)}, {ref(nid, 2)}{extra})"
+        elif t == "Contiguous":
+            line = f"{x}.clone()" if p["always_copy"] else f"{x}.contiguous()"
+        elif t == "Slice":
+            rng = f"{p['start']}:{'' if p['end'] is None else p['end']}"
+            lead = [":"] * p["dim"] if p["dim"] >= 0 else ["..."]
+            trail = [] if p["dim"] >= 0 else [":"] * (-p["dim"] - 1)
+            line = f"{x}[{', '.join(lead + [rng] + trail)}]"
+        elif t in _llm_export.TYPES:
+            v = new_var(nid)
+            outs = [v] + [_ident(f"{v}_{j}", var_used) for j in range(1, len(info.outputs))]
+            for j, o in enumerate(outs):
+                var[(nid, j)] = o
+            code = _llm_export.export(t, p, a, [ref(nid, k) for k in range(len(ins[nid]))],
+                                      [s_.shape for s_ in (in_spec(nid, k) for k in range(len(ins[nid])))], outs)
+            init.extend(code.init)
+            fwd.extend(code.forward)
+            continue
         elif t == "Loss":
             if p["kind"] == "cross_entropy":
                 line = f"F.cross_entropy({x}, torch.zeros({x}.shape[0], dtype=torch.long, device={x}.device))"
@@ -351,6 +372,11 @@ def to_python(design: Design, class_name: str | None = None) -> str:
         v = new_var(nid)
         fwd.append(f"{v} = {line}")
 
+    for nid in order:  # tied parameters share the owner's tensor (lm_head.weight = embed_tokens.weight)
+        for pname, target in sorted(nodes[nid].tied.items()):
+            owner, _, tname = target.rpartition(".")
+            if owner in attr and pname.isidentifier() and tname.isidentifier():
+                init.append(f"self.{attr[nid]}.{pname} = self.{attr[owner]}.{tname}")
     sinks = [var[(nid, 0)] for nid in order if consumers[nid] == 0 and nodes[nid].type != "Input"]
     fwd = _insert_dels(fwd, marks, ins, var, set(sinks))
     ret = sinks[0] if len(sinks) == 1 else "(" + ", ".join(sinks) + ("," if len(sinks) == 1 else "") + ")"

@@ -14,4 +14,5 @@ from memdesigner.model.layers import (  # noqa: F401
     pooling,
     recurrent,
     tensor_ops,
+    transformer,
 )

@@ -1,7 +1,7 @@
 """Attention. MultiHeadAttention follows nn.MultiheadAttention(batch_first=True) for
 self-attention; ScaledDotProductAttention takes q, k, v of shape (heads, tokens, head_dim)."""
 
-from memdesigner.model.layers._common import fmt
+from memdesigner.model.layers._common import amp_casts, fmt
 from memdesigner.model.layers._keras_torch import IMPL, keras
 from memdesigner.model.oprules import In, OpMem, Out, T
 from memdesigner.model.registry import LayerError, LayerType, ParamSpec, Prop, TensorSpec, register
@@ -143,11 +143,16 @@ MultiHeadAttention = register(LayerType(
 
 
 def _sdpa_shape(c):
-    q, k, v = (x.shape for x in c.inputs)
+    q, k, v = (x.shape for x in c.inputs[:3])
     if len(q) != 3 or len(k) != 3 or len(v) != 3:
         raise LayerError("inputs", "q, k, v must be (heads, tokens, head_dim) per sample")
-    if q[-1] != k[-1] or k[-2] != v[-2] or q[0] != k[0] or k[0] != v[0]:
+    heads_ok = q[0] == k[0] or (c.props.get("enable_gqa") and k[0] and q[0] % k[0] == 0)
+    if q[-1] != k[-1] or k[-2] != v[-2] or not heads_ok or k[0] != v[0]:
         raise LayerError("inputs", f"q {fmt(q)}, k {fmt(k)}, v {fmt(v)} do not match")
+    if len(c.inputs) > 3:
+        mk = c.inputs[3].shape
+        if len(mk) != 3 or mk[-2:] != (q[1], k[1]) or mk[0] not in (1, q[0]):
+            raise LayerError("inputs", f"attn_mask {fmt(mk)} does not fit (heads or 1, {q[1]}, {k[1]})")
     return [TensorSpec(q[:-1] + (v[-1],))]
 
 
@@ -190,17 +195,36 @@ def _sdpa_mem(m):
         q = T(b * h * n * d, dt, "scaled q")
         if m.records:
             return OpMem(outputs=[out], out_dtypes=[dt], saved=[q, In(1), probs, In(2)], temps=[scores],
-                         grad_in=["new"] * 3, bwd_temps=[T(b * h * n * s, dt, "score gradients")] * 2)
-        return OpMem(outputs=[out], out_dtypes=[dt], temps=[q, scores, probs], grad_in=["new"] * 3)
+                         grad_in=_grads(m), bwd_temps=[T(b * h * n * s, dt, "score gradients")] * 2)
+        return OpMem(outputs=[out], out_dtypes=[dt], temps=[q, scores, probs], grad_in=_grads(m))
     lse = T(b * h * n, "float32", "logsumexp")
+    # a bool attn_mask is turned into an additive float one of q's dtype (convert_boolean_attn_mask),
+    # which the kernel keeps for backward
+    fmask = []
+    if len(m.in_shapes) > 3:
+        fmask = [T(m.in_elems(3), dt, "float mask made from the bool one")] if m.in_dtypes[3] == "bool" else [In(3)]
     # flash kernels write the output as (B, L, H, D) in memory and return a (B, H, L, D) view, so a
     # later transpose(1, 2).contiguous() costs nothing
     dv = m.in_shapes[2][3]
     st = [(n * h * dv, dv, h * dv, 1)]
+    if m.backend == "cpu" and m.contiguous(0):
+        # the CPU flash kernel lays its output out like q: a contiguous q (Phi-3's rotary ends in
+        # a cat) gives a contiguous output, which the transpose(1, 2).contiguous() after it copies
+        st = [None]
     if m.records:
-        return OpMem(outputs=[out], out_dtypes=[dt], saved=[In(0), In(1), In(2), Out(0), lse], grad_in=["new"] * 3,
-                     out_strides=st)
-    return OpMem(outputs=[out], out_dtypes=[dt], temps=[lse], grad_in=["new"] * 3, out_strides=st)
+        saved = [In(0), In(1), In(2), Out(0), lse] + fmask
+        mem = OpMem(outputs=[out], out_dtypes=[dt], saved=saved, grad_in=_grads(m), out_strides=st)
+    else:
+        temps = [t for t in fmask if isinstance(t, T)] + [lse]
+        mem = OpMem(outputs=[out], out_dtypes=[dt], temps=temps, grad_in=_grads(m), out_strides=st)
+    # autocast runs SDPA in low precision: fp32 q / k / v (rotary output meeting fp32 tables) are
+    # cast, and the casts are what the kernel keeps
+    return amp_casts(m, mem, n_inputs=3) if any(d == "float32" for d in m.in_dtypes[:3]) else mem
+
+
+def _grads(m):
+    """q, k, v get new gradients; a bool mask none."""
+    return ["new"] * 3 + [None] * (len(m.in_shapes) - 3)
 
 
 def _sdpa_onnx(ctx):
@@ -215,8 +239,9 @@ ScaledDotProductAttention = register(LayerType(
     doc="softmax(q k^T / sqrt(d)) v on (heads, tokens, head_dim) inputs; fused = flash kernel.",
     props=(Prop("kernel", "choice", "fused", choices=("fused", "math")), Prop("causal", "bool", False),
            Prop("dropout", "float", 0.0, min=0.0, max=1.0,
-                doc="dropout_p in training (on the CPU no fused kernel takes it: the math path runs)")),
-    min_inputs=3, max_inputs=3, input_names=("query", "key", "value"), shape=_sdpa_shape, memory=_sdpa_mem,
+                doc="dropout_p in training (on the CPU no fused kernel takes it: the math path runs)"),
+           Prop("enable_gqa", "bool", False, doc="k / v may have fewer heads than q (grouped-query attention)")),
+    min_inputs=3, max_inputs=4, input_names=("query", "key", "value", "attn_mask"), shape=_sdpa_shape, memory=_sdpa_mem,
     flops=lambda c, o: 4 * o[0].numel * c.inputs[1].shape[1],
     torch_ops=("scaled_dot_product_attention",), aliases=("SDPA",),
     search_words=("attention", "sdpa", "flash attention", "transformer"),

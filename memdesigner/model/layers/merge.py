@@ -17,10 +17,19 @@ def _broadcast(c):
     return [TensorSpec(tuple(out))]
 
 
+def _promoted(m) -> str:
+    """torch's type promotion of float tensors of different dtypes: bf16 + fp32 is fp32 (a half
+    attention score plus an fp32 mask under autocast), bf16 + fp16 is fp32."""
+    floats = {d for d in m.in_dtypes if d in ("float16", "bfloat16", "float32", "float64")}
+    if len(floats) <= 1:
+        return m.float_in
+    return "float64" if "float64" in floats else "float32"
+
+
 def _add_mem(m):
     """x + y allocates the sum; its backward passes the gradient on unchanged (reduced by a sum
     for a broadcast input). In place (out += y) it allocates nothing."""
-    dt = m.float_in
+    dt = _promoted(m)
     n = m.out_elems(0)
     grads = ["alias" if m.in_elems(i) == n else T(m.in_elems(i), m.in_dtypes[i], "reduced gradient")
              for i in range(len(m.in_shapes))]

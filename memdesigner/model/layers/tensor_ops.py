@@ -318,7 +318,9 @@ def _matmul_mem(m):
         if len(shp) <= 3 or m.viewable(i, (-1,) + tuple(shp[-2:])):
             ops.append(In(i))
         else:
-            ops.append(T(m.in_elems(i), m.in_dtypes[i], f"contiguous copy of operand {i}"))
+            # under autocast the fp32 operand is cast first (keeping its layout), then copied
+            cdt = m.amp if (m.amp and m.in_dtypes[i] == "float32") else m.in_dtypes[i]
+            ops.append(T(m.in_elems(i), cdt, f"contiguous copy of operand {i}"))
     saved = []
     if m.records:
         if m.in_rg[1]:
