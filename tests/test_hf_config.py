@@ -17,7 +17,19 @@ CLASSES = {"LlamaConfig": "llama", "MistralConfig": "mistral", "Qwen2Config": "q
            "Gemma2Config": "gemma2", "Phi3Config": "phi3"}
 
 
+def _flat(design):
+    """The expanded network with its nodes keyed by name (imports fold the layers into a block)."""
+    from types import SimpleNamespace
+
+    from memdesigner.model.blocks import expand
+
+    return SimpleNamespace(nodes={n.name: n for n in expand(design).nodes.values()})
+
+
 def _params(design) -> int:
+    from memdesigner.model.blocks import expand
+
+    design = expand(design)
     """Trainable parameters, a tied one counted once (its owner's)."""
     an = analyze(design)
     return sum(p.numel for nid in an.order for p in an.nodes[nid].params
@@ -69,14 +81,14 @@ def test_transformers_recomputes_the_fixture():
 def test_nodes_are_named_by_module_path_and_tied_embeddings_count_once():
     small = dict(model_type="qwen2", hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                  num_attention_heads=4, num_key_value_heads=2, vocab_size=100, tie_word_embeddings=True)
-    d = design_from_config(small, seq_len=16)
+    d = _flat(design_from_config(small, seq_len=16))
     q = d.nodes["model.layers.1.self_attn.q_proj"]
     assert q.scope == "model/model.layers.1/model.layers.1.self_attn/model.layers.1.self_attn.q_proj"
     assert q.props == {"out_features": 64, "bias": True, "impl": q.props["impl"]}  # qwen2: q/k/v biases
     assert d.nodes["model.layers.1.self_attn.o_proj"].props["bias"] is False
     assert d.nodes["lm_head"].tied == {"weight": "model.embed_tokens.weight"}
     untied = design_from_config(dict(small, tie_word_embeddings=False), seq_len=16)
-    assert _params(untied) - _params(d) == 100 * 64
+    assert _params(untied) - _params(design_from_config(small, seq_len=16)) == 100 * 64
 
 
 def test_gqa_uses_native_sdpa_without_a_mask_and_repeat_kv_with_one():
@@ -84,13 +96,13 @@ def test_gqa_uses_native_sdpa_without_a_mask_and_repeat_kv_with_one():
     CPU); a sliding window no longer than the sequence materialises a mask, and then repeat_kv."""
     base = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=1, num_attention_heads=4,
                 num_key_value_heads=2, vocab_size=100)
-    d = design_from_config(dict(base, model_type="llama"), seq_len=32)
+    d = _flat(design_from_config(dict(base, model_type="llama"), seq_len=32))
     sdpa = d.nodes["model.layers.0.self_attn.sdpa"]
     assert sdpa.props["enable_gqa"] and sdpa.props["causal"]
     assert not any(n.type in ("RepeatKV", "CausalMask") for n in d.nodes.values())
-    short = design_from_config(dict(base, model_type="mistral", sliding_window=64), seq_len=32)
+    short = _flat(design_from_config(dict(base, model_type="mistral", sliding_window=64), seq_len=32))
     assert not any(n.type == "CausalMask" for n in short.nodes.values())  # is_causal stands for the window
-    w = design_from_config(dict(base, model_type="mistral", sliding_window=16), seq_len=32)
+    w = _flat(design_from_config(dict(base, model_type="mistral", sliding_window=16), seq_len=32))
     assert w.nodes["model.sliding_attention_mask"].props["sliding_window"] == 16
     assert w.nodes["model.layers.0.self_attn.repeat_k"].props["n_rep"] == 2
     assert not w.nodes["model.layers.0.self_attn.sdpa"].props["enable_gqa"]
@@ -126,7 +138,7 @@ def test_cli_import_hf(tmp_path, capsys):
 
     out = tmp_path / "d.json"
     assert main(["import", "hf", str(EXAMPLES / "phi-3-mini-4k.json"), "-o", str(out), "--seq-len", "64"]) == 0
-    d = load_design(out)
+    d = _flat(load_design(out))
     assert tuple(d.nodes["input_ids"].props["shape"]) == (64,)
     assert any(n.endswith("mlp.gate_up_proj") for n in d.nodes)
     bad = tmp_path / "b.json"

@@ -343,6 +343,11 @@ def to_python(design: Design, class_name: str | None = None) -> str:
             lead = [":"] * p["dim"] if p["dim"] >= 0 else ["..."]
             trail = [] if p["dim"] >= 0 else [":"] * (-p["dim"] - 1)
             line = f"{x}[{', '.join(lead + [rng] + trail)}]"
+        elif t == "KVCache":
+            # a design's cache is "none" (a forward with use_cache=False): keys and values pass
+            # through; generate mode (engine/generate.py) fills the cache, the module does not
+            var[(nid, 0)], var[(nid, 1)] = ref(nid, 0), ref(nid, 1)
+            continue
         elif t in _llm_export.TYPES:
             v = new_var(nid)
             outs = [v] + [_ident(f"{v}_{j}", var_used) for j in range(1, len(info.outputs))]
