@@ -162,7 +162,7 @@ def build(config: dict, *, seq_len: int, task: str) -> object:
                         ins, scope=asc)
         att = b.add(f"{a}.attn_transpose", "Transpose", {"dim0": 1, "dim1": 2}, [att], scope=asc)
         att = b.add(f"{a}.attn_contiguous", "Contiguous", {}, [att], scope=asc)
-        att = b.add(f"{a}.attn_reshape", "Reshape", {"shape": (seq_len, heads * hd)}, [att], scope=asc)
+        att = b.add(f"{a}.attn_reshape", "Reshape", {"shape": (-1, heads * hd)}, [att], scope=asc)
         o = b.add(f"{a}.o_proj", "Linear", {"out_features": h, "bias": bias}, [att], scope=f"{asc}/{a}.o_proj")
         if mt == "gemma2":
             o = b.add(f"{p}.post_attention_layernorm", "RMSNorm", rms, [o], scope=f"{sc}/{p}.post_attention_layernorm")
@@ -199,7 +199,7 @@ def build(config: dict, *, seq_len: int, task: str) -> object:
 
 def _heads(b, a, which, t, n, hd, seq_len, scope):
     """x.view(B, T, n, head_dim).transpose(1, 2): views, (n, T, head_dim) per sample."""
-    t = b.add(f"{a}.{which}_view", "Reshape", {"shape": (seq_len, n, hd)}, [t], scope=scope)
+    t = b.add(f"{a}.{which}_view", "Reshape", {"shape": (-1, n, hd)}, [t], scope=scope)
     return b.add(f"{a}.{which}_transpose", "Transpose", {"dim0": 1, "dim1": 2}, [t], scope=scope)
 
 
