@@ -146,3 +146,22 @@ def test_cli_import_hf(tmp_path, capsys):
     assert main(["import", "hf", str(bad), "-o", str(out)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["memdesigner: error: b.json: vocab_size: 0 is not a positive integer"]
+
+
+def test_gpt2_imports_through_the_dispatch_and_llama_designs_generate():
+    """`import hf` dispatches gpt2 to its builder (124,439,808 parameters, transformers' count for
+    the default GPT2Config, lm_head tied); a Llama design runs generate mode: its decode steps
+    re-shape every head view to one token, and the dynamic KV cache at the end holds
+    2 (k, v) x layers x kv_heads x head_dim x (prompt + new - 1) elements."""
+    import memdesigner
+
+    g = design_from_config({"model_type": "gpt2"}, seq_len=32)
+    assert _params(g) == 124_439_808
+    cfg = dict(model_type="llama", hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+               num_attention_heads=4, num_key_value_heads=2, vocab_size=100)
+    d = design_from_config(cfg, seq_len=16)
+    rep = memdesigner.estimate(d, mode="generate", new_tokens=8, backend="cpu")
+    assert rep.ok and rep.generate["prompt"] == 16 and rep.generate["new_tokens"] == 8
+    # the last decode step's input makes 16 + 7 cached tokens (the 8th token is sampled, not fed)
+    assert rep.generate["kv_cache_bytes"] == 2 * 2 * 2 * 16 * (16 + 7) * 4
+    assert rep.peak_bytes > memdesigner.estimate(d, backend="cpu").peak_bytes

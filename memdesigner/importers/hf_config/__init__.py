@@ -11,12 +11,13 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from memdesigner.importers.hf_config import llama
+from memdesigner.importers.hf_config import gpt2, llama
 from memdesigner.importers.hf_config._graph import HfConfigError
 
 TASKS = ("causal-lm", "classification", "base")
 
 BUILDERS: dict[str, Callable] = {mt: llama.build for mt in llama.DEFAULTS}
+BUILDERS["gpt2"] = gpt2.build
 
 
 def design_from_config(config: dict, *, seq_len: int = 512, task: str = "causal-lm"):
@@ -31,7 +32,12 @@ def design_from_config(config: dict, *, seq_len: int = 512, task: str = "causal-
     if mt not in BUILDERS:
         known = ", ".join(sorted(BUILDERS))
         raise HfConfigError(f"model_type: {mt!r} is not supported (supported: {known})")
-    design = BUILDERS[mt](config, seq_len=seq_len, task=task)
+    try:
+        design = BUILDERS[mt](config, seq_len=seq_len, task=task)
+    except HfConfigError:
+        raise
+    except (ValueError, TypeError, KeyError) as e:  # a builder's own check of a field
+        raise HfConfigError(str(e).strip("'\"")) from None
     return _fold(design)
 
 
