@@ -44,7 +44,8 @@ MODELS_FILE = HERE / "distributed_models.py"
 MiB = 1024.0 * 1024.0
 BATCH = 4
 NETWORKS = ("mlp", "wide_mlp", "lenet5", "small_cnn", "bn_cnn", "tiny_vit", "small_lstm")
-STRATEGIES = ("ddp", "zero1")
+STRATEGIES = ("ddp", "zero1", "zero2", "zero3")
+FSDP_STRATEGIES = ("zero2", "zero3")
 OPTIMIZERS = ("sgd", "adam")
 WORLDS = (2, 4)
 STEPS = 3
@@ -74,8 +75,63 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def fsdp_wrap(model, strategy: str):
+    """FSDP2 as the engine models it: ``fully_shard`` on each top-level child with parameters,
+    then on the root; ``reshard_after_forward`` False for zero2, True for zero3."""
+    from torch.distributed.fsdp import fully_shard
+
+    raf = strategy == "zero3"
+    for child in model.children():
+        if any(True for _ in child.parameters()):
+            fully_shard(child, reshard_after_forward=raf)
+    fully_shard(model, reshard_after_forward=raf)
+    return model
+
+
+def measure_rank_fsdp(case: dict, rank: int, measure) -> dict:
+    """zero2/zero3 on this rank with the profiler's allocator events (method (b)): FSDP2 frees and
+    re-creates unsharded parameters with ``untyped_storage().resize_()``, which the dispatch
+    tracker does not see. The base (live before profiling) is the sharded parameters' padded
+    storages, the buffers and the input."""
+    import distributed_models
+    import torch
+
+    torch.manual_seed(0)
+    model, shape = distributed_models.MODELS[case["model"]]()
+    model.train()
+    fsdp_wrap(model, case["strategy"])
+    params = list(model.parameters())
+    opt = measure.make_optimizer(case["optimizer"], params)
+    torch.manual_seed(1 + rank)
+    x = measure.make_input(model, shape, case["batch"], torch.float32, "cpu")
+    buffers = list(model.buffers())
+    locals_ = [p.to_local() if hasattr(p, "to_local") else p for p in params]
+    gc.collect()
+    base = measure.unique_storage_bytes(locals_ + buffers + [x])
+    tb = measure.ProfilerMemoryTracker("cpu")
+    tb.start()
+    try:
+        # reference cycles can hold a gradient past its step (freed whenever the collector runs):
+        # collect between steps, outside the measured phases, so every step starts the same
+        measure.run_steps(model, x, opt, "train", STEPS, [tb],
+                          on_exit=lambda step, phase: gc.collect() if phase == "release" else None)
+    finally:
+        tb.stop()
+    an = tb.analyze(base)
+    steps = measure.summarize(an["phase_stats"], "train", STEPS)
+    out = {"rank": rank, "param_bytes": measure.unique_storage_bytes(locals_), "method": "b",
+           "steps": [{k: v for k, v in d.items() if k != "phases"} for d in steps],
+           "peak_contents": dict(sorted(an["peak_contents"].items(), key=lambda kv: -kv[1])[:8]),
+           "diagnostics": an["diagnostics"]}
+    del tb.prof, opt, model, x, params, buffers, locals_
+    gc.collect()
+    return out
+
+
 def measure_rank(case: dict, rank: int, measure) -> dict:
     """One case on this rank: the tracker's per-step phase peaks (bytes)."""
+    if case["strategy"] in FSDP_STRATEGIES:
+        return measure_rank_fsdp(case, rank, measure)
     import distributed_models
     import torch
     from torch.distributed.optim import ZeroRedundancyOptimizer
@@ -216,9 +272,12 @@ def main(argv=None) -> int:
     ap.add_argument("--truth-dir", type=Path, default=None)
     ap.add_argument("--model", action="append", help="only these networks")
     ap.add_argument("--world", type=int, action="append")
+    ap.add_argument("--strategy", action="append", choices=STRATEGIES, help="only these strategies")
+    ap.add_argument("--optimizer", action="append", choices=OPTIMIZERS)
     ap.add_argument("--json", help="write the comparison rows here")
     args = ap.parse_args(argv)
-    cases = grid(networks=tuple(args.model or NETWORKS), worlds=tuple(args.world or WORLDS))
+    cases = grid(networks=tuple(args.model or NETWORKS), worlds=tuple(args.world or WORLDS),
+                 strategies=tuple(args.strategy or STRATEGIES), optimizers=tuple(args.optimizer or OPTIMIZERS))
     truth = json.loads(TRUTH_JSON.read_text()) if TRUTH_JSON.exists() else {}
     if args.measure:
         truth.update(measure_cases(cases, args.truth_dir or truth_dir()))

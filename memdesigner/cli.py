@@ -11,7 +11,7 @@ import os
 import sys
 
 from memdesigner import cli_report
-from memdesigner.engine.distributed import describe_per_rank
+from memdesigner.engine.distributed import STRATEGIES, describe_per_rank
 from memdesigner.units import format_bytes, format_count, format_flops, format_gib
 
 EXIT_USAGE = 2
@@ -40,8 +40,8 @@ def _settings_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--foreach", choices=("auto", "true", "false"), default="auto",
                    help="optimizer multi-tensor path (auto: CUDA yes, CPU no)")
     p.add_argument("--gpus", type=int, default=None, help="data-parallel world size (--batch is per rank)")
-    p.add_argument("--strategy", choices=("none", "ddp", "zero1"), default=None,
-                   help="data-parallel training: DDP, or DDP + ZeroRedundancyOptimizer")
+    p.add_argument("--strategy", choices=STRATEGIES, default=None,
+                   help="data-parallel training: DDP, DDP + ZeroRedundancyOptimizer (zero1), FSDP2 fully_shard (zero2, zero3)")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-STRATEGIES = ("none", "ddp", "zero1")
+STRATEGIES = ("none", "ddp", "zero1", "zero2", "zero3")
 MiB = 1024 * 1024
 DDP_BUCKET_CAP_BYTES = 25 * MiB  # DistributedDataParallel(bucket_cap_mb=25)
 DDP_FIRST_BUCKET_BYTES = 1 * MiB  # torch.distributed._DEFAULT_FIRST_BUCKET_BYTES
@@ -143,7 +143,7 @@ def plan_for(settings, rank: int | None, trainable: list[tuple], rounding: int =
     """The simulation's hook: ``trainable`` is [(node, bytes, numel)] in parameter order; rank None
     is the heaviest rank."""
     strategy = settings.data_parallel
-    if strategy == "none":
+    if strategy not in ("ddp", "zero1"):  # none, or FSDP (engine/fsdp.py)
         return None
     numels = [t[2] for t in trainable]
     if rank is None:

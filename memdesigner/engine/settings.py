@@ -11,7 +11,7 @@ OPTIMIZERS = ("none", "sgd", "momentum", "adam", "adamw")
 OPTIMIZER_ALIASES = {"sgd_momentum": "momentum", "": "none", None: "none"}
 DTYPES = ("fp32", "fp16", "bf16")
 BACKENDS = ("cuda", "cpu", "mps")
-STRATEGIES = ("none", "ddp", "zero1")  # data-parallel training (memdesigner.engine.distributed)
+STRATEGIES = ("none", "ddp", "zero1", "zero2", "zero3")  # data-parallel training (memdesigner.engine.distributed)
 
 
 @dataclass(frozen=True)
@@ -25,7 +25,7 @@ class Settings:
     backend: str = "cuda"
     foreach: bool | None = None  # optimizer multi-tensor path; None: the backend's default
     gpus: int = 1  # data-parallel world size (per-rank batch is `batch`)
-    strategy: str = "none"  # none | ddp | zero1 (DDP + ZeroRedundancyOptimizer)
+    strategy: str = "none"  # none | ddp | zero1 (DDP + ZeroRedundancyOptimizer) | zero2 | zero3 (FSDP2)
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -47,7 +47,7 @@ class Settings:
         if self.strategy not in STRATEGIES:
             raise ValueError(f"strategy: {self.strategy!r} is not one of {', '.join(STRATEGIES)}")
         if self.gpus > 1 and self.strategy == "none":
-            raise ValueError(f"strategy: gpus {self.gpus} needs a data-parallel strategy (ddp or zero1)")
+            raise ValueError(f"strategy: gpus {self.gpus} needs a data-parallel strategy (ddp, zero1, zero2 or zero3)")
         if self.amp and dt != "fp32":
             raise ValueError("amp: mixed precision keeps fp32 weights; use dtype fp32 with amp")
 

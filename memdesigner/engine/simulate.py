@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-from memdesigner.engine import distributed
+from memdesigner.engine import distributed, fsdp
 from memdesigner.engine.settings import Settings
 from memdesigner.model.analysis import Analysis
 from memdesigner.model.design import Design
@@ -243,6 +243,11 @@ class Simulation:
         pitem = DTYPE_BYTES[pdtype]
         rnd = self.rounding
         weights_total = state_total = weights_r = state_r = 0
+        # FSDP2 (zero2/zero3): sharded parameters, per-unit gathers and reduce-scatters (engine/fsdp.py)
+        fs = (fsdp.FsdpStep(s.data_parallel, s.gpus, s.backend == "cpu")
+              if train and s.data_parallel in fsdp.FSDP_STRATEGIES else None)
+        self.fsdp = fs
+        self.trainable_shapes: list[tuple] = []
         for nid in order:
             info = an.nodes[nid]
             bits = nodes[nid].bits
@@ -252,6 +257,8 @@ class Simulation:
                 if p.name in tied:  # the same tensor as another layer's parameter: counted there
                     continue
                 nb = _param_bytes(p, pdtype, bits)
+                if fs is not None and p.trainable:
+                    nb = fs.add_param(nodes[nid].scope, p.shape, pitem)  # this rank's padded shard
                 if p.trainable:
                     pb += nb
                     n_p += p.numel
@@ -264,12 +271,20 @@ class Simulation:
                 weights_r += nb if rnd <= 1 else -(-nb // rnd) * rnd
                 if p.trainable:
                     tb = p.numel * pitem
-                    trainable.append((nid, tb, p.numel))
+                    numel = p.numel
+                    if fs is not None:  # the optimizer state follows the rank's own rows
+                        numel = fsdp.sharded_numel(p.shape, s.gpus, self.rank or 0)
+                        tb = numel * pitem
+                    self.trainable_shapes.append(p.shape)
+                    trainable.append((nid, tb, numel))
                     if state_per_param:
                         state_total += state_per_param * tb + step_tensor
                         state_r += state_per_param * (tb if rnd <= 1 else -(-tb // rnd) * rnd) + step_tensor
             self.rows[nid] = {"params": n_p, "non_trainable": n_nt, "param_bytes": pb, "buffer_bytes": bb,
                               "activation_bytes": 0, "kept_bytes": 0}
+        if fs is not None:
+            fs.finish_layout(order, {n: nodes[n].scope for n in order})
+        fcats = (W, G, K)
         # data parallel: this rank's optimizer shard, DDP's gradient buckets (engine/distributed.py)
         self.trainable = trainable
         self.plan = plan = distributed.plan_for(s, self.rank, trainable, rnd) if train else None
@@ -326,7 +341,12 @@ class Simulation:
         held = set()
         position = {n: i for i, n in enumerate(order)}
         local_release: dict[str, list] = {}
+        if fs is not None:
+            fs.forward_begin(mem, fcats)
         for nid in order:
+            if fs is not None:
+                fs.where = ("forward", nid)
+                fs.before_op(mem, nid, position[nid], fcats, any(val_rg[k] for k in in_keys[nid]))
             for hk in holds_at.get(nid, ()):
                 if hk[1] in val_sid:
                     mem.incref(val_sid[hk[1]])
@@ -486,6 +506,10 @@ class Simulation:
                 _release(mem, saved_of.pop(nid, []))
                 last = nid == segments[seg_of[nid]][-1]
                 row["recompute"] = kept + (0 if last else out_bytes)
+            if fs is not None:
+                fs.after_op(mem, nid, position[nid])
+        if fs is not None:
+            fs.forward_end(mem)
         self.phase_peaks["forward"] = mem.ppeak
 
         if not train:
@@ -522,6 +546,9 @@ class Simulation:
         loss_node_ones = has_loss_node
         grad_owned: set = set()  # "node.param" keys whose .grad exists (shared parameters)
         recomputed: dict[int, dict] = {}  # checkpointed segment -> {node: recomputed block}
+        if fs is not None:
+            fs.where = ("backward", None)
+            fs.backward_begin(mem, fcats)
 
         def param_grads(nid, node, info, indices) -> list:
             """The gradients AccumulateGrad keeps as p.grad (one block per layer). For a shared
@@ -546,9 +573,14 @@ class Simulation:
                 raw += nb
                 rsum += nb if rnd <= 1 else -(-nb // rnd) * rnd
             if raw:
-                mem.alloc_exact(raw, rsum, G, (nid, "parameter gradients"))
+                sid = mem.alloc_exact(raw, rsum, G, (nid, "parameter gradients"))
+                if fs is not None:
+                    fs.grad_made(nid, sid)
             return transient
         for nid in reversed(order):
+            if fs is not None:
+                fs.where = ("backward", nid)
+                fs.before_backward_op(mem, nid, fcats)
             if nid not in grad_mode:
                 continue
             op = grad_mode[nid]
@@ -649,7 +681,9 @@ class Simulation:
                     mem.decref(total)
                     continue
                 grad_owned.add(pkey)
-                mem.alloc(nb, G, 1, (nid, p.name + ".grad"))
+                gsid = mem.alloc(nb, G, 1, (nid, p.name + ".grad"))
+                if fs is not None:
+                    fs.grad_made(nid, gsid)
                 mem.mark(("backward", nid))
                 mem.decref(half)
             for k, g in new_grads:
@@ -670,6 +704,9 @@ class Simulation:
         for sv in saved_of.values():
             _release(mem, sv)
         mem.decref(ones)
+        if fs is not None:
+            fs.where = ("backward", None)
+            fs.backward_end(mem, fcats)
         self.phase_peaks["backward"] = mem.ppeak
 
         # -- optimizer step ----------------------------------------------------------------
