@@ -12,7 +12,7 @@ state follows the rank's unpadded rows (the last ranks may hold fewer, or none).
 
 The timeline (``FSDPParamGroup``/``foreach_all_gather``/``foreach_reduce``):
 - forward, at a unit's first op: the all-gather output (``world x`` the unit's padded shards, one
-  block) and, on gloo, its temporaries; the copy-out into one unsharded block per parameter
+  block); the copy-out into one unsharded block per parameter
   (``dim0`` padded to ``c x world``); only then the previous unit's all-gather output is freed
   (``wait_for_unshard`` keeps ``prev_all_gather_state`` until it returns). zero3 frees a child's
   unsharded parameters after its last op; the root's stay (``post_forward_mesh_info = None``).
@@ -23,7 +23,8 @@ The timeline (``FSDPParamGroup``/``foreach_all_gather``/``foreach_reduce``):
   inputs' gradients exist; in the root's final callback when they do not need any, and for the
   root) frees its unsharded parameters, the previous reduce-scatter input, makes its own
   reduce-scatter input (padded, unsharded size), frees the unsharded gradients, makes the
-  reduce-scatter output (the unit's sharded ``.grad``, kept) and, on gloo, a clone of the input.
+  reduce-scatter output (the unit's sharded ``.grad``, kept) and, on gloo (the CPU), a clone of
+  the input for the collective.
   The final callback frees the last reduce-scatter input.
 """
 
@@ -68,6 +69,15 @@ def unit_of(scope: str | None) -> str:
     return scope.split("/")[0] if scope else ROOT
 
 
+def unit_scopes(nodes: dict) -> dict:
+    """node -> the scope that names its unit. An imported model's nodes carry their module scope
+    (root-level ops have none: the root unit); a design built by hand has no scopes, and each of its
+    layers is a top-level block (as an ``nn.Sequential``'s children)."""
+    if any(n.scope for n in nodes.values()):
+        return {nid: n.scope for nid, n in nodes.items()}
+    return {nid: nid for nid in nodes}
+
+
 def _dims(shape: tuple) -> tuple[int, int]:
     """(dim 0, elements per row) of a parameter."""
     if not shape:
@@ -91,7 +101,7 @@ class FsdpStep:
         self.strategy = strategy
         self.world = world
         self.reshard_after_forward = strategy == "zero3"
-        self.gloo = gloo  # torch.distributed on the CPU: gloo's collectives copy their buffers
+        self.gloo = gloo  # torch.distributed on the CPU: gloo's reduce-scatter clones its input
         self.units: dict[str, Unit] = {}
         self.unit_at: dict[str, str] = {}  # node -> unit name
         self.grad_sids: dict[str, list] = {}
@@ -130,13 +140,9 @@ class FsdpStep:
 
     # -- helpers ----------------------------------------------------------------------------
     def _gather(self, mem, u: Unit, cat_k: int) -> int:
-        """The all-gather output (one block) and gloo's temporaries (one at a time)."""
-        sid = mem.alloc(u.gather_bytes, cat_k, 1, f"FSDP all-gather output ({u.name or 'root'})")
-        if self.gloo:
-            t = mem.alloc(u.gather_bytes, cat_k, 1, "gloo all-gather temporary")
-            mem.mark(self.where)
-            mem.decref(t)
-        return sid
+        """The all-gather output (one block). gloo's all-gather also makes output-sized scratch
+        inside the collective (the profiler sees it), but no tensor an op returns: not counted."""
+        return mem.alloc(u.gather_bytes, cat_k, 1, f"FSDP all-gather output ({u.name or 'root'})")
 
     def _copy_out(self, mem, u: Unit, cat_w: int) -> None:
         self.unsharded[u.name] = [mem.alloc(nb, cat_w, 1, f"FSDP unsharded parameter ({u.name or 'root'})")

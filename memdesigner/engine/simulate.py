@@ -244,10 +244,11 @@ class Simulation:
         rnd = self.rounding
         weights_total = state_total = weights_r = state_r = 0
         # FSDP2 (zero2/zero3): sharded parameters, per-unit gathers and reduce-scatters (engine/fsdp.py)
-        fs = (fsdp.FsdpStep(s.data_parallel, s.gpus, s.backend == "cpu")
+        fs = (fsdp.FsdpStep(s.data_parallel, s.gpus, gloo=s.backend == "cpu")
               if train and s.data_parallel in fsdp.FSDP_STRATEGIES else None)
         self.fsdp = fs
         self.trainable_shapes: list[tuple] = []
+        uscope = fsdp.unit_scopes(nodes) if fs is not None else {}
         for nid in order:
             info = an.nodes[nid]
             bits = nodes[nid].bits
@@ -258,7 +259,7 @@ class Simulation:
                     continue
                 nb = _param_bytes(p, pdtype, bits)
                 if fs is not None and p.trainable:
-                    nb = fs.add_param(nodes[nid].scope, p.shape, pitem)  # this rank's padded shard
+                    nb = fs.add_param(uscope[nid], p.shape, pitem)  # this rank's padded shard
                 if p.trainable:
                     pb += nb
                     n_p += p.numel
@@ -283,7 +284,7 @@ class Simulation:
             self.rows[nid] = {"params": n_p, "non_trainable": n_nt, "param_bytes": pb, "buffer_bytes": bb,
                               "activation_bytes": 0, "kept_bytes": 0}
         if fs is not None:
-            fs.finish_layout(order, {n: nodes[n].scope for n in order})
+            fs.finish_layout(order, uscope)
         fcats = (W, G, K)
         # data parallel: this rank's optimizer shard, DDP's gradient buckets (engine/distributed.py)
         self.trainable = trainable
@@ -703,10 +704,10 @@ class Simulation:
                 mem.decref(g)
         for sv in saved_of.values():
             _release(mem, sv)
-        mem.decref(ones)
-        if fs is not None:
+        if fs is not None:  # the root's final callback runs inside backward(): ones_like(loss) is alive
             fs.where = ("backward", None)
             fs.backward_end(mem, fcats)
+        mem.decref(ones)
         self.phase_peaks["backward"] = mem.ppeak
 
         # -- optimizer step ----------------------------------------------------------------
