@@ -63,14 +63,15 @@ def test_zero2_keeps_every_unit_unsharded_until_backward(fc):
 
 
 def test_ranks_differ_by_the_rows_they_hold():
-    """The ViT's class token (1 x 1 x 64) has one row: rank 1 of 2 holds none, so its Adam state is
-    smaller by 2 x 64 x 4 B."""
+    """The ViT's class token (1 x 1 x 64) and position embedding (1 x 17 x 64) have one row each:
+    rank 1 of 2 holds none of them, so its Adam state is smaller by 2 x (64 + 17 x 64) x 4 B."""
+    pytest.importorskip("torch")  # the network is imported from its PyTorch code
     sys.path.insert(0, str(ROOT / "benchmarks"))
     import distributed as bench
 
     rep = _est(bench.design_of("tiny_vit"), optimizer="adam", gpus=2, strategy="zero3")
     p0, p1 = (r["peak_bytes"] for r in rep.per_rank)
-    assert rep.peak_bytes == p0 > p1
+    assert rep.peak_bytes == p0 == p1 + 2 * (64 + 17 * 64) * 4
 
 
 @pytest.mark.parametrize("key", ["mlp|zero3|sgd|w2|b4", "mlp|zero3|adam|w2|b4", "mlp|zero2|adam|w2|b4"])
@@ -101,13 +102,14 @@ def test_cli_accepts_zero3_and_fit_suggests_sharding(capsys):
 def test_measured_zero3_world_2_with_gloo():
     """Two real gloo ranks run fully_shard + SGD; every rank's step-2 peak within 0.1 %."""
     pytest.importorskip("torch")
-    if not (TRUTH / "measure.py").exists():
-        pytest.skip("../shared/truth/measure.py not found")
     sys.path.insert(0, str(ROOT / "benchmarks"))
     import distributed as bench
 
-    cases = [c for c in bench.grid(networks=("mlp",), worlds=(2,), strategies=("zero3",), optimizers=("sgd",))]
-    res = bench.measure_cases(cases, TRUTH)
+    truth = TRUTH if (TRUTH / "measure.py").exists() else bench.truth_dir()
+    if not (truth / "measure.py").exists():
+        pytest.skip("the truth harness (shared/truth/measure.py) not found")
+    cases = bench.grid(networks=("mlp",), worlds=(2,), strategies=("zero3",), optimizers=("sgd",))
+    res = bench.measure_cases(cases, truth)
     for rec in res.values():
         for row in bench.compare(rec):
             assert abs(row["rel_error"]) <= 0.001, row
