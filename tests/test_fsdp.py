@@ -84,12 +84,21 @@ def test_matches_the_measured_ranks(fc, key):
         assert abs(est["peak_bytes"] - measured) <= 0.001 * measured, (rr["rank"], est["peak_bytes"], measured)
 
 
-def test_cli_accepts_zero3_and_fit_suggests_sharding(capsys):
+def test_cli_accepts_zero3_and_fit_suggests_sharding(capsys, tmp_path):
     f = str(EXAMPLES / "seed_fc.json")
     assert main(["estimate", f, "--mode", "train", "--backend", "cpu", "--gpus", "2", "--strategy", "zero3",
                  "--format", "json"]) == 0
     d = json.loads(capsys.readouterr().out)
     assert d["settings"]["strategy"] == "zero3" and len(d["per_rank"]) == 2
+    # saved with the design: the file schema accepts the FSDP strategies
+    data = json.loads((EXAMPLES / "seed_fc.json").read_text())
+    data["settings"] = {**data.get("settings", {}), "mode": "train", "backend": "cpu", "batch": 4, "gpus": 2,
+                        "strategy": "zero2"}
+    saved = tmp_path / "fc.json"
+    saved.write_text(json.dumps(data))
+    assert main(["estimate", str(saved), "--format", "json"]) == 0, capsys.readouterr().err
+    assert json.loads(capsys.readouterr().out)["peak_bytes"] == _est(load_design(saved), optimizer="sgd", gpus=2,
+                                                                    strategy="zero2").peak_bytes
     design = memdesigner.load_design(EXAMPLES / "seed_keras_audio.json")
     advice = make_it_fit(design, mode="train", optimizer="adam", batch=1, device="rtx3080-10gb")
     more = next(s for s in advice.suggestions if s.kinds == ("gpus",))
