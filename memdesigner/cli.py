@@ -42,6 +42,7 @@ def _settings_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gpus", type=int, default=None, help="data-parallel world size (--batch is per rank)")
     p.add_argument("--strategy", choices=STRATEGIES, default=None,
                    help="data-parallel training: DDP, DDP + ZeroRedundancyOptimizer (zero1), FSDP2 fully_shard (zero2, zero3)")
+    p.add_argument("--offload", default=None, help="zero2/zero3: params = FSDP2 CPUOffloadPolicy (host RAM reported)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -101,7 +102,7 @@ def _settings_from(args, design):
     base = dict(design.settings) if design is not None else {}
     base.pop("device", None)
     kw = {}
-    for k in ("mode", "batch", "optimizer", "dtype", "amp", "checkpointing", "backend", "gpus", "strategy"):
+    for k in ("mode", "batch", "optimizer", "dtype", "amp", "checkpointing", "backend", "gpus", "strategy", "offload"):
         v = getattr(args, k, None)
         if v is not None:
             kw[k] = v

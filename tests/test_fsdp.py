@@ -122,3 +122,26 @@ def test_measured_zero3_world_2_with_gloo():
     for rec in res.values():
         for row in bench.compare(rec):
             assert abs(row["rel_error"]) <= 0.001, row
+
+
+def test_offload_params_moves_shards_gradients_and_optimizer_to_the_host(fc, capsys):
+    """CPUOffloadPolicy, by hand (2 ranks, batch 4, zero3): the device keeps no shards, sharded
+    gradients or optimizer state. Forward: unit 0's all-gather output and unsharded parameters
+    (2 x 400,400 B), the input (16,000 B) and its output (1,600 B); backward (final callback): the
+    reduce-scatter input, output and gloo's clone (400,400 + 200,200 + 400,400 B), the model's
+    output, the loss and ones_like (168 B). The host holds the shards and gradients (2 x 262,820 B)
+    and, for Adam, its state (2 x 262,820 + 10 x 4 B) and the first weight's step temporaries
+    (2 x 200,000 B)."""
+    sgd = _est(fc, optimizer="sgd", gpus=2, strategy="zero3", offload="params")
+    assert sgd.phase_peaks["forward"] == 2 * 400_400 + 16_000 + 1_600
+    assert sgd.phase_peaks["backward"] == 400_400 + 200_200 + 400_400 + 16_000 + 168
+    assert [r["host_bytes"] for r in sgd.per_rank] == [2 * 262_820] * 2
+    adam = _est(fc, optimizer="adam", gpus=2, strategy="zero3", offload="params")
+    assert adam.peak_bytes == sgd.peak_bytes
+    assert adam.per_rank[0]["host_bytes"] == 2 * 262_820 + 2 * 262_820 + 40 + 2 * 200_000
+    assert main(["estimate", str(EXAMPLES / "seed_fc.json"), "--mode", "train", "--backend", "cpu", "--gpus", "2",
+                 "--strategy", "zero3", "--offload", "params"]) == 0
+    assert "host RAM" in capsys.readouterr().out
+    assert main(["estimate", str(EXAMPLES / "seed_fc.json"), "--mode", "train", "--offload", "optimizer"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "offload" in err

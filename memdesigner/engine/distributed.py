@@ -126,17 +126,19 @@ def distinct_ranks(strategy: str, world: int, trainable_numels: list[int]) -> di
 
 def describe_per_rank(per_rank: list[dict], fmt) -> list[str]:
     """The table's lines about ranks: the busiest one, and how the others differ."""
+    host = [r["host_bytes"] for r in per_rank if r.get("host_bytes")]
+    tail = [f"host RAM          {fmt(max(host))} per rank (offloaded shards, gradients, optimizer)"] if host else []
     if len(per_rank) <= 1:
-        return []
+        return tail
     peaks = [r["peak_bytes"] for r in per_rank]
     busiest = max(per_rank, key=lambda r: (r["peak_bytes"], -r["rank"]))
     if len(set(peaks)) == 1:
-        return [f"per rank          all {len(per_rank)} ranks {fmt(busiest['peak_bytes'])} (peak shown)"]
+        return [f"per rank          all {len(per_rank)} ranks {fmt(busiest['peak_bytes'])} (peak shown)"] + tail
     lines = [f"per rank          busiest rank {busiest['rank']} of {len(per_rank)} (peak shown); "
              f"ranks differ by up to {fmt(max(peaks) - min(peaks))}"]
     lines.append("                  " + ", ".join(f"rank {r['rank']} {fmt(r['peak_bytes'])}" for r in per_rank[:8])
                  + (", ..." if len(per_rank) > 8 else ""))
-    return lines
+    return lines + tail
 
 
 def plan_for(settings, rank: int | None, trainable: list[tuple], rounding: int = 1) -> RankPlan | None:

@@ -97,8 +97,13 @@ def sharded_numel(shape: tuple, world: int, rank: int | None = None) -> int:
 class FsdpStep:
     """The simulation's hooks for one rank's step; ``mem`` is the simulation's live set."""
 
-    def __init__(self, strategy: str, world: int, gloo: bool):
+    def __init__(self, strategy: str, world: int, gloo: bool, offload: bool = False):
         self.strategy = strategy
+        # CPUOffloadPolicy: the shards, their gradients and the optimizer live on the host; each
+        # all-gather first copies the unit's shards to the device, each reduce-scatter output is
+        # copied back and dropped (``FSDPParam.all_gather_inputs``, ``foreach_reduce``)
+        self.offload = offload
+        self.host_grads = 0
         self.world = world
         self.reshard_after_forward = strategy == "zero3"
         self.gloo = gloo  # torch.distributed on the CPU: gloo's reduce-scatter clones its input
@@ -142,7 +147,14 @@ class FsdpStep:
     def _gather(self, mem, u: Unit, cat_k: int) -> int:
         """The all-gather output (one block). gloo's all-gather also makes output-sized scratch
         inside the collective (the profiler sees it), but no tensor an op returns: not counted."""
-        return mem.alloc(u.gather_bytes, cat_k, 1, f"FSDP all-gather output ({u.name or 'root'})")
+        copies = [mem.alloc(nb, cat_k, 1, "FSDP offload: shard copied to the device")
+                  for nb in u.shard] if self.offload else []
+        sid = mem.alloc(u.gather_bytes, cat_k, 1, f"FSDP all-gather output ({u.name or 'root'})")
+        if copies:  # the copies are the all-gather inputs: freed after the copy-in
+            mem.mark(self.where)
+            for c in copies:
+                mem.decref(c)
+        return sid
 
     def _copy_out(self, mem, u: Unit, cat_w: int) -> None:
         self.unsharded[u.name] = [mem.alloc(nb, cat_w, 1, f"FSDP unsharded parameter ({u.name or 'root'})")
@@ -231,11 +243,16 @@ class FsdpStep:
         mem.mark(self.where)
         for sid in grads:
             mem.decref(sid)
-        self.sharded_grads.append(mem.alloc(u.shard_bytes, G, 1, f"FSDP sharded gradients ({name or 'root'})"))
+        out = mem.alloc(u.shard_bytes, G, 1, f"FSDP sharded gradients ({name or 'root'})")
         if self.gloo:
             t = mem.alloc(u.gather_bytes, K, 1, "gloo reduce-scatter copy of its input")
             mem.mark(self.where)
             mem.decref(t)
+        if self.offload:  # copied to the host (``new_sharded_grad.to("cpu")``), the device block dropped
+            mem.decref(out)
+            self.host_grads += u.shard_bytes
+        else:
+            self.sharded_grads.append(out)
 
     def _close(self, mem, cats) -> None:
         name, self.open = self.open, None

@@ -8,8 +8,11 @@ from memdesigner.engine.simulate import CATS, Simulation
 
 
 def _entry(rank: int, sim: Simulation) -> dict:
-    return {"rank": rank, "peak_bytes": sim.mem.peak, "phase_peaks": dict(sim.phase_peaks),
-            "at_peak": dict(zip(CATS, sim.mem.peak_by))}
+    e = {"rank": rank, "peak_bytes": sim.mem.peak, "phase_peaks": dict(sim.phase_peaks),
+         "at_peak": dict(zip(CATS, sim.mem.peak_by))}
+    if getattr(sim, "host_bytes", 0):
+        e["host_bytes"] = sim.host_bytes  # offloaded state in host RAM (engine/fsdp.py)
+    return e
 
 
 def run_ranks(design, an, settings, rounding: int) -> tuple[Simulation, list[dict]]:

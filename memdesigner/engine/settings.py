@@ -12,6 +12,7 @@ OPTIMIZER_ALIASES = {"sgd_momentum": "momentum", "": "none", None: "none"}
 DTYPES = ("fp32", "fp16", "bf16")
 BACKENDS = ("cuda", "cpu", "mps")
 STRATEGIES = ("none", "ddp", "zero1", "zero2", "zero3")  # data-parallel training (memdesigner.engine.distributed)
+OFFLOADS = ("none", "params")  # FSDP2 CPUOffloadPolicy (memdesigner.engine.fsdp)
 
 
 @dataclass(frozen=True)
@@ -26,6 +27,7 @@ class Settings:
     foreach: bool | None = None  # optimizer multi-tensor path; None: the backend's default
     gpus: int = 1  # data-parallel world size (per-rank batch is `batch`)
     strategy: str = "none"  # none | ddp | zero1 (DDP + ZeroRedundancyOptimizer) | zero2 | zero3 (FSDP2)
+    offload: str = "none"  # none | params: FSDP2 CPUOffloadPolicy (shards, gradients, optimizer step on the host)
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -48,6 +50,12 @@ class Settings:
             raise ValueError(f"strategy: {self.strategy!r} is not one of {', '.join(STRATEGIES)}")
         if self.gpus > 1 and self.strategy == "none":
             raise ValueError(f"strategy: gpus {self.gpus} needs a data-parallel strategy (ddp, zero1, zero2 or zero3)")
+        if self.offload not in OFFLOADS:
+            hint = (" (FSDP2 has no optimizer-only offload: CPUOffloadPolicy moves the parameter shards, "
+                    "gradients and optimizer step together; use params)" if self.offload == "optimizer" else "")
+            raise ValueError(f"offload: {self.offload!r} is not one of {', '.join(OFFLOADS)}{hint}")
+        if self.offload != "none" and self.strategy not in ("zero2", "zero3"):
+            raise ValueError("offload: params needs strategy zero2 or zero3 (FSDP2 CPUOffloadPolicy)")
         if self.amp and dt != "fp32":
             raise ValueError("amp: mixed precision keeps fp32 weights; use dtype fp32 with amp")
 

@@ -244,11 +244,13 @@ class Simulation:
         rnd = self.rounding
         weights_total = state_total = weights_r = state_r = 0
         # FSDP2 (zero2/zero3): sharded parameters, per-unit gathers and reduce-scatters (engine/fsdp.py)
-        fs = (fsdp.FsdpStep(s.data_parallel, s.gpus, gloo=s.backend == "cpu")
+        fs = (fsdp.FsdpStep(s.data_parallel, s.gpus, gloo=s.backend == "cpu", offload=s.offload == "params")
               if train and s.data_parallel in fsdp.FSDP_STRATEGIES else None)
         self.fsdp = fs
         self.trainable_shapes: list[tuple] = []
         uscope = fsdp.unit_scopes(nodes) if fs is not None else {}
+        host_shards = 0
+        self.host_bytes = 0  # host RAM this rank needs for offloaded state (zero2/zero3 offload params)
         for nid in order:
             info = an.nodes[nid]
             bits = nodes[nid].bits
@@ -278,6 +280,10 @@ class Simulation:
                         tb = numel * pitem
                     self.trainable_shapes.append(p.shape)
                     trainable.append((nid, tb, numel))
+                    if fs is not None and fs.offload:  # CPUOffloadPolicy: the shard lives on the host
+                        host_shards += nb
+                        weights_total -= nb
+                        weights_r -= nb if rnd <= 1 else -(-nb // rnd) * rnd
                     if state_per_param:
                         state_total += state_per_param * tb + step_tensor
                         state_r += state_per_param * (tb if rnd <= 1 else -(-tb // rnd) * rnd) + step_tensor
@@ -295,6 +301,16 @@ class Simulation:
             state_total = sum(state_per_param * tb + step_tensor for _, tb, _ in local) if state_per_param else 0
             state_r = sum(state_per_param * (tb if rnd <= 1 else -(-tb // rnd) * rnd) + step_tensor
                           for _, tb, _ in local) if state_per_param else 0
+        offload = fs is not None and fs.offload
+        if offload:
+            # the optimizer (its state and its step's temporaries) runs on the host
+            prev_nb = worst = 0
+            if opt in ("adam", "adamw"):
+                for _, nb, _ in local:  # for-loop Adam on the CPU: sqrt, denominator, the previous denominator
+                    worst = max(worst, 2 * nb + prev_nb)
+                    prev_nb = nb
+            self.host_bytes = host_shards + state_total + worst  # + the gradients (after backward)
+            state_total = state_r = 0
         # weights and optimizer state live all step long: one block each (already rounded)
         mem.alloc_exact(weights_total, weights_r, W, "parameters and buffers (all layers)")
         if state_total:
@@ -713,7 +729,9 @@ class Simulation:
         # -- optimizer step ----------------------------------------------------------------
         mem.begin_phase("optimizer_step")
         mem.mark(("optimizer_step", None))
-        if opt in ("adam", "adamw"):
+        if offload:
+            self.host_bytes += fs.host_grads
+        elif opt in ("adam", "adamw"):
             if s.use_foreach:
                 total = sum(nb for _, nb, _ in local)
                 t = mem.alloc(total, K, 1, "Adam step temporary: _foreach_sqrt of every exp_avg_sq")
