@@ -145,3 +145,13 @@ def test_offload_params_moves_shards_gradients_and_optimizer_to_the_host(fc, cap
     assert main(["estimate", str(EXAMPLES / "seed_fc.json"), "--mode", "train", "--offload", "optimizer"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "offload" in err
+
+
+def test_fit_suggests_offload_under_fsdp():
+    design = memdesigner.load_design(EXAMPLES / "seed_keras_audio.json")
+    advice = make_it_fit(design, mode="train", optimizer="adam", batch=1, device="rtx3080-10gb", gpus=2,
+                         strategy="zero3")
+    off = next(s for s in advice.suggestions if s.kinds == ("offload",))
+    rep = memdesigner.estimate(design, memdesigner.Settings(**off.settings), device=off.device)
+    assert off.fits and rep.peak_bytes == off.peak_bytes
+    assert off.cost["host_bytes"] == rep.per_rank[0]["host_bytes"] > 0

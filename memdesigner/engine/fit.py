@@ -21,7 +21,8 @@ from memdesigner.model.design import Design
 
 # what each kind of change costs besides memory, for ranking (lower is cheaper)
 _PRICE = {"checkpointing": 1.0, "amp": 1.5, "batch": 2.0, "sequence": 2.5, "momentum": 3.0, "sgd": 3.5,
-          "bf16": 4.0, "device": 5.0, "zero1": 2.2, "zero2": 2.4, "zero3": 2.8, "gpus": 4.5}
+          "bf16": 4.0, "device": 5.0, "zero1": 2.2, "zero2": 2.4, "zero3": 2.8, "gpus": 4.5,
+          "offload": 3.2}
 STAGES = ("ddp", "zero1", "zero2", "zero3")
 
 
@@ -128,6 +129,16 @@ def _sharding(design: Design, s: Settings, dev: Device, an) -> list[Suggestion]:
                                f"over {s.gpus} ranks; {max(0, extra)} more bytes received per rank per step"])
             sug.cost["communication_bytes"] = max(0, extra)
             out.append(sug)
+    if s.strategy in ("zero2", "zero3") and s.offload == "none":
+        s2 = s.with_(offload="params")
+        rep = estimate(design, s2, device=dev, analysis=an)
+        host = max(r.get("host_bytes", 0) for r in rep.per_rank)
+        sug = _suggestion(rep, ("offload",), "CPU offload of the shards, gradients and optimizer (CPUOffloadPolicy)",
+                          s2, dev, [f"{host} bytes of host RAM per rank; every all-gather copies the unit's shards "
+                                    "to the device and every gradient shard goes back over PCIe; the optimizer "
+                                    "step runs on the CPU"])
+        sug.cost["host_bytes"] = host
+        out.append(sug)
     elif s.gpus == 1:
         for n in (2, 4, 8):
             s2 = s.with_(gpus=n, strategy="zero3")
