@@ -12,7 +12,7 @@ import sys
 
 from memdesigner import cli_report
 from memdesigner.cli_generate import describe_generate
-from memdesigner.engine.distributed import describe_per_rank
+from memdesigner.engine.distributed import STRATEGIES, describe_per_rank
 from memdesigner.units import format_bytes, format_count, format_flops, format_gib
 
 EXIT_USAGE = 2
@@ -41,8 +41,9 @@ def _settings_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--foreach", choices=("auto", "true", "false"), default="auto",
                    help="optimizer multi-tensor path (auto: CUDA yes, CPU no)")
     p.add_argument("--gpus", type=int, default=None, help="data-parallel world size (--batch is per rank)")
-    p.add_argument("--strategy", choices=("none", "ddp", "zero1"), default=None,
-                   help="data-parallel training: DDP, or DDP + ZeroRedundancyOptimizer")
+    p.add_argument("--strategy", choices=STRATEGIES, default=None,
+                   help="data-parallel training: DDP, DDP + ZeroRedundancyOptimizer (zero1), FSDP2 fully_shard (zero2, zero3)")
+    p.add_argument("--offload", default=None, help="zero2/zero3: params = FSDP2 CPUOffloadPolicy (host RAM reported)")
 
 
 def _generate_args(p: argparse.ArgumentParser) -> None:
@@ -113,7 +114,7 @@ def _settings_from(args, design):
     base = dict(design.settings) if design is not None else {}
     base.pop("device", None)
     kw = {}
-    for k in ("mode", "batch", "optimizer", "dtype", "amp", "checkpointing", "backend", "gpus", "strategy",
+    for k in ("mode", "batch", "optimizer", "dtype", "amp", "checkpointing", "backend", "gpus", "strategy", "offload",
               "new_tokens", "kv_cache", "kv_dtype"):
         v = getattr(args, k, None)
         if v is not None:

@@ -11,7 +11,7 @@ from memdesigner.engine.settings import DTYPES, MODES, OPTIMIZERS, Settings
 from memdesigner.units import format_gib
 
 # run settings with no widget in the bar yet: carried through from the design unchanged
-EXTRA_KEYS = ("gpus", "strategy", "foreach")
+EXTRA_KEYS = ("gpus", "strategy", "foreach", "offload")
 
 OPT_LABELS = {"none": "none", "sgd": "SGD", "momentum": "SGD + momentum", "adam": "Adam", "adamw": "AdamW"}
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-STRATEGIES = ("none", "ddp", "zero1")
+STRATEGIES = ("none", "ddp", "zero1", "zero2", "zero3")
 MiB = 1024 * 1024
 DDP_BUCKET_CAP_BYTES = 25 * MiB  # DistributedDataParallel(bucket_cap_mb=25)
 DDP_FIRST_BUCKET_BYTES = 1 * MiB  # torch.distributed._DEFAULT_FIRST_BUCKET_BYTES
@@ -126,24 +126,26 @@ def distinct_ranks(strategy: str, world: int, trainable_numels: list[int]) -> di
 
 def describe_per_rank(per_rank: list[dict], fmt) -> list[str]:
     """The table's lines about ranks: the busiest one, and how the others differ."""
+    host = [r["host_bytes"] for r in per_rank if r.get("host_bytes")]
+    tail = [f"host RAM          {fmt(max(host))} per rank (offloaded shards, gradients, optimizer)"] if host else []
     if len(per_rank) <= 1:
-        return []
+        return tail
     peaks = [r["peak_bytes"] for r in per_rank]
     busiest = max(per_rank, key=lambda r: (r["peak_bytes"], -r["rank"]))
     if len(set(peaks)) == 1:
-        return [f"per rank          all {len(per_rank)} ranks {fmt(busiest['peak_bytes'])} (peak shown)"]
+        return [f"per rank          all {len(per_rank)} ranks {fmt(busiest['peak_bytes'])} (peak shown)"] + tail
     lines = [f"per rank          busiest rank {busiest['rank']} of {len(per_rank)} (peak shown); "
              f"ranks differ by up to {fmt(max(peaks) - min(peaks))}"]
     lines.append("                  " + ", ".join(f"rank {r['rank']} {fmt(r['peak_bytes'])}" for r in per_rank[:8])
                  + (", ..." if len(per_rank) > 8 else ""))
-    return lines
+    return lines + tail
 
 
 def plan_for(settings, rank: int | None, trainable: list[tuple], rounding: int = 1) -> RankPlan | None:
     """The simulation's hook: ``trainable`` is [(node, bytes, numel)] in parameter order; rank None
     is the heaviest rank."""
     strategy = settings.data_parallel
-    if strategy == "none":
+    if strategy not in ("ddp", "zero1"):  # none, or FSDP (engine/fsdp.py)
         return None
     numels = [t[2] for t in trainable]
     if rank is None:

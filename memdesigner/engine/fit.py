@@ -21,7 +21,9 @@ from memdesigner.model.design import Design
 
 # what each kind of change costs besides memory, for ranking (lower is cheaper)
 _PRICE = {"checkpointing": 1.0, "amp": 1.5, "batch": 2.0, "sequence": 2.5, "momentum": 3.0, "sgd": 3.5,
-          "bf16": 4.0, "device": 5.0}
+          "bf16": 4.0, "device": 5.0, "zero1": 2.2, "zero2": 2.4, "zero3": 2.8, "gpus": 4.5,
+          "offload": 3.2}
+STAGES = ("ddp", "zero1", "zero2", "zero3")
 
 
 @dataclass
@@ -99,6 +101,60 @@ def _suggestion(rep, kinds, change, s: Settings, dev: Device, notes: list, desig
                       design_change=design_change)
 
 
+def _comm_bytes(strategy: str, world: int, param_bytes: int) -> int:
+    """Bytes each rank receives per step: ring allreduce 2(W-1)/W·P (ddp; zero1 adds the parameter
+    broadcast, (W-1)/W·P), FSDP's all-gathers and reduce-scatter (W-1)/W·P each: two for zero2,
+    three for zero3 (the backward all-gather)."""
+    factor = {"ddp": 2, "zero1": 3, "zero2": 2, "zero3": 3}[strategy]
+    return factor * param_bytes * (world - 1) // world
+
+
+def _sharding(design: Design, s: Settings, dev: Device, an) -> list[Suggestion]:
+    """A higher ZeRO stage on the same GPUs, or, on one GPU, zero3 over the fewest GPUs (2, 4, 8)
+    that fit; the price is the extra communication per step."""
+    if not s.training:
+        return []
+    out = []
+    pbytes = None
+    if s.gpus > 1 and s.strategy in STAGES:
+        for st in STAGES[STAGES.index(s.strategy) + 1:]:
+            if st == "zero1":
+                continue  # zero2 shards the same state and the gradients too
+            s2 = s.with_(strategy=st)
+            rep = estimate(design, s2, device=dev, analysis=an)
+            pbytes = pbytes or rep.params * (2 if s.dtype in ("fp16", "bf16") else 4)
+            extra = _comm_bytes(st, s.gpus, pbytes) - _comm_bytes(s.strategy, s.gpus, pbytes)
+            sug = _suggestion(rep, (st,), f"{st} (FSDP2 fully_shard) on the same {s.gpus} GPUs", s2, dev,
+                              [f"{'parameters, ' if st == 'zero3' else ''}gradients and optimizer state sharded "
+                               f"over {s.gpus} ranks; {max(0, extra)} more bytes received per rank per step"])
+            sug.cost["communication_bytes"] = max(0, extra)
+            out.append(sug)
+    if s.strategy in ("zero2", "zero3") and s.offload == "none":
+        s2 = s.with_(offload="params")
+        rep = estimate(design, s2, device=dev, analysis=an)
+        host = max(r.get("host_bytes", 0) for r in rep.per_rank)
+        sug = _suggestion(rep, ("offload",), "CPU offload of the shards, gradients and optimizer (CPUOffloadPolicy)",
+                          s2, dev, [f"{host} bytes of host RAM per rank; every all-gather copies the unit's shards "
+                                    "to the device and every gradient shard goes back over PCIe; the optimizer "
+                                    "step runs on the CPU"])
+        sug.cost["host_bytes"] = host
+        out.append(sug)
+    elif s.gpus == 1:
+        for n in (2, 4, 8):
+            s2 = s.with_(gpus=n, strategy="zero3")
+            rep = estimate(design, s2, device=dev, analysis=an)
+            if rep.device["fits"] or n == 8:
+                pbytes = rep.params * (2 if s.dtype in ("fp16", "bf16") else 4)
+                comm = _comm_bytes("zero3", n, pbytes)
+                sug = _suggestion(rep, ("gpus",), f"{n} GPUs with zero3 (FSDP2 fully_shard), batch {s.batch} per GPU",
+                                  s2, dev, [f"{n} x {dev.name}; the global batch grows {n}x unless the per-GPU "
+                                            f"batch shrinks; {comm} bytes received per rank per step"])
+                sug.cost["communication_bytes"] = comm
+                out.append(sug)
+                break
+    return out
+
+
 def _sequence_input(design: Design, an) -> str | None:
     """The token input whose length is the sequence: an int64 Input with a 1-D per-sample shape."""
     for nid in an.order:
@@ -169,6 +225,7 @@ def make_it_fit(design: Design, settings: Settings | None = None, *, device, **k
                 continue
             rep = estimate(design, s2, device=dev, analysis=an)
             out.append(_suggestion(rep, kinds, " + ".join(c[2] for c in combo), s2, dev, [c[3] for c in combo]))
+    out.extend(_sharding(design, s, dev, an))
     # a smaller batch per step
     if s.batch > 1:
         b = largest_batch(design, s, dev, an)

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from memdesigner.engine.distributed import distinct_ranks
+from memdesigner.engine.fsdp import rank_signature
 from memdesigner.engine.simulate import CATS, Simulation
 
 
 def _entry(rank: int, sim: Simulation) -> dict:
-    return {"rank": rank, "peak_bytes": sim.mem.peak, "phase_peaks": dict(sim.phase_peaks),
-            "at_peak": dict(zip(CATS, sim.mem.peak_by))}
+    e = {"rank": rank, "peak_bytes": sim.mem.peak, "phase_peaks": dict(sim.phase_peaks),
+         "at_peak": dict(zip(CATS, sim.mem.peak_by))}
+    if getattr(sim, "host_bytes", 0):
+        e["host_bytes"] = sim.host_bytes  # offloaded state in host RAM (engine/fsdp.py)
+    return e
 
 
 def run_ranks(design, an, settings, rounding: int) -> tuple[Simulation, list[dict]]:
@@ -18,7 +22,13 @@ def run_ranks(design, an, settings, rounding: int) -> tuple[Simulation, list[dic
     strategy = settings.data_parallel
     if strategy == "none":
         return first, [_entry(0, first)]
-    groups = distinct_ranks(strategy, settings.gpus, [t[2] for t in first.trainable])
+    if first.fsdp is not None:  # ranks differ by the rows of each parameter they hold
+        groups: dict = {}
+        for r in range(settings.gpus):
+            groups.setdefault(rank_signature(first.trainable_shapes, settings.gpus, r), []).append(r)
+        groups = {rs[0]: rs for rs in groups.values()}
+    else:
+        groups = distinct_ranks(strategy, settings.gpus, [t[2] for t in first.trainable])
     sims = {0: first}
     for rep in groups:
         if rep not in sims:

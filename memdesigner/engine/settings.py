@@ -13,7 +13,8 @@ OPTIMIZERS = ("none", "sgd", "momentum", "adam", "adamw")
 OPTIMIZER_ALIASES = {"sgd_momentum": "momentum", "": "none", None: "none"}
 DTYPES = ("fp32", "fp16", "bf16")
 BACKENDS = ("cuda", "cpu", "mps")
-STRATEGIES = ("none", "ddp", "zero1")  # data-parallel training (memdesigner.engine.distributed)
+STRATEGIES = ("none", "ddp", "zero1", "zero2", "zero3")  # data-parallel training (memdesigner.engine.distributed)
+OFFLOADS = ("none", "params")  # FSDP2 CPUOffloadPolicy (memdesigner.engine.fsdp)
 
 
 @dataclass(frozen=True)
@@ -27,7 +28,8 @@ class Settings:
     backend: str = "cuda"
     foreach: bool | None = None  # optimizer multi-tensor path; None: the backend's default
     gpus: int = 1  # data-parallel world size (per-rank batch is `batch`)
-    strategy: str = "none"  # none | ddp | zero1 (DDP + ZeroRedundancyOptimizer)
+    strategy: str = "none"  # none | ddp | zero1 (DDP + ZeroRedundancyOptimizer) | zero2 | zero3 (FSDP2)
+    offload: str = "none"  # none | params: FSDP2 CPUOffloadPolicy (shards, gradients, optimizer step on the host)
     new_tokens: int = 16  # generate: tokens generated after the prompt (the design's sequence length)
     kv_cache: str = "dynamic"  # generate: dynamic (torch.cat per step) | static (preallocated)
     kv_dtype: str = "auto"  # generate: cache storage dtype; auto = the model's
@@ -52,7 +54,13 @@ class Settings:
         if self.strategy not in STRATEGIES:
             raise ValueError(f"strategy: {self.strategy!r} is not one of {', '.join(STRATEGIES)}")
         if self.gpus > 1 and self.strategy == "none":
-            raise ValueError(f"strategy: gpus {self.gpus} needs a data-parallel strategy (ddp or zero1)")
+            raise ValueError(f"strategy: gpus {self.gpus} needs a data-parallel strategy (ddp, zero1, zero2 or zero3)")
+        if self.offload not in OFFLOADS:
+            hint = (" (FSDP2 has no optimizer-only offload: CPUOffloadPolicy moves the parameter shards, "
+                    "gradients and optimizer step together; use params)" if self.offload == "optimizer" else "")
+            raise ValueError(f"offload: {self.offload!r} is not one of {', '.join(OFFLOADS)}{hint}")
+        if self.offload != "none" and self.strategy not in ("zero2", "zero3"):
+            raise ValueError("offload: params needs strategy zero2 or zero3 (FSDP2 CPUOffloadPolicy)")
         if not isinstance(self.new_tokens, int) or isinstance(self.new_tokens, bool) or self.new_tokens < 1:
             raise ValueError(f"new_tokens: {self.new_tokens!r} must be a positive integer")
         if self.kv_cache not in KV_CACHES:

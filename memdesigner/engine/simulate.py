@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-from memdesigner.engine import distributed
+from memdesigner.engine import distributed, fsdp
 from memdesigner.engine.settings import Settings
 from memdesigner.model.analysis import Analysis
 from memdesigner.model.design import Design
@@ -248,6 +248,14 @@ class Simulation:
         pitem = DTYPE_BYTES[pdtype]
         rnd = self.rounding
         weights_total = state_total = weights_r = state_r = 0
+        # FSDP2 (zero2/zero3): sharded parameters, per-unit gathers and reduce-scatters (engine/fsdp.py)
+        fs = (fsdp.FsdpStep(s.data_parallel, s.gpus, gloo=s.backend == "cpu", offload=s.offload == "params")
+              if train and s.data_parallel in fsdp.FSDP_STRATEGIES else None)
+        self.fsdp = fs
+        self.trainable_shapes: list[tuple] = []
+        uscope = fsdp.unit_scopes(nodes) if fs is not None else {}
+        host_shards = 0
+        self.host_bytes = 0  # host RAM this rank needs for offloaded state (zero2/zero3 offload params)
         for nid in order:
             info = an.nodes[nid]
             bits = nodes[nid].bits
@@ -257,6 +265,8 @@ class Simulation:
                 if p.name in tied:  # the same tensor as another layer's parameter: counted there
                     continue
                 nb = _param_bytes(p, pdtype, bits)
+                if fs is not None and p.trainable:
+                    nb = fs.add_param(uscope[nid], p.shape, pitem)  # this rank's padded shard
                 if p.trainable:
                     pb += nb
                     n_p += p.numel
@@ -269,12 +279,24 @@ class Simulation:
                 weights_r += nb if rnd <= 1 else -(-nb // rnd) * rnd
                 if p.trainable:
                     tb = p.numel * pitem
-                    trainable.append((nid, tb, p.numel))
+                    numel = p.numel
+                    if fs is not None:  # the optimizer state follows the rank's own rows
+                        numel = fsdp.sharded_numel(p.shape, s.gpus, self.rank or 0)
+                        tb = numel * pitem
+                    self.trainable_shapes.append(p.shape)
+                    trainable.append((nid, tb, numel))
+                    if fs is not None and fs.offload:  # CPUOffloadPolicy: the shard lives on the host
+                        host_shards += nb
+                        weights_total -= nb
+                        weights_r -= nb if rnd <= 1 else -(-nb // rnd) * rnd
                     if state_per_param:
                         state_total += state_per_param * tb + step_tensor
                         state_r += state_per_param * (tb if rnd <= 1 else -(-tb // rnd) * rnd) + step_tensor
             self.rows[nid] = {"params": n_p, "non_trainable": n_nt, "param_bytes": pb, "buffer_bytes": bb,
                               "activation_bytes": 0, "kept_bytes": 0}
+        if fs is not None:
+            fs.finish_layout(order, uscope)
+        fcats = (W, G, K)
         # data parallel: this rank's optimizer shard, DDP's gradient buckets (engine/distributed.py)
         self.trainable = trainable
         self.plan = plan = distributed.plan_for(s, self.rank, trainable, rnd) if train else None
@@ -284,6 +306,16 @@ class Simulation:
             state_total = sum(state_per_param * tb + step_tensor for _, tb, _ in local) if state_per_param else 0
             state_r = sum(state_per_param * (tb if rnd <= 1 else -(-tb // rnd) * rnd) + step_tensor
                           for _, tb, _ in local) if state_per_param else 0
+        offload = fs is not None and fs.offload
+        if offload:
+            # the optimizer (its state and its step's temporaries) runs on the host
+            prev_nb = worst = 0
+            if opt in ("adam", "adamw"):
+                for _, nb, _ in local:  # for-loop Adam on the CPU: sqrt, denominator, the previous denominator
+                    worst = max(worst, 2 * nb + prev_nb)
+                    prev_nb = nb
+            self.host_bytes = host_shards + state_total + worst  # + the gradients (after backward)
+            state_total = state_r = 0
         # weights and optimizer state live all step long: one block each (already rounded)
         mem.alloc_exact(weights_total, weights_r, W, "parameters and buffers (all layers)")
         if state_total:
@@ -336,7 +368,12 @@ class Simulation:
         held = set()
         position = {n: i for i, n in enumerate(order)}
         local_release: dict[str, list] = {}
+        if fs is not None:
+            fs.forward_begin(mem, fcats)
         for nid in order:
+            if fs is not None:
+                fs.where = ("forward", nid)
+                fs.before_op(mem, nid, position[nid], fcats, any(val_rg[k] for k in in_keys[nid]))
             for hk in holds_at.get(nid, ()):
                 if hk[1] in val_sid:
                     mem.incref(val_sid[hk[1]])
@@ -510,6 +547,10 @@ class Simulation:
                 _release(mem, saved_of.pop(nid, []))
                 last = nid == segments[seg_of[nid]][-1]
                 row["recompute"] = kept + (0 if last else out_bytes)
+            if fs is not None:
+                fs.after_op(mem, nid, position[nid])
+        if fs is not None:
+            fs.forward_end(mem)
         self.phase_peaks["forward"] = mem.ppeak
 
         if not train:
@@ -546,6 +587,9 @@ class Simulation:
         loss_node_ones = has_loss_node
         grad_owned: set = set()  # "node.param" keys whose .grad exists (shared parameters)
         recomputed: dict[int, dict] = {}  # checkpointed segment -> {node: recomputed block}
+        if fs is not None:
+            fs.where = ("backward", None)
+            fs.backward_begin(mem, fcats)
 
         def param_grads(nid, node, info, indices) -> list:
             """The gradients AccumulateGrad keeps as p.grad (one block per layer). For a shared
@@ -570,9 +614,14 @@ class Simulation:
                 raw += nb
                 rsum += nb if rnd <= 1 else -(-nb // rnd) * rnd
             if raw:
-                mem.alloc_exact(raw, rsum, G, (nid, "parameter gradients"))
+                sid = mem.alloc_exact(raw, rsum, G, (nid, "parameter gradients"))
+                if fs is not None:
+                    fs.grad_made(nid, sid)
             return transient
         for nid in reversed(order):
+            if fs is not None:
+                fs.where = ("backward", nid)
+                fs.before_backward_op(mem, nid, fcats)
             if nid not in grad_mode:
                 continue
             op = grad_mode[nid]
@@ -673,7 +722,9 @@ class Simulation:
                     mem.decref(total)
                     continue
                 grad_owned.add(pkey)
-                mem.alloc(nb, G, 1, (nid, p.name + ".grad"))
+                gsid = mem.alloc(nb, G, 1, (nid, p.name + ".grad"))
+                if fs is not None:
+                    fs.grad_made(nid, gsid)
                 mem.mark(("backward", nid))
                 mem.decref(half)
             for k, g in new_grads:
@@ -693,13 +744,18 @@ class Simulation:
                 mem.decref(g)
         for sv in saved_of.values():
             _release(mem, sv)
+        if fs is not None:  # the root's final callback runs inside backward(): ones_like(loss) is alive
+            fs.where = ("backward", None)
+            fs.backward_end(mem, fcats)
         mem.decref(ones)
         self.phase_peaks["backward"] = mem.ppeak
 
         # -- optimizer step ----------------------------------------------------------------
         mem.begin_phase("optimizer_step")
         mem.mark(("optimizer_step", None))
-        if opt in ("adam", "adamw"):
+        if offload:
+            self.host_bytes += fs.host_grads
+        elif opt in ("adam", "adamw"):
             if s.use_foreach:
                 total = sum(nb for _, nb, _ in local)
                 t = mem.alloc(total, K, 1, "Adam step temporary: _foreach_sqrt of every exp_avg_sq")
