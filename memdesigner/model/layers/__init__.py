@@ -8,6 +8,7 @@ from memdesigner.model.layers import (  # noqa: F401
     inputs,
     loss,
     merge,
+    moe,
     normalization,
     pooling,
     recurrent,
