@@ -329,7 +329,8 @@ def to_python(design: Design, class_name: str | None = None) -> str:
             line = f"{x} + self.{a}"
         elif t == "ScaledDotProductAttention":
             line = (f"F.scaled_dot_product_attention({x}, {ref(nid, 1)}, {ref(nid, 2)}"
-                    + (", is_causal=True)" if p["causal"] else ")"))
+                    + (", is_causal=True" if p["causal"] else "")
+                    + (f", dropout_p={L('dropout')} if self.training else 0.0)" if p.get("dropout") else ")"))
         elif t == "Loss":
             if p["kind"] == "cross_entropy":
                 line = f"F.cross_entropy({x}, torch.zeros({x}.shape[0], dtype=torch.long, device={x}.device))"

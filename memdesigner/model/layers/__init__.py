@@ -5,6 +5,7 @@ from memdesigner.model.layers import (  # noqa: F401
     attention,
     conv,
     dense,
+    hf_embeddings,
     inputs,
     loss,
     merge,
