@@ -236,7 +236,7 @@ def to_python(design: Design, class_name: str | None = None) -> str:
                    f"dilation={L('dilation')})")
         elif t == "Linear":
             mod = f"nn.Linear({xs.shape[-1]}, {L('out_features')}, bias={L('bias')})"
-        elif t in ("BatchNorm1d", "BatchNorm2d"):
+        elif t in ("BatchNorm1d", "BatchNorm2d", "BatchNorm3d"):
             mod = (f"nn.{t}({xs.shape[0]}, eps={L('eps')}, momentum={L('momentum')}, affine={L('affine')}, "
                    f"track_running_stats={L('track_running_stats')})")
         elif t == "LayerNorm":
@@ -257,8 +257,8 @@ def to_python(design: Design, class_name: str | None = None) -> str:
             mod = f"nn.{t}()"
         elif t == "Softmax":
             mod = f"nn.Softmax(dim={L('dim')})"
-        elif t in ("MaxPool1d", "MaxPool2d", "AvgPool2d"):
-            n = 1 if t == "MaxPool1d" else 2
+        elif t in ("MaxPool1d", "MaxPool2d", "AvgPool2d", "MaxPool3d", "AvgPool3d"):
+            n = int(t[-2])
             pad = p["padding"]
             if pad in ("SAME", "VALID"):
                 cfg = dict(p, stride=p["stride"] or p["kernel"], dilation=1)
