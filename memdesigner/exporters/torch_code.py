@@ -16,6 +16,7 @@ import sys
 
 from memdesigner.model.analysis import analyze
 from memdesigner.model.design import Design
+from memdesigner.model.exportspec import ExportCtx
 from memdesigner.text import one_line
 
 _RESERVED = {
@@ -147,6 +148,27 @@ def _insert_dels(fwd, marks, ins, var, keep):
     return out
 
 
+def _registered_export(type_name: str):
+    from memdesigner.model import registry
+
+    return registry.get(type_name).to_torch if registry.has(type_name) else None
+
+
+def _no_export_reason(type_name: str) -> str:
+    from memdesigner.model import registry
+
+    return registry.get(type_name).no_torch_export if registry.has(type_name) else ""
+
+
+def _run_export(node, hook, ctx):
+    from memdesigner.model.exportspec import ExportUnsupported
+
+    try:
+        return hook(ctx)
+    except ExportUnsupported as err:
+        raise ExportError(f"{node.id}: {node.type} has no PyTorch export here: {err}") from None
+
+
 def to_python(design: Design, class_name: str | None = None) -> str:
     """The design as a Python module: ``class <Name>(nn.Module)`` and ``def make()``."""
     an = analyze(design)
@@ -198,6 +220,7 @@ def to_python(design: Design, class_name: str | None = None) -> str:
         var[(nid, port)] = v
         return v
 
+    helpers: dict = {}  # helper class name -> source (registrations' exports)
     marks: list = []  # (index into fwd where the node's lines start, node id)
     for nid in order:
         marks.append((len(fwd), nid))
@@ -342,8 +365,22 @@ def to_python(design: Design, class_name: str | None = None) -> str:
             shape = ", ".join(str(d) for d in p["out_shape"])
             warnings.append(one_line(f"{node.name}: Generic op {L('op')} is written as a zeros placeholder"))
             line = f"{src}.new_zeros(({src}.shape[0], {shape}){dt})  # TODO: Generic op {L('op')}"
+        elif _registered_export(t) is not None:
+            ex = _run_export(node, _registered_export(t), ExportCtx(
+                a, [ref(nid, k) for k in range(len(ins[nid]))], [in_spec(nid, k).shape for k in range(len(ins[nid]))],
+                [o.shape for o in info.outputs], p, L))
+            init.extend(ex.init)
+            helpers.update(ex.helpers)
+            if ex.outputs > 1:
+                v = _ident("v_" + a, var_used)
+                fwd.append(f"{v} = {ex.forward}")
+                for j in range(ex.outputs):
+                    var[(nid, j)] = f"{v}[{j}]"
+                continue
+            line = ex.forward
         else:
-            raise ExportError(f"{nid}: no PyTorch export for layer type {t}")
+            why = _no_export_reason(t)
+            raise ExportError(f"{nid}: no PyTorch export for layer type {t}" + (f": {why}" if why else ""))
         if mod is not None:
             init.append(f"self.{a} = {mod}")
             line = f"self.{a}({x})"
@@ -365,6 +402,10 @@ def to_python(design: Design, class_name: str | None = None) -> str:
     out.append("import torch.nn.functional as F")
     out.append("")
     out.append("")
+    for src in helpers.values():
+        out.extend(src.strip("\n").splitlines())
+        out.append("")
+        out.append("")
     out.append(f"class {cname}(nn.Module):")
     out.append("    def __init__(self):")
     out.append("        super().__init__()")

@@ -284,12 +284,30 @@ def _meta_input(torch, shape, dtype, vocab):
     return torch.empty(full, dtype=torch.float32, device="meta")
 
 
+def _whole_modules() -> dict:
+    """Module class name -> the layer type that maps it whole (registrations with from_torch)."""
+    return {cls: lt for lt in registry.all_types() if lt.from_torch for cls in lt.torch_ops}
+
+
+def _tracer(torch):
+    """fx's tracer, keeping the modules a registration maps whole (a MoE block) as leaves."""
+    import torch.fx
+
+    whole = _whole_modules()
+
+    class _Tracer(torch.fx.Tracer):
+        def is_leaf_module(self, m, qualname):
+            return type(m).__name__ in whole or super().is_leaf_module(m, qualname)
+
+    return _Tracer()
+
+
 def _trace(torch, module, example=None):
     import torch.fx
 
     try:
         # stack traces let the mapping see the source line ("out += identity" is in place)
-        tracer = torch.fx.Tracer()
+        tracer = _tracer(torch)
         tracer.record_stack_traces = True
         tracer.proxy_buffer_attributes = True  # self.mask[:t, :t] with a traced t
         graph = tracer.trace(module)
@@ -1059,6 +1077,12 @@ def _map_module(st: _State, fxn, mod):
 
     if isinstance(mod, nn.Identity):
         return x
+    whole = _whole_modules().get(cls)
+    if whole is not None:
+        props = whole.from_torch(mod)
+        if props is not None:
+            own()
+            return _single(st, fxn, whole.name, props, [x])
     if isinstance(mod, (nn.Conv1d, nn.Conv2d, nn.Conv3d)) and type(mod) in (nn.Conv1d, nn.Conv2d, nn.Conv3d):
         if mod.padding_mode != "zeros":
             st.warnings.append(f"{path}: padding_mode {mod.padding_mode!r} is imported as zero padding")

@@ -76,6 +76,60 @@ def _flops(c, outs):
     return 3 * outs[0].numel + 5 * outs[0].numel
 
 
+# the generated file gets this class: transformers' BertEmbeddings.forward (5.24) without transformers
+_TORCH_CLASS = '''
+class BertEmbeddings(nn.Module):
+    """transformers' BertEmbeddings: word + token type (all 0) + position embeddings, LayerNorm, dropout."""
+
+    def __init__(self, vocab_size, hidden_size, max_position_embeddings, type_vocab_size, layer_norm_eps,
+                 hidden_dropout_prob):
+        super().__init__()
+        self.word_embeddings = nn.Embedding(vocab_size, hidden_size)
+        self.position_embeddings = nn.Embedding(max_position_embeddings, hidden_size)
+        self.token_type_embeddings = nn.Embedding(type_vocab_size, hidden_size)
+        self.LayerNorm = nn.LayerNorm(hidden_size, eps=layer_norm_eps)
+        self.dropout = nn.Dropout(hidden_dropout_prob)
+        self.register_buffer("position_ids", torch.arange(max_position_embeddings).expand((1, -1)), persistent=False)
+        self.register_buffer("token_type_ids", torch.zeros(self.position_ids.size(), dtype=torch.long),
+                             persistent=False)
+
+    def forward(self, input_ids):
+        batch_size, seq_length = input_ids.shape
+        position_ids = self.position_ids[:, :seq_length]
+        token_type_ids = torch.gather(self.token_type_ids.expand(position_ids.shape[0], -1), dim=1,
+                                      index=position_ids).expand(batch_size, seq_length)
+        inputs_embeds = self.word_embeddings(input_ids)
+        token_type_embeddings = self.token_type_embeddings(token_type_ids)
+        embeddings = inputs_embeds + token_type_embeddings
+        position_embeddings = self.position_embeddings(position_ids)
+        embeddings = embeddings + position_embeddings
+        embeddings = self.LayerNorm(embeddings)
+        embeddings = self.dropout(embeddings)
+        return embeddings
+'''
+_ARGS = ("vocab_size", "hidden_size", "max_position_embeddings", "type_vocab_size", "layer_norm_eps",
+         "hidden_dropout_prob")
+
+
+def _to_torch(e):
+    from memdesigner.model.exportspec import TorchExport
+
+    init = f"self.{e.attr} = BertEmbeddings({', '.join(e.lit(k) for k in _ARGS)})"
+    return TorchExport(f"self.{e.attr}({e.x})", init=[init], helpers={"BertEmbeddings": _TORCH_CLASS})
+
+
+def _from_torch(mod):
+    """transformers' BertEmbeddings, or the exported one."""
+    try:
+        v, h = mod.word_embeddings.weight.shape
+        return {"vocab_size": int(v), "hidden_size": int(h),
+                "max_position_embeddings": int(mod.position_embeddings.weight.shape[0]),
+                "type_vocab_size": int(mod.token_type_embeddings.weight.shape[0]),
+                "layer_norm_eps": float(mod.LayerNorm.eps), "hidden_dropout_prob": float(mod.dropout.p)}
+    except AttributeError:
+        return None
+
+
 BertEmbeddings = register(LayerType(
     name="BertEmbeddings", family="dense",
     doc="BERT input embeddings: word + token type + learned position embeddings, LayerNorm, dropout "
@@ -86,6 +140,6 @@ BertEmbeddings = register(LayerType(
            Prop("hidden_dropout_prob", "float", 0.1, min=0.0, max=1.0)),
     shape=_shape, params=_params, flops=_flops, memory=_memory,
     search_words=("bert", "embedding", "position", "token type", "transformer"),
-    torch_ops=("BertEmbeddings",),
+    torch_ops=("BertEmbeddings",), to_torch=_to_torch, from_torch=_from_torch,
     keeps_for_backward="the token ids, the summed embeddings, LayerNorm's mean and rstd and the dropout noise",
 ))

@@ -479,6 +479,140 @@ def _stages(r: _Replay, names: list, sizes: dict, grad_bytes: int, params: list)
     return stages
 
 
+
+
+# -- PyTorch export / import ----------------------------------------------------------------------
+# The generated file gets this class: transformers' blocks (5.24) without transformers, op for op
+# (the router and the gate in methods of their own, as there, so that their locals die when
+# transformers' do). Parameter names are transformers'.
+_TORCH_CLASS = '''
+class SparseMoeBlock(nn.Module):
+    """transformers' MixtralSparseMoeBlock / Qwen2MoeSparseMoeBlock (5.x): router, top-k, SiLU-gated
+    experts run as grouped_mm (a model's default) or the eager per-expert loop, optional shared expert."""
+
+    def __init__(self, hidden, num_experts, top_k, intermediate, norm_topk_prob, shared, impl):
+        super().__init__()
+        self.num_experts, self.top_k, self.norm_topk_prob, self.impl = num_experts, top_k, norm_topk_prob, impl
+        self.gate = nn.Linear(hidden, num_experts, bias=False)
+        self.experts = nn.Module()
+        self.experts.gate_up_proj = nn.Parameter(torch.randn(num_experts, 2 * intermediate, hidden) * 0.02)
+        self.experts.down_proj = nn.Parameter(torch.randn(num_experts, hidden, intermediate) * 0.02)
+        if shared:
+            self.shared_expert = nn.Module()
+            self.shared_expert.gate_proj = nn.Linear(hidden, shared, bias=False)
+            self.shared_expert.up_proj = nn.Linear(hidden, shared, bias=False)
+            self.shared_expert.down_proj = nn.Linear(shared, hidden, bias=False)
+            self.shared_expert_gate = nn.Linear(hidden, 1, bias=False)
+
+    def _route(self, h):
+        logits = F.linear(h, self.gate.weight)
+        probs = F.softmax(logits, dtype=torch.float, dim=-1)
+        top_v, top_i = torch.topk(probs, self.top_k, dim=-1)
+        if self.norm_topk_prob:
+            top_v /= top_v.sum(dim=-1, keepdim=True)
+        return logits, top_v.to(logits.dtype), top_i
+
+    def _shared(self, h):
+        s = self.shared_expert
+        return s.down_proj(F.silu(s.gate_proj(h)) * s.up_proj(h))
+
+    def _apply_gate(self, gate_up):
+        gate, up = gate_up.chunk(2, dim=-1)
+        return F.silu(gate) * up
+
+    @staticmethod
+    def _shape_only(t):
+        return t.device.type == "meta" or type(t).__name__ == "FakeTensor"
+
+    def _gmm(self, x, w, offs):
+        if self._shape_only(x):  # shape propagation: grouped_mm has no fp32 meta kernel
+            return x.new_empty(x.shape[0], w.shape[-1])
+        gmm = F.grouped_mm if hasattr(F, "grouped_mm") else torch._grouped_mm
+        return gmm(x, w, offs=offs)
+
+    def _grouped(self, h, top_i, top_w):
+        k, n = top_i.size(-1), h.size(0)
+        sample_weights, expert_ids = top_w.reshape(-1), top_i.reshape(-1)
+        expert_ids_g, perm = torch.sort(expert_ids)
+        selected = h[perm // k]
+        sample_weights_g = sample_weights[perm]
+        hist_in = expert_ids_g.float() if h.device.type in ("cpu", "mps") else expert_ids_g.int()
+        tokens_per_expert = torch.histc(hist_in, bins=self.num_experts, min=0, max=self.num_experts - 1)
+        offsets = torch.cumsum(tokens_per_expert, dim=0, dtype=torch.int32)
+        proj_out = self._gmm(selected, self.experts.gate_up_proj.transpose(-2, -1), offsets)
+        proj_out = self._apply_gate(proj_out)
+        proj_out = self._gmm(proj_out, self.experts.down_proj.transpose(-2, -1), offsets)
+        weighted_out = proj_out * sample_weights_g.unsqueeze(-1)
+        inv_perm = torch.empty_like(perm)
+        inv_perm[perm] = torch.arange(perm.size(0), device=h.device)
+        weighted_out = weighted_out[inv_perm]
+        final = weighted_out.view(n, k, h.size(-1)).sum(dim=1)
+        return final.to(h.dtype)
+
+    def _eager(self, h, top_i, top_w):
+        final = torch.zeros_like(h)
+        if self._shape_only(h):  # shape propagation: the loop depends on the routing's values
+            return final
+        with torch.no_grad():
+            mask = F.one_hot(top_i, num_classes=self.num_experts + 1).permute(2, 1, 0)
+            hit = torch.greater(mask.sum(dim=(-1, -2)), 0).nonzero()
+        for e in hit:
+            e = e[0]
+            if e == self.num_experts:
+                continue
+            top_pos, token_idx = torch.where(mask[e])
+            current = h[token_idx]
+            gate, up = F.linear(current, self.experts.gate_up_proj[e]).chunk(2, dim=-1)
+            current_out = F.silu(gate) * up
+            current_out = F.linear(current_out, self.experts.down_proj[e])
+            current_out = current_out * top_w[token_idx, top_pos, None]
+            final.index_add_(0, token_idx, current_out.to(final.dtype))
+        return final
+
+    def forward(self, x):
+        shape = x.shape
+        h = x.view(-1, shape[-1])
+        shared_out = self._shared(h) if hasattr(self, "shared_expert") else None
+        _, top_w, top_i = self._route(h)
+        out = (self._grouped if self.impl == "grouped_mm" else self._eager)(h, top_i, top_w)
+        if shared_out is not None:
+            shared_out = F.sigmoid(self.shared_expert_gate(h)) * shared_out
+            out = out + shared_out
+        return out.reshape(shape)
+'''
+
+
+def _to_torch(e):
+    from memdesigner.model.exportspec import ExportUnsupported, TorchExport
+
+    p = e.props
+    if p["capacity_factor"] != 1.0:
+        raise ExportUnsupported("capacity_factor > 1 (transformers' blocks are dropless)")
+    init = (f"self.{e.attr} = SparseMoeBlock({e.in_shapes[0][-1]}, {e.lit('num_experts')}, {e.lit('top_k')}, "
+            f"{e.lit('intermediate_size')}, {e.lit('norm_topk_prob')}, {e.lit('shared_expert_intermediate_size')}, "
+            f"{e.lit('impl')})")
+    return TorchExport(f"self.{e.attr}({e.x})", init=[init], helpers={"SparseMoeBlock": _TORCH_CLASS})
+
+
+def _from_torch(mod):
+    """Props of a transformers MoE block or of the exported SparseMoeBlock."""
+    e = int(mod.gate.weight.shape[0])
+    top_k = getattr(mod, "top_k", None) or getattr(mod.gate, "top_k", None)
+    if top_k is None:
+        return None
+    if type(mod).__name__ == "MixtralSparseMoeBlock":
+        norm = True
+    else:
+        norm = bool(getattr(mod, "norm_topk_prob", getattr(mod.gate, "norm_topk_prob", True)))
+    shared = int(mod.shared_expert.gate_proj.weight.shape[0]) if hasattr(mod, "shared_expert") else 0
+    impl = getattr(mod, "impl", None)
+    if impl is None:
+        cfg = getattr(mod.experts, "config", None)
+        impl = "grouped_mm" if getattr(cfg, "_experts_implementation", None) == "grouped_mm" else "eager"
+    return {"num_experts": e, "top_k": int(top_k), "intermediate_size": int(mod.experts.down_proj.shape[-1]),
+            "norm_topk_prob": norm, "shared_expert_intermediate_size": shared, "impl": impl}
+
+
 SparseMoE = register(LayerType(
     name="SparseMoE", family="dense",
     doc="Sparse mixture of experts (Mixtral / Qwen2-MoE block): a router picks top_k of num_experts "
@@ -498,7 +632,8 @@ SparseMoE = register(LayerType(
     shape=_shape, params=_params, flops=_flops, memory=_memory,
     aliases=("MixtralSparseMoeBlock", "Qwen2MoeSparseMoeBlock", "MoE"),
     search_words=("moe", "mixture of experts", "experts", "router", "mixtral", "qwen2_moe", "sparse"),
-    torch_ops=("MixtralSparseMoeBlock", "Qwen2MoeSparseMoeBlock"),
+    torch_ops=("MixtralSparseMoeBlock", "Qwen2MoeSparseMoeBlock", "SparseMoeBlock"),
+    to_torch=_to_torch, from_torch=_from_torch,
     keeps_for_backward="router probabilities and indices, the gathered token rows and every expert "
                        "activation (tokens x top_k rows)",
 ))
