@@ -111,3 +111,23 @@ def test_parameter_count_matches_transformers_on_meta_when_installed():
         assert bert.num_parameters(cfg, task) == sum(p.numel() for p in m.parameters())
         est = memdesigner.estimate(bert.build(cfg, seq_len=16, task=task), Settings(batch=1))
         assert est.params == sum(p.numel() for p in m.parameters())
+
+
+def test_export_keeps_the_tied_decoder_and_imports_back():
+    """The MLM decoder's weight is the word table in the exported PyTorch code too
+    (self.cls...decoder.weight = self.bert_embeddings.word_embeddings.weight), and the exported
+    BertEmbeddings imports back as one BertEmbeddings node."""
+    pytest.importorskip("torch")
+    from memdesigner.exporters.torch_code import to_python
+    from memdesigner.importers.torch_fx import from_module
+
+    cfg = dict(vocab_size=100, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
+               max_position_embeddings=40)
+    d = bert.build(cfg, seq_len=16, task="causal-lm")
+    ns: dict = {}
+    exec(compile(to_python(d), "<bert>", "exec"), ns)  # noqa: S102 - memdesigner's own output
+    module, shape = ns["make"]()
+    assert sum(p.numel() for p in module.parameters()) == bert.num_parameters(cfg, "causal-lm") == 14_372
+    back = from_module(module, shape, input_dtype="int64")
+    assert back.import_params == 14_372
+    assert [n.type for n in back.nodes.values()][:2] == ["Input", "BertEmbeddings"]

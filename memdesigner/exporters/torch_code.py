@@ -387,6 +387,14 @@ def to_python(design: Design, class_name: str | None = None) -> str:
         v = new_var(nid)
         fwd.append(f"{v} = {line}")
 
+    # shared parameters (Node.tied: lm_head.weight = wte.weight): one tensor, as the design counts it
+    for nid in order:
+        for pname, target in sorted(nodes[nid].tied.items()):
+            parts = target.split(".")
+            src = next((".".join(parts[:k]) for k in range(len(parts) - 1, 0, -1) if ".".join(parts[:k]) in attr), "")
+            sparam = target[len(src) + 1:]
+            if src in attr and sparam and all(part.isidentifier() for part in (pname + "." + sparam).split(".")):
+                init.append(f"self.{attr[nid]}.{pname} = self.{attr[src]}.{sparam}")
     sinks = [var[(nid, 0)] for nid in order if consumers[nid] == 0 and nodes[nid].type != "Input"]
     fwd = _insert_dels(fwd, marks, ins, var, set(sinks))
     ret = sinks[0] if len(sinks) == 1 else "(" + ", ".join(sinks) + ("," if len(sinks) == 1 else "") + ")"
