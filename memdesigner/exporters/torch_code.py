@@ -298,7 +298,14 @@ def to_python(design: Design, class_name: str | None = None) -> str:
             mod = (f"nn.{t}({xs.shape[-1]}, {L('hidden_size')}, num_layers={L('num_layers')}, bias={L('bias')}, "
                    f"batch_first=True, bidirectional={L('bidirectional')})")
             v = new_var(nid)
-            fwd.append(f"{v}, _ = self.{a}({x})")
+            if any(e.src == nid and e.src_port == 1 for e in design.edges):
+                # h_n is used: PyTorch's is (layers * directions, batch, hidden), the design's batch first
+                hv = _ident(a + "_h_n", var_used, {"self", "torch", "nn", "F"})
+                fwd.append(f"{v}, {'(' + hv + ', _)' if t == 'LSTM' else hv} = self.{a}({x})")
+                fwd.append(f"{hv} = {hv}.transpose(0, 1)")
+                var[(nid, 1)] = hv
+            else:
+                fwd.append(f"{v}, _ = self.{a}({x})")
             if not p["return_sequences"]:
                 fwd.append(f"{v} = {v}[:, -1]")
             init.append(f"self.{a} = {mod}")
