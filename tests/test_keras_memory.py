@@ -60,6 +60,21 @@ CASES = [
           "inbound_nodes": []},
          {"class_name": "MultiHeadAttention", "name": "mha", "config": {"name": "mha", "num_heads": 4, "key_dim": 8},
           "inbound_nodes": [[["x", 0, 0, {}], ["x", 0, 0, {}]]]}]}}, "inference", 150_016),
+    # video / medical volumes (D, H, W, C), measured the same way (Keras 3.15.1, torch 2.13 CPU)
+    ("MaxPooling3D pools a channels-first copy",
+     _seq((8, 16, 16, 4), _l("MaxPooling3D", "p", pool_size=2)), "inference", 622_592),
+    ("MaxPooling3D after Conv3D keeps its copy and the argmax indices",
+     _seq((8, 16, 16, 4), _l("Conv3D", "c", filters=8, kernel_size=3), _l("MaxPooling3D", "p", pool_size=2)),
+     "train", 1_283_880),
+    ("AveragePooling3D pools a channels-first copy",
+     _seq((8, 16, 16, 4), _l("AveragePooling3D", "p", pool_size=2)), "inference", 557_056),
+    ("AveragePooling3D after Conv3D keeps its copy",
+     _seq((8, 16, 16, 4), _l("Conv3D", "c", filters=8, kernel_size=3), _l("AveragePooling3D", "p", pool_size=2)),
+     "train", 1_208_616),
+    ("BatchNormalization on a 5-D input: Keras's own ops",
+     _seq((8, 16, 16, 4), _l("BatchNormalization", "bn")), "inference", 524_384),
+    ("BatchNormalization on a 5-D input: the clone and the second gradient",
+     _seq((8, 16, 16, 4), _l("BatchNormalization", "bn")), "train", 1_310_840),
     ("Keras LSTM on CPU: x_proj and its bias add meet",
      _seq((20, 16), _l("LSTM", "r", units=32)), "inference", 201_224),
     ("Keras GRU on CPU: x_proj and its bias add meet",
@@ -106,3 +121,15 @@ def test_conv3d_is_modelled_with_keras_params_and_shape():
     rep = memdesigner.estimate(d, batch=1)
     assert rep.params == 8 * 4 * 27 + 8 == 872
     assert rep.layers[-1].output_shape == [1, 6, 14, 14, 8]  # Keras: (None, 6, 14, 14, 8)
+
+
+def test_3d_pooling_and_batchnorm_map_with_keras_params_and_shapes():
+    """Keras's summary: MaxPooling3D(2) of (8, 16, 16, 4) is (4, 8, 8, 4); BatchNormalization on
+    it has 8 trainable (gamma, beta) and 8 non-trainable (moving mean, variance) weights."""
+    d = load_keras_json(_seq((8, 16, 16, 4), _l("BatchNormalization", "bn"), _l("MaxPooling3D", "p", pool_size=2),
+                             _l("AveragePooling3D", "a", pool_size=(1, 2, 2))))
+    assert d.import_warnings == []
+    assert [d.nodes[n].type for n in ("bn", "p", "a")] == ["BatchNorm3d", "MaxPool3d", "AvgPool3d"]
+    rep = memdesigner.estimate(d, batch=1)
+    assert (rep.params, rep.non_trainable_params) == (8, 8)
+    assert rep.layers[-1].output_shape == [1, 4, 4, 4, 4]  # Keras: (None, 4, 4, 4, 4)

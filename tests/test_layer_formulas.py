@@ -108,6 +108,7 @@ def test_linear(shape, bias):
 
 @pytest.mark.parametrize("layer,mod,shape", [
     ("MaxPool2d", nn.MaxPool2d, (3, 17, 23)), ("AvgPool2d", nn.AvgPool2d, (3, 17, 23)), ("MaxPool1d", nn.MaxPool1d, (3, 29)),
+    ("MaxPool3d", nn.MaxPool3d, (3, 9, 17, 12)), ("AvgPool3d", nn.AvgPool3d, (3, 9, 17, 12)),
 ])
 @pytest.mark.parametrize("p", [dict(kernel=2), dict(kernel=3, stride=2), dict(kernel=3, stride=2, padding=1),
                                dict(kernel=3, stride=2, ceil_mode=True)])
@@ -133,6 +134,8 @@ def test_batchnorm(affine, track):
     assert ours((6, 5, 5), "BatchNorm2d", dict(affine=affine, track_running_stats=track)) == theirs(m, (6, 5, 5))
     m1 = nn.BatchNorm1d(6, affine=affine, track_running_stats=track)
     assert ours((6, 9), "BatchNorm1d", dict(affine=affine, track_running_stats=track)) == theirs(m1, (6, 9))
+    m3 = nn.BatchNorm3d(6, affine=affine, track_running_stats=track)
+    assert ours((6, 3, 5, 4), "BatchNorm3d", dict(affine=affine, track_running_stats=track)) == theirs(m3, (6, 3, 5, 4))
 
 
 def test_batchnorm_buffers_are_not_parameters():
@@ -222,6 +225,7 @@ def test_merge_shapes():
 
 def test_every_registered_type_is_covered():
     covered = {"Conv2d", "Conv1d", "Conv3d", "ConvTranspose2d", "Linear", "MaxPool2d", "AvgPool2d", "MaxPool1d",
+               "MaxPool3d", "AvgPool3d", "BatchNorm3d",
                "AdaptiveAvgPool2d", "Upsample", "BatchNorm2d", "BatchNorm1d", "LayerNorm", "GroupNorm", "ReLU", "ReLU6",
                "LeakyReLU", "GELU", "SiLU", "Sigmoid", "Tanh", "Softmax", "Dropout", "Flatten", "Reshape", "Embedding",
                "LSTM", "GRU", "MultiHeadAttention", "Transpose", "Permute", "Split", "Select", "Mean", "ClassToken",
@@ -229,6 +233,7 @@ def test_every_registered_type_is_covered():
     others = {"Multiply", "MatMul", "Scale", "ScaledDotProductAttention", "Loss", "Generic",
               "KVCache", "NewGELU", "AbsolutePositions",  # test_generation_layers, test_generate
               "Contiguous", "Max", "Slice", "GRUCell",  # test_layer_rules_misc
-              "RMSNorm", "RotaryEmbedding", "ApplyRotary", "RepeatKV", "CausalMask"}  # test_llm_layers_measured, hf_llm
+              "RMSNorm", "RotaryEmbedding", "ApplyRotary", "RepeatKV", "CausalMask",  # test_llm_layers_measured
+              "SparseMoE", "BertEmbeddings"}  # test_moe, test_hf_bert (against transformers)
     others |= {"Block", "BlockInput", "BlockOutput"}  # test_blocks: expanded away before the engine
     assert {t.name for t in registry.all_types()} <= covered | others

@@ -264,3 +264,17 @@ def test_stacked_bidirectional_lstm_is_one_layer(rt):
     r = rt.roundtrip("lstm2", lambda: (Net(), (12, 8)), batch=4)
     assert r["generic"] == 0 and r["params_onnx"] == r["params_torch"] == sum(p.numel() for p in Net().parameters())
     assert r["peak_onnx"] == r["peak_graph"]
+
+
+def test_video_layers_round_trip_through_torch_onnx_export(rt):
+    """Conv3d, BatchNorm3d, MaxPool3d and AvgPool3d map back to their registrations from ONNX's
+    Conv / BatchNormalization / MaxPool / AveragePool on 5-D tensors."""
+    import torch
+
+    m = torch.nn.Sequential(torch.nn.Conv3d(2, 4, 3, padding=1), torch.nn.BatchNorm3d(4), torch.nn.MaxPool3d(2),
+                            torch.nn.AvgPool3d((1, 2, 2))).eval()
+    d = from_model(onnx.load_from_string(rt.export(m, (2, 6, 8, 8))))
+    assert [n.type for n in d.nodes.values()] == ["Input", "Conv3d", "BatchNorm3d", "MaxPool3d", "AvgPool3d"]
+    assert d.import_params == 2 * 4 * 27 + 4 + 8 and d.import_warnings == []
+    rep = memdesigner.estimate(d, batch=1)
+    assert rep.layers[-1].output_shape == [1, 4, 3, 2, 2]

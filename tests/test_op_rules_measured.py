@@ -33,6 +33,11 @@ CASES = {
     "Embedding": (_Tokens, (12,)),
     "GELU": (lambda: nn.Sequential(nn.Linear(32, 16), nn.GELU()), (32,)),
     "AdaptiveAvgPool2d": (lambda: nn.Sequential(nn.Conv2d(3, 8, 3), nn.AdaptiveAvgPool2d(1)), (3, 16, 16)),
+    # video / medical volumes: (C, D, H, W)
+    "Conv3d": (lambda: nn.Sequential(nn.Conv3d(2, 4, 3, padding=1)), (2, 6, 10, 10)),
+    "MaxPool3d": (lambda: nn.Sequential(nn.Conv3d(2, 4, 3), nn.MaxPool3d(2)), (2, 6, 10, 10)),
+    "AvgPool3d": (lambda: nn.Sequential(nn.Conv3d(2, 4, 3), nn.AvgPool3d(2, stride=1)), (2, 6, 10, 10)),
+    "BatchNorm3d": (lambda: nn.Sequential(nn.Conv3d(2, 4, 3), nn.BatchNorm3d(4)), (2, 6, 10, 10)),
 }
 
 MODES = [{"mode": "inference", "optimizer": "none"}, {"mode": "train", "optimizer": "sgd"}]

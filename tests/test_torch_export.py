@@ -104,3 +104,32 @@ def test_zoo_round_trip(name):
     for kw in SETTINGS[:2]:
         assert memdesigner.estimate(_flat(d), backend="cpu", **kw).peak_bytes == \
             memdesigner.estimate(_flat(d2), backend="cpu", **kw).peak_bytes
+
+
+@pytest.mark.parametrize("rnn", ["GRU", "LSTM"])
+def test_rnn_with_h_n_used_exports_and_imports_back(rnn):
+    """h_n (the second output) used downstream: PyTorch returns it (layers x directions, batch,
+    hidden); the export transposes it to the design's batch-first layout. It raised KeyError."""
+    pytest.importorskip("torch")
+    from memdesigner.engine.settings import Settings
+    from memdesigner.model.design import Design
+
+    d = Design("h_n_used")
+    d.add_node("Input", {"shape": (8, 4)}, id="x")
+    d.add_node(rnn, {"hidden_size": 6, "bidirectional": True, "return_sequences": False}, id="rnn")
+    d.add_node("Flatten", {}, id="flat")
+    d.add_node("Linear", {"out_features": 3}, id="fc")
+    d.add_edge("x", "rnn")
+    d.add_edge("rnn", "flat", 1, 0)
+    d.add_edge("flat", "fc")
+    ns: dict = {}
+    exec(compile(to_python(d), "<rnn>", "exec"), ns)  # noqa: S102 - memdesigner's own output
+    module, shape = ns["make"]()
+    back = from_module(module, shape)
+    assert not [n for n in back.nodes.values() if n.type == "Generic"]
+    s = Settings(backend="cpu", batch=2, mode="train", optimizer="adam")
+    a, b = memdesigner.estimate(d, s), memdesigner.estimate(back, s)
+    # per direction: gates x hidden x (input + hidden) weights and two biases; h_n is (2, 6) per sample
+    assert b.params == a.params == (3 if rnn == "GRU" else 4) * 2 * (6 * 4 + 6 * 6 + 2 * 6) + 12 * 3 + 3
+    # (the peaks differ: PyTorch's h_n read batch first is a transposed view, which Flatten copies;
+    # the design's h_n is batch-first memory already)

@@ -17,6 +17,7 @@ import sys
 from memdesigner.model.analysis import analyze
 from memdesigner.model.blocks import expand
 from memdesigner.model.design import Design
+from memdesigner.model.exportspec import ExportCtx
 from memdesigner.text import one_line
 
 _RESERVED = {
@@ -151,6 +152,27 @@ def _insert_dels(fwd, marks, ins, var, keep):
 from memdesigner.exporters import _llm_export  # noqa: E402
 
 
+def _registered_export(type_name: str):
+    from memdesigner.model import registry
+
+    return registry.get(type_name).to_torch if registry.has(type_name) else None
+
+
+def _no_export_reason(type_name: str) -> str:
+    from memdesigner.model import registry
+
+    return registry.get(type_name).no_torch_export if registry.has(type_name) else ""
+
+
+def _run_export(node, hook, ctx):
+    from memdesigner.model.exportspec import ExportUnsupported
+
+    try:
+        return hook(ctx)
+    except ExportUnsupported as err:
+        raise ExportError(f"{node.id}: {node.type} has no PyTorch export here: {err}") from None
+
+
 def to_python(design: Design, class_name: str | None = None) -> str:
     """The design as a Python module: ``class <Name>(nn.Module)`` and ``def make()``."""
     design = expand(design)  # blocks become the flat network they stand for
@@ -203,6 +225,7 @@ def to_python(design: Design, class_name: str | None = None) -> str:
         var[(nid, port)] = v
         return v
 
+    helpers: dict = {}  # helper class name -> source (registrations' exports)
     marks: list = []  # (index into fwd where the node's lines start, node id)
     for nid in order:
         marks.append((len(fwd), nid))
@@ -241,7 +264,7 @@ def to_python(design: Design, class_name: str | None = None) -> str:
                    f"dilation={L('dilation')})")
         elif t == "Linear":
             mod = f"nn.Linear({xs.shape[-1]}, {L('out_features')}, bias={L('bias')})"
-        elif t in ("BatchNorm1d", "BatchNorm2d"):
+        elif t in ("BatchNorm1d", "BatchNorm2d", "BatchNorm3d"):
             mod = (f"nn.{t}({xs.shape[0]}, eps={L('eps')}, momentum={L('momentum')}, affine={L('affine')}, "
                    f"track_running_stats={L('track_running_stats')})")
         elif t == "LayerNorm":
@@ -262,8 +285,8 @@ def to_python(design: Design, class_name: str | None = None) -> str:
             mod = f"nn.{t}()"
         elif t == "Softmax":
             mod = f"nn.Softmax(dim={L('dim')})"
-        elif t in ("MaxPool1d", "MaxPool2d", "AvgPool2d"):
-            n = 1 if t == "MaxPool1d" else 2
+        elif t in ("MaxPool1d", "MaxPool2d", "AvgPool2d", "MaxPool3d", "AvgPool3d"):
+            n = int(t[-2])
             pad = p["padding"]
             if pad in ("SAME", "VALID"):
                 cfg = dict(p, stride=p["stride"] or p["kernel"], dilation=1)
@@ -280,7 +303,14 @@ def to_python(design: Design, class_name: str | None = None) -> str:
             mod = (f"nn.{t}({xs.shape[-1]}, {L('hidden_size')}, num_layers={L('num_layers')}, bias={L('bias')}, "
                    f"batch_first=True, bidirectional={L('bidirectional')})")
             v = new_var(nid)
-            fwd.append(f"{v}, _ = self.{a}({x})")
+            if any(e.src == nid and e.src_port == 1 for e in design.edges):
+                # h_n is used: PyTorch's is (layers * directions, batch, hidden), the design's batch first
+                hv = _ident(a + "_h_n", var_used, {"self", "torch", "nn", "F"})
+                fwd.append(f"{v}, {'(' + hv + ', _)' if t == 'LSTM' else hv} = self.{a}({x})")
+                fwd.append(f"{hv} = {hv}.transpose(0, 1)")
+                var[(nid, 1)] = hv
+            else:
+                fwd.append(f"{v}, _ = self.{a}({x})")
             if not p["return_sequences"]:
                 fwd.append(f"{v} = {v}[:, -1]")
             init.append(f"self.{a} = {mod}")
@@ -334,7 +364,8 @@ def to_python(design: Design, class_name: str | None = None) -> str:
             line = f"{x} + self.{a}"
         elif t == "ScaledDotProductAttention":
             extra = (f", attn_mask={ref(nid, 3)}" if len(ins[nid]) > 3 else "") + \
-                (", is_causal=True" if p["causal"] else "") + (", enable_gqa=True" if p["enable_gqa"] else "")
+                (", is_causal=True" if p["causal"] else "") + (", enable_gqa=True" if p["enable_gqa"] else "") + \
+                (f", dropout_p={L('dropout')} if self.training else 0.0" if p.get("dropout") else "")
             line = f"F.scaled_dot_product_attention({x}, {ref(nid, 1)}, {ref(nid, 2)}{extra})"
         elif t == "Contiguous":
             line = f"{x}.clone()" if p["always_copy"] else f"{x}.contiguous()"
@@ -369,19 +400,36 @@ def to_python(design: Design, class_name: str | None = None) -> str:
             shape = ", ".join(str(d) for d in p["out_shape"])
             warnings.append(one_line(f"{node.name}: Generic op {L('op')} is written as a zeros placeholder"))
             line = f"{src}.new_zeros(({src}.shape[0], {shape}){dt})  # TODO: Generic op {L('op')}"
+        elif _registered_export(t) is not None:
+            ex = _run_export(node, _registered_export(t), ExportCtx(
+                a, [ref(nid, k) for k in range(len(ins[nid]))], [in_spec(nid, k).shape for k in range(len(ins[nid]))],
+                [o.shape for o in info.outputs], p, L))
+            init.extend(ex.init)
+            helpers.update(ex.helpers)
+            if ex.outputs > 1:
+                v = _ident("v_" + a, var_used)
+                fwd.append(f"{v} = {ex.forward}")
+                for j in range(ex.outputs):
+                    var[(nid, j)] = f"{v}[{j}]"
+                continue
+            line = ex.forward
         else:
-            raise ExportError(f"{nid}: no PyTorch export for layer type {t}")
+            why = _no_export_reason(t)
+            raise ExportError(f"{nid}: no PyTorch export for layer type {t}" + (f": {why}" if why else ""))
         if mod is not None:
             init.append(f"self.{a} = {mod}")
             line = f"self.{a}({x})"
         v = new_var(nid)
         fwd.append(f"{v} = {line}")
 
-    for nid in order:  # tied parameters share the owner's tensor (lm_head.weight = embed_tokens.weight)
+    # shared parameters (Node.tied: lm_head.weight = wte.weight): one tensor, as the design counts it
+    for nid in order:
         for pname, target in sorted(nodes[nid].tied.items()):
-            owner, _, tname = target.rpartition(".")
-            if owner in attr and pname.isidentifier() and tname.isidentifier():
-                init.append(f"self.{attr[nid]}.{pname} = self.{attr[owner]}.{tname}")
+            parts = target.split(".")
+            src = next((".".join(parts[:k]) for k in range(len(parts) - 1, 0, -1) if ".".join(parts[:k]) in attr), "")
+            sparam = target[len(src) + 1:]
+            if src in attr and sparam and all(part.isidentifier() for part in (pname + "." + sparam).split(".")):
+                init.append(f"self.{attr[nid]}.{pname} = self.{attr[src]}.{sparam}")
     sinks = [var[(nid, 0)] for nid in order if consumers[nid] == 0 and nodes[nid].type != "Input"]
     fwd = _insert_dels(fwd, marks, ins, var, set(sinks))
     ret = sinks[0] if len(sinks) == 1 else "(" + ", ".join(sinks) + ("," if len(sinks) == 1 else "") + ")"
@@ -397,6 +445,10 @@ def to_python(design: Design, class_name: str | None = None) -> str:
     out.append("import torch.nn.functional as F")
     out.append("")
     out.append("")
+    for src in helpers.values():
+        out.extend(src.strip("\n").splitlines())
+        out.append("")
+        out.append("")
     out.append(f"class {cname}(nn.Module):")
     out.append("    def __init__(self):")
     out.append("        super().__init__()")

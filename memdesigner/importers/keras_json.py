@@ -111,7 +111,7 @@ _ELEMENTWISE_UNKNOWN = {"elu", "selu", "softplus", "softsign", "hard_sigmoid", "
                         "tanh_shrink", "hard_tanh", "soft_shrink", "hard_shrink", "threshold", "log_sigmoid"}
 # types whose Keras implementation differs from PyTorch's whatever the data format (the bias add,
 # BatchNormalization's ops); the rest (layout copies) only for channels-last models
-_KERAS_OPS_ANY_LAYOUT = {"Linear", "BatchNorm1d", "BatchNorm2d"}
+_KERAS_OPS_ANY_LAYOUT = {"Linear", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d"}
 _IDENTITY_LAYERS = {"Masking", "ActivityRegularization", "GaussianNoise", "GaussianDropout", "AlphaDropout",
                     "SpatialDropout3D"}
 
@@ -727,6 +727,16 @@ class _Importer:
 
     _l_AvgPool2D = _l_AveragePooling2D
 
+    def _l_MaxPooling3D(self, c, ins, n):
+        return self._pool(c, ins, n, "MaxPool3d", 3)
+
+    _l_MaxPool3D = _l_MaxPooling3D
+
+    def _l_AveragePooling3D(self, c, ins, n):
+        return self._pool(c, ins, n, "AvgPool3d", 3)
+
+    _l_AvgPool3D = _l_AveragePooling3D
+
     def _l_MaxPooling1D(self, c, ins, n):
         x = ins[0]
         if not self.channels_last:
@@ -787,8 +797,8 @@ class _Importer:
                       "parameters or none; imported with both")
         props = {"eps": float(c.get("epsilon", 1e-3)), "momentum": round(1.0 - float(c.get("momentum", 0.99)), 6),
                  "affine": center or scale}
-        if a == 1 and rank == 3:
-            y = self.node("BatchNorm2d", [x], props, n, n)
+        if a == 1 and rank in (3, 4):  # images, volumes / video
+            y = self.node("BatchNorm2d" if rank == 3 else "BatchNorm3d", [x], props, n, n)
             y.moved = x.moved
             return y
         if a == 1 and rank in (1, 2):

@@ -285,12 +285,30 @@ def _meta_input(torch, shape, dtype, vocab):
     return torch.empty(full, dtype=torch.float32, device="meta")
 
 
+def _whole_modules() -> dict:
+    """Module class name -> the layer type that maps it whole (registrations with from_torch)."""
+    return {cls: lt for lt in registry.all_types() if lt.from_torch for cls in lt.torch_ops}
+
+
+def _tracer(torch):
+    """fx's tracer, keeping the modules a registration maps whole (a MoE block) as leaves."""
+    import torch.fx
+
+    whole = _whole_modules()
+
+    class _Tracer(torch.fx.Tracer):
+        def is_leaf_module(self, m, qualname):
+            return type(m).__name__ in whole or super().is_leaf_module(m, qualname)
+
+    return _Tracer()
+
+
 def _trace(torch, module, example=None):
     import torch.fx
 
     try:
         # stack traces let the mapping see the source line ("out += identity" is in place)
-        tracer = torch.fx.Tracer()
+        tracer = _tracer(torch)
         tracer.record_stack_traces = True
         tracer.proxy_buffer_attributes = True  # self.mask[:t, :t] with a traced t
         graph = tracer.trace(module)
@@ -1006,12 +1024,13 @@ def _map(st: _State, gm, fxn):
             return Multi([Val(nid, 0, specs[0], dm), Val(nid, 1, specs[1], dm)])
     if name in ("adaptive_avg_pool2d",):
         return _single(st, fxn, "AdaptiveAvgPool2d", {"output_size": _pair(_arg(fxn, 1, "output_size"))}, [x])
-    if name in ("max_pool2d", "max_pool1d", "avg_pool2d"):
+    if name in ("max_pool2d", "max_pool1d", "avg_pool2d", "max_pool3d", "avg_pool3d"):
         k = _arg(fxn, 1, "kernel_size")
         s = _arg(fxn, 2, "stride", None) or k
         p = _arg(fxn, 3, "padding", 0)
         ceil = bool(fxn.kwargs.get("ceil_mode", False))
-        t = {"max_pool2d": "MaxPool2d", "max_pool1d": "MaxPool1d", "avg_pool2d": "AvgPool2d"}[name]
+        t = {"max_pool2d": "MaxPool2d", "max_pool1d": "MaxPool1d", "avg_pool2d": "AvgPool2d", "max_pool3d": "MaxPool3d",
+             "avg_pool3d": "AvgPool3d"}[name]
         if name.startswith("max"):
             dil = _arg(fxn, 4, "dilation", 1)
             if _pair(dil) != 1:
@@ -1030,7 +1049,7 @@ def _map(st: _State, gm, fxn):
         w = args[1]
         b = args[2] if len(args) > 2 else _v(st, fxn.kwargs.get("bias"))
         return _param_linear(st, fxn, x, w, b if isinstance(b, ParamVal) else None, w.shape[0])
-    if name in ("conv2d", "conv1d") and len(args) > 1 and isinstance(args[1], ParamVal) and isinstance(x, Val):
+    if name in ("conv2d", "conv1d", "conv3d") and len(args) > 1 and isinstance(args[1], ParamVal) and isinstance(x, Val):
         w = args[1]
         b = args[2] if len(args) > 2 else _v(st, fxn.kwargs.get("bias"))
         pad = _arg(fxn, 4, "padding", 0)
@@ -1038,7 +1057,7 @@ def _map(st: _State, gm, fxn):
                  "padding": pad.upper() if isinstance(pad, str) else _pair(pad),
                  "dilation": _pair(_arg(fxn, 5, "dilation", 1)), "groups": int(_arg(fxn, 6, "groups", 1)),
                  "bias": isinstance(b, ParamVal)}
-        out = _single(st, fxn, "Conv2d" if name == "conv2d" else "Conv1d", props, [x])
+        out = _single(st, fxn, {"conv1d": "Conv1d", "conv2d": "Conv2d", "conv3d": "Conv3d"}[name], props, [x])
         _claim(st, out.nid, "weight", w.name)
         if isinstance(b, ParamVal):
             _claim(st, out.nid, "bias", b.name)
@@ -1109,7 +1128,13 @@ def _map_module(st: _State, fxn, mod):
 
     if isinstance(mod, nn.Identity):
         return x
-    if isinstance(mod, (nn.Conv1d, nn.Conv2d)) and type(mod) in (nn.Conv1d, nn.Conv2d):
+    whole = _whole_modules().get(cls)
+    if whole is not None:
+        props = whole.from_torch(mod)
+        if props is not None:
+            own()
+            return _single(st, fxn, whole.name, props, [x])
+    if isinstance(mod, (nn.Conv1d, nn.Conv2d, nn.Conv3d)) and type(mod) in (nn.Conv1d, nn.Conv2d, nn.Conv3d):
         if mod.padding_mode != "zeros":
             st.warnings.append(f"{path}: padding_mode {mod.padding_mode!r} is imported as zero padding")
         pad = mod.padding
@@ -1128,7 +1153,7 @@ def _map_module(st: _State, fxn, mod):
         own()
         return _single(st, fxn, "Linear", {"out_features": mod.out_features, "bias": mod.bias is not None}, [x],
                        x.dmap)
-    if type(mod) in (nn.BatchNorm1d, nn.BatchNorm2d):
+    if type(mod) in (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d):
         own()
         mom = mod.momentum
         if mom is None:
@@ -1164,13 +1189,13 @@ def _map_module(st: _State, fxn, mod):
         if mod.dim is None:
             return _generic(st, fxn, cls, [x], "Softmax without dim")
         return _same(st, fxn, "Softmax", {"dim": x.ddim(mod.dim, len(x.dmap)), "log": type(mod) is nn.LogSoftmax}, x)
-    if type(mod) in (nn.MaxPool1d, nn.MaxPool2d):
+    if type(mod) in (nn.MaxPool1d, nn.MaxPool2d, nn.MaxPool3d):
         if _pair(mod.dilation) != 1 or mod.return_indices:
             return _generic(st, fxn, cls, [x], "dilation or return_indices")
         return _single(st, fxn, cls, {"kernel": _pair(mod.kernel_size), "stride": _pair(mod.stride or mod.kernel_size),
                                       "padding": _pair(mod.padding), "ceil_mode": bool(mod.ceil_mode)}, [x])
-    if type(mod) is nn.AvgPool2d:
-        return _single(st, fxn, "AvgPool2d", {"kernel": _pair(mod.kernel_size),
+    if type(mod) in (nn.AvgPool2d, nn.AvgPool3d):
+        return _single(st, fxn, cls, {"kernel": _pair(mod.kernel_size),
                                               "stride": _pair(mod.stride or mod.kernel_size),
                                               "padding": _pair(mod.padding), "ceil_mode": bool(mod.ceil_mode)}, [x])
     if type(mod) is nn.AdaptiveAvgPool2d:

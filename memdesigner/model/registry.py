@@ -234,6 +234,13 @@ class LayerType:
     aliases: tuple = ()  # other names a user or a Keras file may use
     search_words: tuple = ()  # what people type to find it in the palette ("fc", "bn"); need not be unique
     keeps_for_backward: str = ""  # one line for the inspector / docs: what autograd saves
+    # PyTorch export: (exportspec.ExportCtx) -> exportspec.TorchExport, for types the exporter's own
+    # table does not write; or, for a type that has no export, the reason (shown by the exporter)
+    to_torch: Callable | None = None
+    no_torch_export: str = ""
+    # nn.Module classes named in torch_ops that the PyTorch importer keeps whole: (module) -> props
+    from_torch: Callable | None = None
+    no_import: str = ""  # why no importer maps onto this type (torch_ops / onnx_ops / aliases empty)
 
     def prop(self, name: str) -> Prop:
         for p in self.props:

@@ -26,7 +26,7 @@ def test_palette_finds_common_words(window):
         pal.search.setText(word)
         assert expected in _visible(pal), word
     pal.search.setText("bn")
-    assert _visible(pal) == {"BatchNorm1d", "BatchNorm2d"}
+    assert _visible(pal) == {"BatchNorm1d", "BatchNorm2d", "BatchNorm3d"}
     pal.search.setText("fc")
     assert _visible(pal) == {"Linear"}
     # the words are declared by the layer types themselves, not by the palette

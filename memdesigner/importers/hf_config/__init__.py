@@ -11,13 +11,14 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from memdesigner.importers.hf_config import gpt2, llama
+from memdesigner.importers.hf_config import bert, gpt2, llama
 from memdesigner.importers.hf_config._graph import HfConfigError
 
 TASKS = ("causal-lm", "classification", "base")
 
 BUILDERS: dict[str, Callable] = {mt: llama.build for mt in llama.DEFAULTS}
 BUILDERS["gpt2"] = gpt2.build
+BUILDERS["bert"] = bert.build
 
 
 def design_from_config(config: dict, *, seq_len: int = 512, task: str = "causal-lm"):

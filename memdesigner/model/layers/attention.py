@@ -182,6 +182,23 @@ def _sdpa_math_dropout(m):
                  grad_in=["new"] * 3, bwd_temps=[T(sc, dt, "score gradients")] * 2)
 
 
+def _sdpa_dropout_math_mem(m, out, dt):
+    """CPU SDPA with dropout in training falls back to its math path: q and k scaled (each a
+    copy, then a contiguous copy for bmm), scores, softmax, dropout noise (input dtype) and the
+    dropped probabilities, a contiguous copy of v; bmm keeps the copies, the probabilities, the
+    noise and the dropped probabilities. One scaled operand lives until the op returns."""
+    b, h, n, d = m.in_shapes[0]
+    s = m.in_shapes[1][2]
+    dv = m.in_shapes[2][3]
+    hs = b * h * n * s
+    saved = [T(b * h * n * d, dt, "scaled q (contiguous copy)"), T(b * h * s * d, dt, "scaled k (contiguous copy)"),
+             T(hs, dt, "softmax(scores)"), T(hs, dt, "dropout noise"), T(hs, dt, "dropped probabilities"),
+             T(b * h * s * dv, dt, "v (contiguous copy)")]
+    return OpMem(outputs=[out], out_dtypes=[dt], saved=saved, temps=[T(b * h * s * d, dt, "scaled k")],
+                 grad_in=["new"] * 3, bwd_temps=[T(hs, dt, "gradient of the dropped probabilities"),
+                                                 T(hs, dt, "gradient of the probabilities")])
+
+
 def _sdpa_mem(m):
     if m.records and m.training and m.props.get("dropout", 0.0) > 0 and m.backend == "cpu":
         return _sdpa_math_dropout(m)
@@ -189,6 +206,8 @@ def _sdpa_mem(m):
     s = m.in_shapes[1][2]
     dt = m.amp or m.float_in
     out = T(b * h * n * m.in_shapes[2][3], dt, "output")
+    if m.training and m.props["dropout"] > 0 and m.records and (m.backend == "cpu" or m.props["kernel"] == "math"):
+        return _sdpa_dropout_math_mem(m, out, dt)
     if m.props["kernel"] == "math":
         scores = T(b * h * n * s, dt, "scores")
         probs = T(b * h * n * s, dt, "softmax(scores)")

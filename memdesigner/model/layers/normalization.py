@@ -15,7 +15,7 @@ def _stat_dtype(m):
 
 def _bn_shape(n):
     def rule(c):
-        x = need_rank(c, (1, 2) if n == 1 else (3,))
+        x = need_rank(c, (1, 2) if n == 1 else (n + 1,))
         return [TensorSpec(x.shape, x.kind)]
     return rule
 
@@ -58,7 +58,7 @@ def _bn_onnx(n):
     the running statistics' weight (1 - PyTorch's momentum)."""
     def rule(ctx):
         r = len(ctx.x(0).shape)
-        if (r == 4) != (n == 2) or r not in (2, 3, 4):
+        if r not in ((2, 3) if n == 1 else (n + 2,)):
             return None
         if ctx.attr("training_mode", 0):
             raise LayerError("track_running_stats", "a training-mode BatchNormalization")
@@ -84,6 +84,13 @@ BatchNorm2d = register(LayerType(
     props=_BN_PROPS, shape=_bn_shape(2), params=_bn_params, flops=lambda c, o: 4 * c.inputs[0].numel,
     memory=_bn_mem, aliases=("BatchNormalization",), torch_ops=("BatchNorm2d",), onnx_ops=("BatchNormalization",),
     from_onnx=_bn_onnx(2),
+    keeps_for_backward="its input, plus per-channel mean and inverse std",
+))
+BatchNorm3d = register(LayerType(
+    name="BatchNorm3d", family="normalization", doc="Batch normalization over (C,D,H,W) inputs (volumes, video).",
+    search_words=("bn", "batch norm", "batchnorm", "3d", "video", "volume"),
+    props=_BN_PROPS, shape=_bn_shape(3), params=_bn_params, flops=lambda c, o: 4 * c.inputs[0].numel,
+    memory=_bn_mem, torch_ops=("BatchNorm3d",), onnx_ops=("BatchNormalization",), from_onnx=_bn_onnx(3),
     keeps_for_backward="its input, plus per-channel mean and inverse std",
 ))
 

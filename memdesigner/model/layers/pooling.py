@@ -80,6 +80,7 @@ def _make_maxpool(name, n, aliases):
 
 MaxPool1d = _make_maxpool("MaxPool1d", 1, ("MaxPooling1D",))
 MaxPool2d = _make_maxpool("MaxPool2d", 2, ("MaxPooling2D",))
+MaxPool3d = _make_maxpool("MaxPool3d", 3, ("MaxPooling3D", "MaxPool3D"))  # volumes, video: (C, D, H, W)
 
 
 def _avgpool_mem(m):
@@ -87,12 +88,17 @@ def _avgpool_mem(m):
     return simple(m, saved=[x] if m.records else [], temps=[] if m.records else copies)
 
 
-AvgPool2d = register(LayerType(
-    name="AvgPool2d", family="pooling", doc="2-D average pooling.",
-    props=_pool_props(), shape=_pool_shape(2), flops=_pool_flops(2), memory=_avgpool_mem,
-    aliases=("AveragePooling2D",), torch_ops=("AvgPool2d",), onnx_ops=("AveragePool",), from_onnx=_pool_onnx(2),
-    keeps_for_backward="its input (avg_pool2d_backward takes it)",
-))
+def _make_avgpool(name, n, aliases):
+    return register(LayerType(
+        name=name, family="pooling", doc=f"{n}-D average pooling.",
+        props=_pool_props(), shape=_pool_shape(n), flops=_pool_flops(n), memory=_avgpool_mem,
+        aliases=aliases, torch_ops=(name, f"avg_pool{n}d"), onnx_ops=("AveragePool",), from_onnx=_pool_onnx(n),
+        keeps_for_backward=f"its input (avg_pool{n}d_backward takes it)",
+    ))
+
+
+AvgPool2d = _make_avgpool("AvgPool2d", 2, ("AveragePooling2D",))
+AvgPool3d = _make_avgpool("AvgPool3d", 3, ("AveragePooling3D", "AvgPool3D"))  # volumes, video: (C, D, H, W)
 
 
 def _adaptive_shape(c):

@@ -1,5 +1,6 @@
 """Recurrent layers (batch_first). Output: the full sequence of hidden states, or the last step."""
 
+from memdesigner.model.exportspec import TorchExport
 from memdesigner.model.layers._common import amp_casts, fmt
 from memdesigner.model.layers._keras_torch import IMPL, keras
 from memdesigner.model.oprules import In, OpMem, Out, Param, T
@@ -323,4 +324,6 @@ GRUCell = register(LayerType(
     min_inputs=1, max_inputs=2, input_names=("input", "hidden"), shape=_cell_shape, params=_cell_params,
     flops=lambda c, o: 2 * 3 * c["hidden_size"] * (c.inputs[0].shape[0] + c["hidden_size"]), memory=_gru_cell_mem,
     torch_ops=("GRUCell",), keeps_for_backward="the step's gate projections and intermediates (~10 x hidden)",
+    to_torch=lambda e: TorchExport(f"self.{e.attr}({', '.join(e.inputs)})", init=[
+        f"self.{e.attr} = nn.GRUCell({e.in_shapes[0][0]}, {e.lit('hidden_size')}, bias={e.lit('bias')})"]),
 ))

@@ -1,6 +1,7 @@
 """Tensor operations that models call directly (matmul, transpose, split, indexing, scaling,
 learned tokens and position embeddings). Each has its own exact memory rule."""
 
+from memdesigner.model.exportspec import TorchExport
 from memdesigner.model.layers._common import amp_casts, f_dtype, fmt
 from memdesigner.model.onnxmap import Alias
 from memdesigner.model.oprules import In, OpMem, Out, T
@@ -212,6 +213,7 @@ Contiguous = register(LayerType(
     props=(Prop("always_copy", "bool", False, doc="copy even a contiguous input (clone)"),),
     shape=lambda c: [c.inputs[0]], memory=_contiguous_mem, torch_ops=("contiguous", "clone"),
     onnx_ops=("Concat",), from_onnx=_clone_onnx,
+    to_torch=lambda e: TorchExport(f"{e.x}.clone()" if e.props["always_copy"] else f"{e.x}.contiguous()"),
     aliases=("Clone",), keeps_for_backward="nothing",
 ))
 
@@ -259,11 +261,16 @@ def _slice_onnx(ctx):
     return {"dim": ctx.ddim(a), "start": s, "end": None if e >= x.shape[a] else e}
 
 
+def _slice_text(p) -> str:
+    return f"{p['start']}:{'' if p['end'] is None else p['end']}"
+
+
 Slice = register(LayerType(
     name="Slice", family="tensor", doc="A range along one dimension, e.g. x[:, :3] (a view).",
     props=(Prop("dim", "int", 1), Prop("start", "int", 0), Prop("end", "int", None, optional=True,
                                                                  doc="empty = to the end")),
     shape=_slice_shape, memory=_slice_mem, torch_ops=("slice",), onnx_ops=("Slice",), from_onnx=_slice_onnx,
+    to_torch=lambda e: TorchExport(f"{e.x}[{', '.join([':'] * e.props['dim'] + [_slice_text(e.props)])}]"),
     keeps_for_backward="nothing (backward scatters into a zero tensor)",
 ))
 
@@ -407,6 +414,7 @@ Max = register(LayerType(
     props=(Prop("dim", "int", 1), Prop("keepdim", "bool", False)), shape=_max_shape, memory=_max_mem,
     flops=lambda c, o: c.inputs[0].numel, n_outputs=2, torch_ops=("max", "min"), onnx_ops=("ReduceMax",),
     from_onnx=_reduce_onnx,
+    to_torch=lambda e: TorchExport(f"torch.max({e.x}, dim={e.lit('dim')}, keepdim={e.lit('keepdim')})", outputs=2),
     keeps_for_backward="the int64 argmax indices", input_names=(),
 ))
 
@@ -571,4 +579,5 @@ Generic = register(LayerType(
     min_inputs=0, max_inputs=None, shape=_generic_shape, memory=_generic_mem,
     params=lambda c: [ParamSpec("weight", (c["params"],))] if c["params"] else [],
     keeps_for_backward="assumed: its inputs",
+    no_import="the importers' fallback for ops no registration maps (exported as a zeros placeholder)",
 ))

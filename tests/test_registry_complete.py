@@ -1,0 +1,123 @@
+"""Issue 7 §1: every registered layer type is complete, checked from registry.all_types() (a new
+type is covered the moment it is registered): props, a shape rule, parameters, FLOPs and a memory
+rule that run on a default configuration (inference and training); a docs row; a PyTorch export
+or the reason it has none; an importer mapping (PyTorch / Keras / ONNX) or the reason it has none;
+and export -> PyTorch -> import -> estimate keeping the parameters and the estimate."""
+
+import math
+
+import pytest
+
+import memdesigner
+from memdesigner.engine.settings import Settings
+from memdesigner.exporters.torch_code import ExportError, to_python
+from memdesigner.model import registry
+from memdesigner.model.analysis import analyze
+from memdesigner.model.design import Design
+from memdesigner.model.layer_docs import layer_table
+
+# per-sample inputs tried in turn until the type's shape rule takes one (with its default props)
+CANDIDATES = [((8,), "float"), ((8, 8), "float"), ((4, 8, 8), "float"), ((2, 4, 8), "float"),
+              ((2, 4, 6, 6), "float"), ((8,), "int64")]
+TYPES = sorted(lt.name for lt in registry.all_types())
+
+
+def _design(lt, shape, dtype) -> Design:
+    d = Design(f"one_{lt.name.lower()}")
+    if lt.name == "Input":
+        d.add_node("Input", {"shape": shape, "dtype": dtype, **({"vocab": 50} if dtype == "int64" else {})}, id="x")
+        d.add_node("Flatten", {}, id="n")  # something to export and import around the input
+        d.add_edge("x", "n")
+        return d
+    # one input feeds every port (x + x, sdpa(x, x, x)): the PyTorch importer takes one input
+    d.add_node("Input", {"shape": shape, "dtype": dtype, **({"vocab": 50} if dtype == "int64" else {})}, id="x0")
+    d.add_node(lt.name, {}, id="n")
+    for i in range(max(lt.min_inputs, 1)):
+        d.add_edge("x0", "n", 0, i)
+    return d
+
+
+def default_design(name: str) -> Design:
+    lt = registry.get(name)
+    for shape, dtype in CANDIDATES:
+        d = _design(lt, shape, dtype)
+        if analyze(d).ok:
+            return d
+    raise AssertionError(f"{name}: no default configuration passes its shape rule on {CANDIDATES}")
+
+
+MODES = [Settings(backend="cpu", batch=2), Settings(backend="cpu", batch=2, mode="train", optimizer="adam")]
+
+
+@pytest.mark.parametrize("name", TYPES)
+def test_registration_is_complete_and_runs(name):
+    lt = registry.get(name)
+    assert lt.doc and lt.family in registry.FAMILIES
+    assert isinstance(lt.props, tuple) and all(p.name for p in lt.props)
+    assert lt.shape is not None and lt.memory is not None, f"{name}: shape and memory rules are required"
+    assert lt.keeps_for_backward, f"{name}: say what autograd keeps (keeps_for_backward)"
+    d = default_design(name)
+    an = analyze(d)
+    info = an.nodes["n"]
+    assert all(math.prod(p.shape) >= 0 for p in info.params)
+    flops = lt.flops(registry.ShapeCtx(info.props, [an.nodes[e.src].outputs[e.src_port] for e in d.inputs_of("n")]),
+                     info.outputs)
+    assert isinstance(flops, int) and flops >= 0
+    for s in MODES:
+        est = memdesigner.estimate(d, s)
+        assert est.peak_bytes > 0 and not est.issues, (name, s.mode, est.issues)
+
+
+@pytest.mark.parametrize("name", TYPES)
+def test_mapped_by_an_importer_or_says_why_not(name):
+    lt = registry.get(name)
+    assert lt.torch_ops or lt.onnx_ops or lt.aliases or lt.no_import, \
+        f"{name}: no PyTorch / ONNX / Keras mapping and no no_import reason"
+
+
+def test_docs_have_a_row_per_type():
+    from helpers import ROOT
+
+    doc = (ROOT / "docs" / "memory-model.md").read_text()
+    assert layer_table() in doc, "docs/memory-model.md is stale: run python tools/make_layer_docs.py"
+    rows = [ln.split("|")[1].strip() for ln in layer_table().splitlines()[2:]]
+    assert rows == TYPES
+
+
+@pytest.mark.parametrize("name", TYPES)
+def test_exports_to_pytorch_or_says_why_not(name):
+    lt = registry.get(name)
+    d = default_design(name)
+    if lt.no_torch_export:
+        with pytest.raises(ExportError, match=lt.no_torch_export[:20]):
+            to_python(d)
+        return
+    to_python(d)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", TYPES)
+def test_export_import_round_trip_keeps_params_and_estimate(name):
+    """The exported code, run and imported with the PyTorch importer, is the same network: the same
+    parameter count and the same estimate (inference and Adam training)."""
+    pytest.importorskip("torch")
+    from memdesigner.importers.torch_fx import from_module
+
+    lt = registry.get(name)
+    if lt.no_torch_export:
+        pytest.skip(lt.no_torch_export)
+    if name == "Generic":
+        pytest.skip("a Generic node exports as a zeros placeholder: there is no op to import back")
+    if name == "Loss":
+        pytest.xfail("the PyTorch importer does not map F.cross_entropy / F.mse_loss onto Loss yet "
+                     "(issue 7 §3); the exported loss imports as two Generic nodes")
+    d = default_design(name)
+    ns: dict = {}
+    exec(compile(to_python(d), f"<{name}>", "exec"), ns)  # noqa: S102 - our own generated code
+    module, shape = ns["make"]()
+    x = d.nodes["x" if name == "Input" else "x0"]
+    back = from_module(module, shape, input_dtype=x.props["dtype"])
+    assert not [n for n in back.nodes.values() if n.type == "Generic"], name
+    for s in MODES:
+        a, b = memdesigner.estimate(d, s), memdesigner.estimate(back, s)
+        assert (b.params, b.peak_bytes) == (a.params, a.peak_bytes), (name, s.mode)
