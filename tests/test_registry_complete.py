@@ -37,8 +37,34 @@ def _design(lt, shape, dtype) -> Design:
     return d
 
 
+# containers expanded away before the engine runs (tests/test_blocks.py checks them on real definitions)
+STRUCTURAL = {"Block", "BlockInput", "BlockOutput"}
+# exported as Hugging Face's own ops (modeling_llama.py, modeling_gpt2.py), which the PyTorch importer
+# maps op by op (pow / rsqrt / arange / cat become Generic or primitive nodes), not back onto the type
+OP_BY_OP_EXPORT = {"RMSNorm", "RotaryEmbedding", "ApplyRotary", "CausalMask", "NewGELU", "AbsolutePositions"}
+
+
+def _rotary_design() -> Design:
+    """ApplyRotary takes x (heads, tokens, head_dim) and the (tokens, head_dim) tables."""
+    d = Design("one_applyrotary")
+    d.add_node("Input", {"shape": (8, 16)}, id="x0")
+    d.add_node("Reshape", {"shape": (8, 2, 8)}, id="heads")
+    d.add_node("Transpose", {"dim0": 1, "dim1": 2}, id="t")
+    d.add_node("RotaryEmbedding", {"head_dim": 8}, id="rope")
+    d.add_node("ApplyRotary", {}, id="n")
+    d.add_edge("x0", "heads")
+    d.add_edge("heads", "t")
+    d.add_edge("x0", "rope")
+    d.add_edge("t", "n", 0, 0)
+    d.add_edge("rope", "n", 0, 1)
+    d.add_edge("rope", "n", 1, 2)
+    return d
+
+
 def default_design(name: str) -> Design:
     lt = registry.get(name)
+    if name == "ApplyRotary":
+        return _rotary_design()
     for shape, dtype in CANDIDATES:
         d = _design(lt, shape, dtype)
         if analyze(d).ok:
@@ -54,8 +80,10 @@ def test_registration_is_complete_and_runs(name):
     lt = registry.get(name)
     assert lt.doc and lt.family in registry.FAMILIES
     assert isinstance(lt.props, tuple) and all(p.name for p in lt.props)
-    assert lt.shape is not None and lt.memory is not None, f"{name}: shape and memory rules are required"
     assert lt.keeps_for_backward, f"{name}: say what autograd keeps (keeps_for_backward)"
+    if name in STRUCTURAL:
+        pytest.skip("expanded away before the engine: tests/test_blocks.py")
+    assert lt.shape is not None and lt.memory is not None, f"{name}: shape and memory rules are required"
     d = default_design(name)
     an = analyze(d)
     info = an.nodes["n"]
@@ -87,6 +115,8 @@ def test_docs_have_a_row_per_type():
 @pytest.mark.parametrize("name", TYPES)
 def test_exports_to_pytorch_or_says_why_not(name):
     lt = registry.get(name)
+    if name in STRUCTURAL:
+        pytest.skip("exported through its expansion: tests/test_blocks.py")
     d = default_design(name)
     if lt.no_torch_export:
         with pytest.raises(ExportError, match=lt.no_torch_export[:20]):
@@ -108,6 +138,10 @@ def test_export_import_round_trip_keeps_params_and_estimate(name):
         pytest.skip(lt.no_torch_export)
     if name == "Generic":
         pytest.skip("a Generic node exports as a zeros placeholder: there is no op to import back")
+    if name in STRUCTURAL:
+        pytest.skip("exported through its expansion: tests/test_blocks.py")
+    if name in OP_BY_OP_EXPORT:
+        pytest.xfail("exported as Hugging Face's ops, which the importer maps op by op, not back onto the type")
     if name == "Loss":
         pytest.xfail("the PyTorch importer does not map F.cross_entropy / F.mse_loss onto Loss yet "
                      "(issue 7 §3); the exported loss imports as two Generic nodes")

@@ -374,6 +374,12 @@ def to_python(design: Design, class_name: str | None = None) -> str:
             lead = [":"] * p["dim"] if p["dim"] >= 0 else ["..."]
             trail = [] if p["dim"] >= 0 else [":"] * (-p["dim"] - 1)
             line = f"{x}[{', '.join(lead + [rng] + trail)}]"
+        elif t == "NewGELU":  # transformers' gelu_new, as its Python writes it
+            line = (f"0.5 * {x} * (1.0 + torch.tanh(0.7978845608028654 * ({x} + 0.044715 * torch.pow({x}, 3.0))))")
+        elif t == "AbsolutePositions":  # GPT-2's wpe(arange(tokens)): one row per position, broadcast
+            init.append(f"self.{a} = nn.Embedding({L('num_embeddings')}, {L('embedding_dim')})")
+            line = (f"self.{a}(torch.arange({L('offset')}, {L('offset')} + {x}.shape[1], "
+                    f"device={x}.device))[None]")
         elif t == "KVCache":
             # a design's cache is "none" (a forward with use_cache=False): keys and values pass
             # through; generate mode (engine/generate.py) fills the cache, the module does not

@@ -30,6 +30,8 @@ Block = register(LayerType(
     ),
     min_inputs=0, max_inputs=None, shape=_unresolved,
     search_words=("group", "subgraph", "stack", "layers"),
+    keeps_for_backward="what its expanded layers keep (the engine runs the expansion)",
+    no_import="made by Group into block, or by the importers folding repeated children (model/block_fold.py)",
 ))
 
 
@@ -50,10 +52,14 @@ BlockInput = register(LayerType(
         Prop("dtype", "choice", "float", choices=("float", "int64")),
     ),
     min_inputs=0, max_inputs=0, shape=_input_shape, memory=_input_mem,
+    keeps_for_backward="nothing (a port: the instance's input itself)",
+    no_import="made by Group into block, or by the importers folding repeated children (model/block_fold.py)",
 ))
 
 BlockOutput = register(LayerType(
     name="BlockOutput", family="output",
     doc="An output port of a block definition; the definition's j-th BlockOutput is the instance's output j.",
     min_inputs=1, max_inputs=1, shape=_pass, memory=_pass_mem,
+    keeps_for_backward="nothing (a port: a view of the value it passes out)",
+    no_import="made by Group into block, or by the importers folding repeated children (model/block_fold.py)",
 ))
