@@ -113,7 +113,7 @@ def test_builders_cover_the_model_types():
 
 
 @pytest.mark.parametrize("config,msg", [
-    ({"model_type": "bert"}, "model_type: 'bert' is not supported"),
+    ({"model_type": "t5"}, "model_type: 't5' is not supported"),
     ({"model_type": "llama", "hidden_size": "big"}, "hidden_size: 'big' is not a positive integer"),
     ({"model_type": "llama", "num_attention_heads": 32, "num_key_value_heads": 5}, "num_key_value_heads: 5"),
     ([1, 2], "not a JSON object"),

@@ -24,8 +24,11 @@ def _make(code):
 
 
 def _flat(design):
-    """The design's graph without the source module's Python-frame annotations."""
-    d = design.copy()
+    """The design's graph without the source module's Python-frame annotations (expanded first:
+    a folded block's layers keep theirs inside the definition)."""
+    from memdesigner.model.blocks import expand
+
+    d = expand(design).copy()
     for n in d.nodes.values():
         n.scope = n.keep_until = ""
     return d

@@ -18,9 +18,9 @@ def test_import_hf_from_the_menu(window, qtbot, tmp_path):
 
 def test_import_hf_bad_file_warns(window, qtbot, tmp_path, monkeypatch):
     bad = tmp_path / "config.json"
-    bad.write_text('{"model_type": "bert"}')
+    bad.write_text('{"model_type": "t5"}')
     shown = []
     monkeypatch.setattr("memdesigner._qt.main_window.QMessageBox.warning", lambda *a, **k: shown.append(a[2]))
     window.import_hf(str(bad), seq_len=32, task="causal-lm")
     qtbot.waitUntil(lambda: bool(shown), timeout=20000)
-    assert "model_type: 'bert' is not supported" in shown[0]
+    assert "model_type: 't5' is not supported" in shown[0]
