@@ -10,7 +10,7 @@ import json
 import os
 import sys
 
-from memdesigner import cli_report
+from memdesigner import cli_finetune, cli_report
 from memdesigner.engine.distributed import describe_per_rank
 from memdesigner.units import format_bytes, format_count, format_flops, format_gib
 
@@ -30,7 +30,8 @@ class _Parser(argparse.ArgumentParser):
 def _settings_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--mode", choices=("inference", "train"), default=None)
     p.add_argument("--batch", type=int, default=None)
-    p.add_argument("--optimizer", choices=("none", "sgd", "momentum", "sgd_momentum", "adam", "adamw"), default=None)
+    p.add_argument("--optimizer", choices=("none", "sgd", "momentum", "sgd_momentum", "adam", "adamw", "adamw8bit",
+                                           "paged_adamw8bit", "adafactor"), default=None)
     p.add_argument("--dtype", choices=("fp32", "fp16", "bf16"), default=None)
     p.add_argument("--amp", action="store_true", default=None, help="mixed precision (autocast)")
     p.add_argument("--checkpointing", action="store_true", default=None, help="activation checkpointing")
@@ -42,6 +43,7 @@ def _settings_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gpus", type=int, default=None, help="data-parallel world size (--batch is per rank)")
     p.add_argument("--strategy", choices=("none", "ddp", "zero1"), default=None,
                    help="data-parallel training: DDP, or DDP + ZeroRedundancyOptimizer")
+    cli_finetune.add_args(p)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -109,6 +111,7 @@ def _settings_from(args, design):
             kw[k] = base[k]
     if getattr(args, "foreach", "auto") != "auto":
         kw["foreach"] = args.foreach == "true"
+    kw.update(cli_finetune.settings_kw(args, base))
     try:
         return Settings(**kw)
     except (TypeError, ValueError) as err:
@@ -203,6 +206,7 @@ def render_table(rep, design, timeline: bool = False) -> str:
                  f"{', buffers ' + format_bytes(rep.buffer_bytes) if rep.buffer_bytes else ''})")
     if rep.non_trainable_params:  # float buffers: Keras's "Non-trainable params"
         lines.append(f"  non-trainable   {rep.non_trainable_params:,} (total {rep.total_params:,})")
+    lines.extend(cli_finetune.describe(rep))
     lines.append(f"FLOPs (forward)   {format_count(rep.flops)}")
     where = f" in {rep.peak_phase}" + (f" at {design.nodes[rep.peak_layer].name}" if rep.peak_layer in design.nodes
                                          else "") if rep.peak_phase else ""

@@ -80,6 +80,8 @@ class Report:
     per_rank: list = field(default_factory=list)  # [{rank, peak_bytes, phase_peaks, at_peak}] (engine/per_rank.py)
     unruled_ops: list = field(default_factory=list)  # "id (op)" of Generic nodes with a guessed rule
     traced_ops: list = field(default_factory=list)  # "id (op)" of Generic nodes characterised by PyTorch
+    trainable_params: int | None = None  # parameters that require grad (None: all of them train)
+    finetune: dict | None = None  # what engine/finetune.py did: adapters, frozen nodes, counts
 
     _layers: list | None = None
 
@@ -135,4 +137,8 @@ class Report:
             d["device"] = dict(self.device)
         if self.max_batch is not None:
             d["max_batch"] = self.max_batch
+        if self.trainable_params is not None:
+            d["trainable_params"] = self.trainable_params
+        if self.finetune is not None:
+            d["finetune"] = dict(self.finetune)
         return d

@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, replace
 from memdesigner.units import DTYPE_ALIASES
 
 MODES = ("inference", "train")
-OPTIMIZERS = ("none", "sgd", "momentum", "adam", "adamw")
+OPTIMIZERS = ("none", "sgd", "momentum", "adam", "adamw", "adamw8bit", "paged_adamw8bit", "adafactor")
 OPTIMIZER_ALIASES = {"sgd_momentum": "momentum", "": "none", None: "none"}
 DTYPES = ("fp32", "fp16", "bf16")
 BACKENDS = ("cuda", "cpu", "mps")
@@ -26,6 +26,14 @@ class Settings:
     foreach: bool | None = None  # optimizer multi-tensor path; None: the backend's default
     gpus: int = 1  # data-parallel world size (per-rank batch is `batch`)
     strategy: str = "none"  # none | ddp | zero1 (DDP + ZeroRedundancyOptimizer)
+    # fine-tuning (memdesigner.engine.finetune): frozen layers, LoRA / QLoRA, gradient accumulation
+    freeze: tuple = ()  # node-name prefixes whose parameters are frozen
+    lora_r: int = 0  # LoRA rank; 0: no adapters
+    lora_alpha: float | None = None  # None: peft's default (8)
+    lora_dropout: float = 0.0
+    lora_targets: tuple = ()  # module-name suffixes (q_proj, v_proj); empty: peft's "all-linear"
+    base_bits: int = 0  # QLoRA: 4 (bitsandbytes NF4, double quantisation) or 8 (LLM.int8); 0: as dtype
+    grad_accum: int = 1  # micro-steps per optimizer step (gradients persist between them)
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -48,6 +56,9 @@ class Settings:
             raise ValueError(f"strategy: {self.strategy!r} is not one of {', '.join(STRATEGIES)}")
         if self.gpus > 1 and self.strategy == "none":
             raise ValueError(f"strategy: gpus {self.gpus} needs a data-parallel strategy (ddp or zero1)")
+        from memdesigner.engine.finetune import check_settings
+
+        check_settings(self)
         if self.amp and dt != "fp32":
             raise ValueError("amp: mixed precision keeps fp32 weights; use dtype fp32 with amp")
 

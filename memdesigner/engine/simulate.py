@@ -247,7 +247,7 @@ class Simulation:
             info = an.nodes[nid]
             bits = nodes[nid].bits
             tied = nodes[nid].tied
-            pb = bb = n_p = n_nt = 0
+            pb = bb = n_p = n_nt = n_rg = 0
             for p in info.params:
                 if p.name in tied:  # the same tensor as another layer's parameter: counted there
                     continue
@@ -262,14 +262,15 @@ class Simulation:
                     n_nt += p.numel if p.dtype is None else 0
                 weights_total += nb
                 weights_r += nb if rnd <= 1 else -(-nb // rnd) * rnd
-                if p.trainable:
+                if p.requires_grad:
+                    n_rg += p.numel
                     tb = p.numel * pitem
                     trainable.append((nid, tb, p.numel))
                     if state_per_param:
                         state_total += state_per_param * tb + step_tensor
                         state_r += state_per_param * (tb if rnd <= 1 else -(-tb // rnd) * rnd) + step_tensor
             self.rows[nid] = {"params": n_p, "non_trainable": n_nt, "param_bytes": pb, "buffer_bytes": bb,
-                              "activation_bytes": 0, "kept_bytes": 0}
+                              "activation_bytes": 0, "kept_bytes": 0, "requires_grad": n_rg}
         # data parallel: this rank's optimizer shard, DDP's gradient buckets (engine/distributed.py)
         self.trainable = trainable
         self.plan = plan = distributed.plan_for(s, self.rank, trainable, rnd) if train else None
@@ -531,7 +532,7 @@ class Simulation:
             transient = []
             for k in indices:
                 p = info.params[k]
-                if not p.trainable:
+                if not p.requires_grad:
                     continue
                 nb = p.numel * pitem
                 pkey = node.tied.get(p.name) or f"{nid}.{p.name}"
@@ -617,7 +618,7 @@ class Simulation:
             if op.param_grads:
                 if amp:
                     for k_, p in enumerate(info.params):
-                        if p.trainable and k_ not in done_params:
+                        if p.requires_grad and k_ not in done_params:
                             halves.append((mem.alloc(p.numel * DTYPE_BYTES[amp], G, 1, "low-precision grad"),
                                            p.numel * pitem, p))
                 else:

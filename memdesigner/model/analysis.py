@@ -7,6 +7,7 @@ bad node are marked as blocked (they cannot be checked until it is fixed).
 from __future__ import annotations
 
 import copy
+import dataclasses
 from dataclasses import dataclass
 
 from memdesigner.model.design import Design
@@ -166,8 +167,26 @@ def analyze(design: Design) -> Analysis:
             info.issue = Issue(nid, err[0], err[1])
             issues.append(info.issue)
         else:
+            if params and not node.trainable:
+                params = _frozen(params)
             info.outputs, info.params, info.flops = outputs, params, flops
     return Analysis(order, infos, issues)
+
+
+_FROZEN: dict = {}
+
+
+def _frozen(params: list) -> list:
+    """The same parameters with requires_grad=False (one list per source list, so the engine's
+    per-rule memo keeps hitting)."""
+    hit = _FROZEN.get(id(params))
+    if hit is not None and hit[0] is params:
+        return hit[1]
+    out = [p if p.kind == "buffer" else dataclasses.replace(p, frozen=True) for p in params]
+    if len(_FROZEN) > _CACHE_MAX:
+        _FROZEN.clear()
+    _FROZEN[id(params)] = (params, out)
+    return out
 
 
 __all__ = ["analyze", "Analysis", "NodeInfo", "TensorSpec", "ParamSpec"]
