@@ -145,6 +145,20 @@ def prepare(design: Design, settings, analysis: Analysis | None = None) -> tuple
     return d, an2, plan
 
 
+def _new_node(new: list, kind: str, nid: str, path: str, sub: str, props: dict, base: Node, own_call: bool) -> str:
+    """An adapter op named after its peft module (``...q_proj.lora_A.default``), in the wrapper's
+    module call (and its own, for lora_A / lora_B / the dropout)."""
+    lt = registry.get(kind)
+    values = lt.defaults()
+    values.update(props)
+    scope = base.scope
+    if own_call:
+        torch_style = scope.rsplit("/", 1)[-1].startswith("L__self__")
+        scope = scope + "/" + (f"L__self__{path}.{sub}" if torch_style else f"{path}.{sub}")
+    new.append(Node(nid, lt.name, f"{path}.{sub}", values, base.pos, scope=scope))
+    return nid
+
+
 def _add_lora(d: Design, an: Analysis, s, plan: FinetunePlan) -> None:
     linears = _linear_modules(d, an)
     if s.lora_targets:
@@ -168,32 +182,26 @@ def _add_lora(d: Design, an: Analysis, s, plan: FinetunePlan) -> None:
         last = nids[-1]
         base = d.nodes[last]
         out_features = an.nodes[lin].params[0].shape[0]
-        scope = base.scope
-        new = []
+        new: list[Node] = []
 
-        def node(kind, suffix, props, sub=None):
-            nid = f"{lin}.lora.{suffix}"
-            lt = registry.get(kind)
-            values = lt.defaults()
-            values.update(props)
-            sc = scope + "/" + (f"L__self__{path}.{sub}" if scope.rsplit("/", 1)[-1].startswith("L__self__")
-                                else f"{path}.{sub}") if sub else scope
-            n = Node(nid, lt.name, f"{path}.{sub or suffix}", values, base.pos, scope=sc)
-            new.append(n)
-            return nid
+        def node(kind, suffix, props, sub=None, lin=lin, path=path, base=base, new=new):
+            return _new_node(new, kind, f"{lin}.lora.{suffix}", path, sub or suffix, props, base, sub is not None)
 
-        src = (in_edge.src, in_edge.src_port)
+        # peft's _cast_input_dtype: x.to(lora_A.weight.dtype), a copy when they differ (a bf16
+        # input under autocast, fp32 adapters on a bf16 base); held until the wrapper returns
+        cast = node("ToDtype", "cast", {"to": "params"})
+        edges = [((in_edge.src, in_edge.src_port), (cast, 0))]
+        src = (cast, 0)
         if s.lora_dropout > 0:
             drop = node("Dropout", "dropout", {"p": float(s.lora_dropout), "inplace": False},
                         f"lora_dropout.{ADAPTER}")
-            edges = [((src[0], src[1]), (drop, 0))]
+            edges.append((src, (drop, 0)))
             src = (drop, 0)
-        else:
-            edges = []
         a = node("Linear", "A", {"out_features": r, "bias": False}, f"lora_A.{ADAPTER}")
         b = node("Linear", "B", {"out_features": out_features, "bias": False}, f"lora_B.{ADAPTER}")
         sc_ = node("Scale", "scaling", {"factor": float(scaling)})
         add = node("Add", "add", {"inplace": False})
+        new[0].keep_until = add  # the forward's local ``x`` is the cast copy
         edges += [(src, (a, 0)), ((a, 0), (b, 0)), ((b, 0), (sc_, 0)), ((last, 0), (add, 0)), ((sc_, 0), (add, 1))]
         consumers = [e for e in d.edges if e.src == last and e.src_port == 0]
         after[last] = new

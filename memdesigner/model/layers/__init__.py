@@ -3,6 +3,7 @@
 from memdesigner.model.layers import (  # noqa: F401
     activation,
     attention,
+    cast,
     conv,
     dense,
     inputs,
