@@ -48,8 +48,8 @@ def describe(rep) -> list[str]:
     ft = rep.finetune
     if ft is None:
         if rep.trainable_params is not None:
-            return [f"  trainable       {rep.trainable_params:,} (the rest frozen)"]
-        return []
+            return [f"  trainable       {rep.trainable_params:,} (the rest frozen)"] + describe_step(rep)
+        return describe_step(rep)
     lines = [f"  {ft['summary']}"]
     if ft["adapters"]:
         shown = ", ".join(ft["adapters"][:6]) + (", ..." if len(ft["adapters"]) > 6 else "")
@@ -58,4 +58,22 @@ def describe(rep) -> list[str]:
         lines.append(f"  LoRA r {ft['lora_r']}: no module matched {ft['lora_targets']}")
     if ft["frozen_by_prefix"]:
         lines.append(f"  frozen by prefix {ft['frozen_by_prefix']} nodes")
+    if ft["base_bits"]:
+        kind = "NF4 + double quantisation (Linear4bit)" if ft["base_bits"] == 4 else "int8 (Linear8bitLt)"
+        lines.append(f"  QLoRA base      {ft['quantised']} linear layers stored {kind}")
+    return lines + describe_step(rep)
+
+
+def describe_step(rep) -> list[str]:
+    """Gradient accumulation's global batch and paged optimizer state (outside the peak)."""
+    from memdesigner.units import format_bytes
+
+    lines = []
+    s = rep.settings
+    if s.get("grad_accum", 1) > 1 and s["mode"] == "train":
+        lines.append(f"  grad accum      {s['grad_accum']} micro-batches of {s['batch']}: global batch "
+                     f"{s.get('global_batch')} (the peak is the last micro-step's)")
+    if rep.paged_optimizer_bytes:
+        lines.append(f"  paged state     {format_bytes(rep.paged_optimizer_bytes)} of optimizer state in unified "
+                     f"memory (evicted to host RAM under pressure: not in the peak)")
     return lines

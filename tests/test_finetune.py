@@ -141,3 +141,64 @@ def test_cli_lora_and_freeze(tmp_path, capsys):
     with pytest.raises(SystemExit) as err:
         main(["estimate", str(p), "--freeze", "a,,b"])
     assert err.value.code == 2
+
+
+def _one_linear(in_f, out_f, name="fc"):
+    d = Design()
+    d.add_node("Input", {"shape": (in_f,)}, id="x")
+    d.add_node("Linear", {"out_features": out_f}, id="fc", name=name)
+    d.add_edge("x", "fc")
+    return d
+
+
+def test_adamw8bit_state_sizes():
+    """bnb: weight 128x64 = 8192 >= 4096 elements: two uint8 states + two fp32 absmax per 256;
+    the 128-element bias keeps two fp32 states; the two 256-entry fp32 quantisation maps once."""
+    rep = memdesigner.estimate(_one_linear(64, 128), mode="train", optimizer="adamw8bit", backend="cpu")
+    assert rep.at_peak["optimizer_state"] == 8192 * 2 + 2 * (8192 // 256) * 4 + 128 * 8 + 2 * 256 * 4
+
+
+def test_paged_adamw8bit_keeps_large_states_off_the_device_peak():
+    rep = memdesigner.estimate(_one_linear(512, 256), mode="train", optimizer="paged_adamw8bit", backend="cuda")
+    n = 512 * 256  # >= 1e5 elements: its uint8 states are paged (unified memory)
+    assert rep.paged_optimizer_bytes == 2 * n
+    assert rep.at_peak["optimizer_state"] == 2 * (n // 256) * 4 + 256 * 8 + 2 * 256 * 4
+
+
+def test_adafactor_factored_state():
+    """torch.optim.Adafactor: row_var (128, 1) and col_var (1, 64) for the weight, a full
+    variance for the bias, an fp32 step tensor each (host tensors: counted on the CPU)."""
+    rep = memdesigner.estimate(_one_linear(64, 128), mode="train", optimizer="adafactor", backend="cpu")
+    assert rep.at_peak["optimizer_state"] == 128 * 4 + 64 * 4 + 4 + 128 * 4 + 4
+    full = memdesigner.estimate(_one_linear(64, 128), mode="train", optimizer="adam", backend="cpu")
+    assert rep.peak_bytes < full.peak_bytes
+
+
+def test_grad_accum_keeps_gradients_through_the_forward():
+    d = _one_linear(64, 128)
+    one = memdesigner.estimate(d, mode="train", optimizer="sgd", backend="cpu", batch=4)
+    four = memdesigner.estimate(d, mode="train", optimizer="sgd", backend="cpu", batch=4, grad_accum=4)
+    assert four.phase_peaks["forward"] - one.phase_peaks["forward"] == (64 * 128 + 128) * 4
+    assert four.settings["global_batch"] == 16
+
+
+def test_qlora_4bit_storage():
+    """NF4 with double quantisation (bnb 0.50, measured on a 256x512 weight): 65,536 packed bytes,
+    2,048 uint8 absmax codes, 8 fp32 nested absmax, the 256-entry nested code, the 16-entry NF4
+    code and the offset. The head stays fp32; the adapters are fp32."""
+    from memdesigner.model.layers.quant import quant_state_bytes
+
+    assert quant_state_bytes(4, 256, 512) == 2048 + 8 * 4 + 256 * 4 + 16 * 4 + 4
+    d = Design()
+    d.add_node("Input", {"shape": (512,)}, id="x")
+    d.add_node("Linear", {"out_features": 256, "bias": False}, id="q", name="layers.0.q_proj")
+    d.add_node("Linear", {"out_features": 16}, id="h", name="lm_head")
+    d.add_edge("x", "q")
+    d.add_edge("q", "h")
+    rep = memdesigner.estimate(d, mode="train", backend="cpu", lora_r=4, base_bits=4)
+    assert rep.at_peak["weights"] == 65536 + quant_state_bytes(4, 256, 512) + (16 * 256 + 16) * 4 \
+        + (4 * 512 + 256 * 4) * 4
+    assert rep.trainable_params == 4 * 512 + 256 * 4
+    assert rep.finetune["quantised"] == 1
+    eight = memdesigner.estimate(d, mode="train", backend="cpu", lora_r=4, base_bits=8)
+    assert eight.at_peak["weights"] == 256 * 512 + 256 * 4 + (16 * 256 + 16) * 4 + (4 * 512 + 256 * 4) * 4

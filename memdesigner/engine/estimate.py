@@ -131,6 +131,7 @@ def _run(design: Design, an: Analysis, settings: Settings, dev: Device | None) -
         runtime_overhead_bytes=dev.runtime_overhead_bytes if dev else 0, non_trainable_params=non_trainable,
         recompute_flops=sum(an.nodes[n].flops for n in sim.recomputed) * batch, per_rank=per_rank,
         trainable_params=n_rg if n_rg != params else None,
+        paged_optimizer_bytes=getattr(sim, "paged_optimizer_bytes", 0),
     )
 
 

@@ -55,10 +55,14 @@ def check_settings(s) -> None:
         raise ValueError("base_bits: quantised base weights (QLoRA) need LoRA adapters (lora_r > 0)")
     if not isinstance(s.grad_accum, int) or isinstance(s.grad_accum, bool) or s.grad_accum < 1:
         raise ValueError(f"grad_accum: {s.grad_accum!r} must be a positive integer")
+    from memdesigner.engine.optim_state import NEW_OPTIMIZERS
+
+    if s.strategy == "zero1" and s.optimizer in NEW_OPTIMIZERS:
+        raise ValueError(f"optimizer: {s.optimizer} with zero1 sharding is not modelled")
 
 
 def active(s) -> bool:
-    return bool(s.freeze or s.lora_r)
+    return bool(s.freeze or s.lora_r or s.base_bits)
 
 
 @dataclass
@@ -67,6 +71,7 @@ class FinetunePlan:
 
     adapters: list = field(default_factory=list)  # module paths that got LoRA adapters
     frozen: list = field(default_factory=list)  # node names frozen by --freeze
+    quantised: list = field(default_factory=list)  # module paths whose base weight bitsandbytes stores
     trainable_params: int = 0
     all_params: int = 0
 
@@ -127,8 +132,12 @@ def prepare(design: Design, settings, analysis: Analysis | None = None) -> tuple
         return design, an, None
     d = design.copy()
     plan = FinetunePlan()
+    linears = _linear_modules(d, an)
+    head = _output_head(d, an, linears)
     if settings.lora_r:
-        _add_lora(d, an, settings, plan)
+        _add_lora(d, an, settings, plan, linears, head)
+    if settings.base_bits:
+        _quantise_base(d, an, settings.base_bits, linears, head, plan)
     for node in d.nodes.values():
         if settings.freeze and any(_matches_prefix(node.name, p) for p in settings.freeze) and node.trainable:
             node.trainable = False
@@ -159,12 +168,27 @@ def _new_node(new: list, kind: str, nid: str, path: str, sub: str, props: dict, 
     return nid
 
 
-def _add_lora(d: Design, an: Analysis, s, plan: FinetunePlan) -> None:
-    linears = _linear_modules(d, an)
+def _quantise_base(d: Design, an: Analysis, bits: int, linears: dict, head, plan: FinetunePlan) -> None:
+    """QLoRA's base: transformers' bitsandbytes integration replaces every nn.Linear / Conv1D but
+    the output head (``llm_int8_skip_modules`` defaults to it) with Linear4bit / Linear8bitLt."""
+    for path, nids in linears.items():
+        if path == head:
+            continue
+        lin = next(n for n in nids if d.nodes[n].type == "Linear")
+        node = d.nodes[lin]
+        node.type = "QuantLinear"
+        node.props = {"out_features": an.nodes[lin].params[0].shape[0], "bias": len(an.nodes[lin].params) > 1,
+                      "bits": bits}
+        node.bits = bits
+        node.trainable = False
+        node.rev += 1
+        plan.quantised.append(path)
+
+
+def _add_lora(d: Design, an: Analysis, s, plan: FinetunePlan, linears: dict, head) -> None:
     if s.lora_targets:
         targets = [p for p in linears if any(_matches_target(p, t) for t in s.lora_targets)]
     else:
-        head = _output_head(d, an, linears)
         targets = [p for p in linears if p != head]
     r = s.lora_r
     alpha = s.lora_alpha if s.lora_alpha is not None else PEFT_DEFAULT_ALPHA
@@ -231,6 +255,8 @@ def _add_lora(d: Design, an: Analysis, s, plan: FinetunePlan) -> None:
 
 def annotate(rep, plan: FinetunePlan | None, s) -> None:
     """Put what the transform did into the report (peft's print_trainable_parameters line)."""
+    if s.grad_accum > 1 and s.training:
+        rep.settings["global_batch"] = s.batch * s.grad_accum * s.gpus
     if plan is None:
         return
     pct = 100 * plan.trainable_params / plan.all_params if plan.all_params else 0.0
@@ -238,6 +264,7 @@ def annotate(rep, plan: FinetunePlan | None, s) -> None:
         "lora_r": s.lora_r, "lora_alpha": s.lora_alpha if s.lora_alpha is not None else PEFT_DEFAULT_ALPHA,
         "lora_dropout": s.lora_dropout, "lora_targets": list(s.lora_targets) or "all-linear",
         "adapters": list(plan.adapters), "frozen_by_prefix": len(plan.frozen),
+        "base_bits": s.base_bits, "quantised": len(plan.quantised),
         "trainable_params": plan.trainable_params, "all_params": plan.all_params,
         "summary": f"trainable params: {plan.trainable_params:,} || all params: {plan.all_params:,} || "
                    f"trainable%: {pct:.4f}",

@@ -82,6 +82,7 @@ class Report:
     traced_ops: list = field(default_factory=list)  # "id (op)" of Generic nodes characterised by PyTorch
     trainable_params: int | None = None  # parameters that require grad (None: all of them train)
     finetune: dict | None = None  # what engine/finetune.py did: adapters, frozen nodes, counts
+    paged_optimizer_bytes: int = 0  # paged optimizer state in unified memory (not in peak_bytes)
 
     _layers: list | None = None
 
@@ -141,4 +142,6 @@ class Report:
             d["trainable_params"] = self.trainable_params
         if self.finetune is not None:
             d["finetune"] = dict(self.finetune)
+        if self.paged_optimizer_bytes:
+            d["paged_optimizer_bytes"] = self.paged_optimizer_bytes
         return d

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-from memdesigner.engine import distributed
+from memdesigner.engine import distributed, optim_state
 from memdesigner.engine.settings import Settings
 from memdesigner.model.analysis import Analysis
 from memdesigner.model.design import Design
@@ -238,7 +238,10 @@ class Simulation:
         # -- weights, buffers, optimizer state (steady state) --------------------------------
         trainable: list[tuple[str, int, int]] = []  # (node, bytes, numel) per trainable tensor
         opt = s.optimizer if train else "none"
-        state_per_param = {"none": 0, "sgd": 0, "momentum": 1, "adam": 2, "adamw": 2}[opt]
+        state_per_param = {"none": 0, "sgd": 0, "momentum": 1, "adam": 2, "adamw": 2}.get(opt, 0)
+        new_opt = opt in optim_state.NEW_OPTIMIZERS
+        paged_total = 0
+        shapes: list[tuple] = []  # per trainable tensor, for the optimizers whose state follows the shape
         step_tensor = 4 if (opt in ("adam", "adamw") and s.backend == "cpu") else 0  # host tensor on CUDA
         pitem = DTYPE_BYTES[pdtype]
         rnd = self.rounding
@@ -266,7 +269,13 @@ class Simulation:
                     n_rg += p.numel
                     tb = p.numel * pitem
                     trainable.append((nid, tb, p.numel))
-                    if state_per_param:
+                    shapes.append(p.shape)
+                    if new_opt:
+                        raw, rr, pg = optim_state.state_of(opt, p.shape, p.numel, s.backend, rnd)
+                        state_total += raw
+                        state_r += rr
+                        paged_total += pg
+                    elif state_per_param:
                         state_total += state_per_param * tb + step_tensor
                         state_r += state_per_param * (tb if rnd <= 1 else -(-tb // rnd) * rnd) + step_tensor
             self.rows[nid] = {"params": n_p, "non_trainable": n_nt, "param_bytes": pb, "buffer_bytes": bb,
@@ -280,6 +289,11 @@ class Simulation:
             state_total = sum(state_per_param * tb + step_tensor for _, tb, _ in local) if state_per_param else 0
             state_r = sum(state_per_param * (tb if rnd <= 1 else -(-tb // rnd) * rnd) + step_tensor
                           for _, tb, _ in local) if state_per_param else 0
+        if new_opt:
+            shared = optim_state.shared_bytes(opt, [t[2] for t in trainable])
+            state_total += shared
+            state_r += shared if rnd <= 1 else -(-shared // rnd) * rnd
+        self.paged_optimizer_bytes = paged_total  # unified memory: not on the device peak
         # weights and optimizer state live all step long: one block each (already rounded)
         mem.alloc_exact(weights_total, weights_r, W, "parameters and buffers (all layers)")
         if state_total:
@@ -287,6 +301,14 @@ class Simulation:
             mem.alloc_exact(state_total, state_r, O, f"{opt} state ({what})")
         if plan is not None and plan.bucket_bytes:
             mem.alloc_exact(plan.bucket_bytes, plan.bucket_rounded, G, "DDP gradient buckets")
+        # gradient accumulation: the last micro-step (the heaviest) starts with every .grad made
+        # by the earlier ones; its own gradients are added in place (AccumulateGrad's add_), so
+        # each is a transient of its op's backward
+        accum = train and s.grad_accum > 1
+        if accum:
+            graw = sum(tb for _, tb, _ in trainable)
+            mem.alloc_exact(graw, sum(tb if rnd <= 1 else -(-tb // rnd) * rnd for _, tb, _ in trainable), G,
+                            f"gradients accumulated over {s.grad_accum - 1} earlier micro-steps")
 
         # -- forward ---------------------------------------------------------------------
         val_sid: dict[tuple, int] = {}
@@ -536,6 +558,9 @@ class Simulation:
                     continue
                 nb = p.numel * pitem
                 pkey = node.tied.get(p.name) or f"{nid}.{p.name}"
+                if accum:  # .grad exists: this gradient is added into it in place, then freed
+                    transient.append(mem.alloc(nb, K, 1, (nid, p.name + " gradient (added to .grad)")))
+                    continue
                 if pkey in grad_owned:
                     # a shared parameter already has .grad: AccumulateGrad sums this contribution
                     # into a new tensor (out of place, as the tracked reference run shows), which
@@ -640,6 +665,12 @@ class Simulation:
                     mem.decref(g)
             for half, nb, p in halves:
                 pkey = node.tied.get(p.name) or f"{nid}.{p.name}"
+                if accum:  # cast to fp32, added into .grad in place
+                    part = mem.alloc(nb, G, 1, (nid, p.name + " gradient (added to .grad)"))
+                    mem.mark(("backward", nid))
+                    mem.decref(half)
+                    mem.decref(part)
+                    continue
                 if pkey in grad_owned:  # a shared parameter: summed into a new .grad, as in fp32
                     part = mem.alloc(nb, G, 1, (nid, p.name + " gradient contribution"))
                     mem.mark(("backward", nid))
@@ -699,7 +730,21 @@ class Simulation:
                     prev = t2
                 if prev is not None:
                     mem.decref(prev)
-        elif opt != "none":  # SGD and momentum update in place: one event per layer, nothing new
+        elif opt == "adafactor":
+            prev: list = []
+            for (nid, _, numel), shape in zip(local, shapes):
+                temps = [mem.alloc(nb, K, 1, (nid, "Adafactor step temporary")) for nb in
+                         optim_state.step_temps(opt, shape, numel, pitem)]
+                mem.mark(("optimizer_step", nid))
+                last = events[-1]
+                if last.phase != "optimizer_step" or last.node != nid:
+                    events.append(Event("optimizer_step", nid, nodes[nid].name, mem.cur, tuple(mem.by), mem.rcur))
+                for sid in prev:
+                    mem.decref(sid)
+                prev = temps
+            for sid in prev:
+                mem.decref(sid)
+        elif opt != "none":  # SGD, momentum and bnb's fused 8-bit kernels update in place: nothing new
             seen = set()
             for nid, _, _ in local:
                 if nid not in seen:

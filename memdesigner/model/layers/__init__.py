@@ -11,6 +11,7 @@ from memdesigner.model.layers import (  # noqa: F401
     merge,
     normalization,
     pooling,
+    quant,
     recurrent,
     tensor_ops,
 )
