@@ -5,6 +5,7 @@ from __future__ import annotations
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QLabel, QSpinBox, QWidget
 
+from memdesigner._qt.finetune_widgets import FinetuneControls
 from memdesigner.engine import devices as devmod
 from memdesigner.engine.settings import DTYPES, MODES, OPTIMIZERS, Settings
 from memdesigner.units import format_gib
@@ -12,7 +13,8 @@ from memdesigner.units import format_gib
 # run settings with no widget in the bar yet: carried through from the design unchanged
 EXTRA_KEYS = ("gpus", "strategy", "foreach")
 
-OPT_LABELS = {"none": "none", "sgd": "SGD", "momentum": "SGD + momentum", "adam": "Adam", "adamw": "AdamW"}
+OPT_LABELS = {"none": "none", "sgd": "SGD", "momentum": "SGD + momentum", "adam": "Adam", "adamw": "AdamW",
+              "adamw8bit": "AdamW 8-bit (bnb)", "paged_adamw8bit": "Paged AdamW 8-bit (bnb)", "adafactor": "Adafactor"}
 
 
 def load_devices() -> list:
@@ -58,6 +60,8 @@ class SettingsBar(QWidget):
             lay.addWidget(w)
         lay.addWidget(self.amp)
         lay.addWidget(self.ckpt)
+        self.finetune = FinetuneControls()
+        lay.addWidget(self.finetune)
         lay.addSpacing(12)
         lay.addWidget(QLabel("Device"))
         lay.addWidget(self.device)
@@ -68,6 +72,7 @@ class SettingsBar(QWidget):
         self.dtype.currentIndexChanged.connect(self._changed)
         self.amp.toggled.connect(self._changed)
         self.ckpt.toggled.connect(self._changed)
+        self.finetune.changed.connect(self._changed)
         self.device.currentIndexChanged.connect(self._changed)
         self._sync_enabled()
 
@@ -99,6 +104,7 @@ class SettingsBar(QWidget):
         training = self.mode.currentData() == "train"
         self.optimizer.setEnabled(training)
         self.ckpt.setEnabled(training)
+        self.finetune.setEnabled(training)
         fp32 = self.dtype.currentData() == "fp32"
         if not fp32 and self.amp.isChecked():
             self.amp.blockSignals(True)
@@ -117,9 +123,15 @@ class SettingsBar(QWidget):
                      dtype=self.dtype.currentData(), amp=self.amp.isChecked() and self.dtype.currentData() == "fp32",
                      checkpointing=self.ckpt.isChecked() and self.mode.currentData() == "train")
         try:  # settings the bar has no widget for yet (gpus, strategy): kept from the design, not lost
-            return s.with_(**self.extra) if self.extra else s
+            s = s.with_(**self.extra) if self.extra else s
         except (TypeError, ValueError):
-            return s
+            pass
+        if s.training:
+            try:
+                s = s.with_(**self.finetune.values())
+            except (TypeError, ValueError):
+                pass
+        return s
 
     def device_id(self) -> str | None:
         return self.device.currentData() if self.device.count() else None
@@ -141,6 +153,7 @@ class SettingsBar(QWidget):
         if self.device_id():
             d["device"] = self.device_id()
         d.update(self.extra)
+        d.update(self.finetune.to_dict())
         return d
 
     def apply_dict(self, d: dict) -> None:
@@ -170,5 +183,6 @@ class SettingsBar(QWidget):
         finally:
             for w in widgets:
                 w.blockSignals(False)
+        self.finetune.apply_dict(d)
         self._sync_enabled()
         self.changed.emit()
