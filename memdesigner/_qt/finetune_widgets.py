@@ -49,6 +49,10 @@ def trainable_checkbox(design: Design, stack, node_id: str) -> QCheckBox:
     return box
 
 
+def _joined(v) -> str:
+    return ",".join(map(str, v)) if isinstance(v, (list, tuple)) else str(v or "")
+
+
 def _names(text: str) -> tuple:
     return tuple(x.strip() for x in text.split(",") if x.strip())
 
@@ -146,9 +150,8 @@ class FinetuneControls(QWidget):
                                          else "frozen" if d.get("freeze") else "full")
             i = self.kind.findData(kind)
             self.kind.setCurrentIndex(max(i, 0))
-            join = (lambda v: ",".join(v) if isinstance(v, (list, tuple)) else str(v or ""))
-            self.freeze.setText(join(d.get("freeze", ())))
-            self.targets.setText(join(d.get("lora_targets", ())))
+            self.freeze.setText(_joined(d.get("freeze", ())))
+            self.targets.setText(_joined(d.get("lora_targets", ())))
             if isinstance(d.get("lora_r"), int) and d["lora_r"] >= 1:
                 self.rank.setValue(d["lora_r"])
             if isinstance(d.get("lora_alpha"), (int, float)):
