@@ -74,11 +74,11 @@ def settings_for(arch: str, setup: str, opt: str, amp: bool):
     from memdesigner.engine.settings import Settings
 
     kind = fm.SETUPS[setup]
-    kw = {}
+    kw = {"checkpoint_layers": True} if kind[-1] == "gc" else {}
     if kind[0] == "freeze":
         kw["freeze"] = fm.freeze_prefixes(arch)
     elif kind[0] == "lora":
-        _, r, targets, drop = kind
+        _, r, targets, drop = kind[:4]
         kw.update(lora_r=r, lora_alpha=16, lora_dropout=drop, lora_targets=fm.targets_for(arch, targets) or ())
     return Settings(mode="train", batch=BATCH, optimizer=opt, dtype="fp32", amp=amp, backend="cpu", **kw)
 

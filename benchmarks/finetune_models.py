@@ -27,6 +27,8 @@ SETUPS = {
     "lora_r16_qv": ("lora", 16, ("q_proj", "v_proj"), 0.0),
     "lora_r8_all_drop": ("lora", 8, None, 0.05),
     "freeze_embed_first2": ("freeze", None),
+    "full_gc": ("full", "gc"),
+    "lora_r8_all_gc": ("lora", 8, None, 0.0, "gc"),
 }
 
 GPT2_QV = ("c_attn",)  # GPT-2 has one fused qkv projection: peft's q/v targets do not exist there
@@ -59,6 +61,8 @@ def factory(arch: str, setup: str):
     def make():
         m = base_model(arch)
         kind = SETUPS[setup]
+        if kind[-1] == "gc":  # transformers' default: non-reentrant checkpoint of every decoder layer
+            m.gradient_checkpointing_enable()
         if kind[0] == "freeze":
             for name, p in m.named_parameters():
                 if any(name == f or name.startswith(f + ".") for f in freeze_prefixes(arch)):
@@ -66,7 +70,7 @@ def factory(arch: str, setup: str):
         elif kind[0] == "lora":
             from peft import LoraConfig, get_peft_model
 
-            _, r, targets, drop = kind
+            _, r, targets, drop = kind[:4]
             tm = list(targets_for(arch, targets)) if targets else "all-linear"
             m = get_peft_model(m, LoraConfig(r=r, lora_alpha=16, lora_dropout=drop, target_modules=tm))
         m.truth_input = ("tokens", VOCAB)

@@ -17,6 +17,7 @@ with ``dropout`` an ``nn.Identity`` when p == 0, lora_A ``Linear(in, r, bias=Fal
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from memdesigner.model import registry
@@ -270,3 +271,38 @@ def annotate(rep, plan: FinetunePlan | None, s) -> None:
                    f"trainable%: {pct:.4f}",
     }
     rep.trainable_params = plan.trainable_params
+
+
+_LAYER = re.compile(r"^(.*)\.(\d+)$")
+
+
+def layer_of(node: Node) -> str | None:
+    """The repeated layer a node runs in: the outermost module call of its scope named
+    ``<prefix>.<k>`` (``model.layers.3``), the way HF checkpoints each decoder layer."""
+    for part in node.scope.split("/") if node.scope else ():
+        if part.startswith("L__self__"):
+            part = part[len("L__self__"):]
+        if _LAYER.match(part):
+            return part
+    m = None
+    parts = node.name.split(".")
+    for i in range(len(parts) - 1, 0, -1):
+        if parts[i].isdigit() and i + 1 < len(parts):
+            m = ".".join(parts[:i + 1])
+    return m
+
+
+def layer_segments(order: list, nodes: dict) -> list[list[str]]:
+    """Consecutive runs of nodes in the same repeated layer, in execution order."""
+    segments: list[list[str]] = []
+    current = None
+    for nid in order:
+        lay = layer_of(nodes[nid])
+        if lay is None:
+            current = None
+            continue
+        if lay != current:
+            segments.append([])
+            current = lay
+        segments[-1].append(nid)
+    return segments

@@ -34,6 +34,7 @@ class Settings:
     lora_targets: tuple = ()  # module-name suffixes (q_proj, v_proj); empty: peft's "all-linear"
     base_bits: int = 0  # QLoRA: 4 (bitsandbytes NF4, double quantisation) or 8 (LLM.int8); 0: as dtype
     grad_accum: int = 1  # micro-steps per optimizer step (gradients persist between them)
+    checkpoint_layers: bool = False  # HF gradient_checkpointing_enable(): every repeated layer, non-reentrant
 
     def __post_init__(self):
         if self.mode not in MODES:

@@ -326,7 +326,16 @@ class Simulation:
         # the last recomputed in backward; a checkpointed segment keeps only its input
         seg_of: dict[str, int] = {}
         segments: list = []
-        if train and s.checkpointing:
+        if train and s.checkpoint_layers:
+            # transformers' gradient_checkpointing_enable(): each decoder layer (a scope <prefix>.<k>)
+            # is one checkpoint, the last one included
+            from memdesigner.engine.finetune import layer_segments
+
+            segments = layer_segments(order, nodes)
+            for si, seg in enumerate(segments):
+                for nid in seg:
+                    seg_of[nid] = si
+        elif train and s.checkpointing:
             layers = [n for n in order if nodes[n].type != "Input"]
             k = max(1, math.ceil(math.sqrt(len(layers))))
             size = max(1, len(layers) // k)
@@ -335,7 +344,13 @@ class Simulation:
                 for nid in seg:
                     seg_of[nid] = si
         self.recomputed = [nid for seg in segments for nid in seg]  # forward ops run again in backward
+        # HF's gradient_checkpointing_enable() calls enable_input_require_grads(): the input
+        # embedding's output requires grad, so backward runs down to it even with a frozen base
+        input_grads_at = next((n for n in order if nodes[n].type == "Embedding"), None) \
+            if train and s.checkpoint_layers else None
         seg_inputs: dict[int, list] = {}  # segment -> storages its checkpoint keeps
+        layer_saved: dict[int, set] = {}  # checkpoint_layers: segment -> values its ops save
+        new_out: dict[tuple, int] = {}  # checkpoint_layers: bytes of each new output
         settings_key = (dtype, train, s.backend, amp, batch)
 
         fused_inner = None
@@ -485,7 +500,7 @@ class Simulation:
                     else:
                         src = in_strides[o.i]
                         val_strides[key] = src if in_shapes[o.i] == oshape else contiguous_strides(oshape)
-                val_rg[key] = records and val_dtype[key] in FLOATS
+                val_rg[key] = (records or nid == input_grads_at) and val_dtype[key] in FLOATS
                 mem.incref(sid, refs)
                 mem.decref(sid)  # drop the op's own reference
             for k in keys:
@@ -509,6 +524,25 @@ class Simulation:
                 _release(mem, saved_of.pop(nid, []))
                 last = nid == segments[seg_of[nid]][-1]
                 row["recompute"] = kept + (0 if last else out_bytes)
+                if s.checkpoint_layers:
+                    # non-reentrant checkpoint: the recomputation keeps only what the layer's ops
+                    # save (their extras and the saved outputs of its own ops); the rest dies
+                    # as it would in a no-grad forward
+                    ss = layer_saved.setdefault(seg_of[nid], set())
+                    for t in op.saved:
+                        if isinstance(t, In):
+                            ss.add(keys[t.i])
+                        elif isinstance(t, Out):
+                            ss.add((nid, t.j))
+                    for j, o in enumerate(op.outputs):
+                        if isinstance(o, T):
+                            new_out[(nid, j)] = 0 if hidden else _nbytes(o)
+                    row["recompute"] = kept
+        if s.checkpoint_layers:
+            for si, keys_ in layer_saved.items():
+                for key in keys_:
+                    if key in new_out and key[0] in seg_of and seg_of[key[0]] == si:
+                        self.rows[key[0]]["recompute"] += new_out[key]
         self.phase_peaks["forward"] = mem.ppeak
 
         if not train:
