@@ -50,6 +50,37 @@ class _RMSNorm(nn.Module):
         return self.weight * (x * torch.rsqrt(v + 1e-6)).to(x.dtype)
 
 
+class _Layer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.up = nn.Linear(32, 128)
+        self.down = nn.Linear(128, 32)
+
+    def forward(self, x):
+        return x + self.down(torch.nn.functional.gelu(self.up(x)))
+
+
+class _Stack(nn.Module):
+    """Decoder-like layers ``layers.<k>``; ``ckpt`` checkpoints each one the way transformers'
+    gradient_checkpointing_enable() does (non-reentrant). The design is imported without it."""
+
+    def __init__(self, ckpt=False):
+        super().__init__()
+        self.inp = nn.Linear(32, 32)
+        self.layers = nn.ModuleList(_Layer() for _ in range(3))
+        self.head = nn.Linear(32, 16)
+        self.ckpt = ckpt
+
+    def forward(self, x):
+        h = self.inp(x)
+        for layer in self.layers:
+            if self.ckpt:
+                h = torch.utils.checkpoint.checkpoint(layer, h, use_reentrant=False)
+            else:
+                h = layer(h)
+        return self.head(h)
+
+
 class _Block(nn.Module):
     """Named projections for peft's target_modules (q_proj, v_proj, a head)."""
 
@@ -92,6 +123,8 @@ CASES = {
     "lora_v_proj": (_Block, (8, 32), (), {"optimizer": "adam", "lora_r": 4, "lora_targets": ("v_proj",)}),
     "lora_dropout": (_Block, (8, 32), (), {"optimizer": "adam", "lora_r": 4, "lora_dropout": 0.1}),
     "lora_amp": (_Block, (8, 32), (), {"optimizer": "adamw", "lora_r": 8, "lora_alpha": 16, "amp": True}),
+    "checkpoint_layers": (_Stack, (16, 32), (), {"optimizer": "adam", "checkpoint_layers": True}),
+    "checkpoint_layers_frozen_start": (_Stack, (16, 32), ("inp", "layers.0"), {"checkpoint_layers": True}),
     "all_but_head_frozen": (lambda: nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 64), nn.ReLU(),
                                                   nn.Linear(64, 16)), (8, 32), ("0", "2"), {"optimizer": "adam"}),
 }
@@ -110,7 +143,7 @@ def measure_case(name: str) -> dict:
     kw = dict(BASE, **extra)
 
     def make():
-        m = factory()
+        m = factory(ckpt=True) if kw.get("checkpoint_layers") else factory()
         for pn, p in m.named_parameters():
             if _frozen(pn.rsplit(".", 1)[0], prefixes):
                 p.requires_grad_(False)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-KEYS = ("freeze", "lora_r", "lora_alpha", "lora_dropout", "lora_targets", "base_bits", "grad_accum")
+KEYS = ("freeze", "lora_r", "lora_alpha", "lora_dropout", "lora_targets", "base_bits", "grad_accum",
+        "checkpoint_layers")
 
 
 def _names(text: str) -> tuple:
@@ -29,6 +30,8 @@ def add_args(p: argparse.ArgumentParser) -> None:
                    help="QLoRA: bitsandbytes 4-bit NF4 / 8-bit storage of the frozen base weights")
     g.add_argument("--grad-accum", dest="grad_accum", type=int, default=None, metavar="K",
                    help="gradient accumulation: K micro-batches of --batch per optimizer step")
+    g.add_argument("--checkpoint-layers", dest="checkpoint_layers", action="store_true", default=None,
+                   help="checkpoint every repeated layer (<prefix>.<k>) as HF's gradient_checkpointing_enable()")
 
 
 def settings_kw(args, base: dict) -> dict:

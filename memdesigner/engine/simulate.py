@@ -349,7 +349,7 @@ class Simulation:
         input_grads_at = next((n for n in order if nodes[n].type == "Embedding"), None) \
             if train and s.checkpoint_layers else None
         seg_inputs: dict[int, list] = {}  # segment -> storages its checkpoint keeps
-        layer_saved: dict[int, set] = {}  # checkpoint_layers: segment -> values its ops save
+        layer_saved: dict[int, dict] = {}  # checkpoint_layers: segment -> {value its ops save: first saver}
         new_out: dict[tuple, int] = {}  # checkpoint_layers: bytes of each new output
         settings_key = (dtype, train, s.backend, amp, batch)
 
@@ -528,21 +528,23 @@ class Simulation:
                     # non-reentrant checkpoint: the recomputation keeps only what the layer's ops
                     # save (their extras and the saved outputs of its own ops); the rest dies
                     # as it would in a no-grad forward
-                    ss = layer_saved.setdefault(seg_of[nid], set())
+                    # a recomputed value dies with the backward of its earliest saver in forward
+                    # order (the last of its savers to run backward): its block goes there
+                    ss = layer_saved.setdefault(seg_of[nid], {})
                     for t in op.saved:
                         if isinstance(t, In):
-                            ss.add(keys[t.i])
+                            ss.setdefault(keys[t.i], nid)
                         elif isinstance(t, Out):
-                            ss.add((nid, t.j))
+                            ss.setdefault((nid, t.j), nid)
                     for j, o in enumerate(op.outputs):
                         if isinstance(o, T):
                             new_out[(nid, j)] = 0 if hidden else _nbytes(o)
                     row["recompute"] = kept
         if s.checkpoint_layers:
-            for si, keys_ in layer_saved.items():
-                for key in keys_:
+            for si, savers in layer_saved.items():
+                for key, saver in savers.items():
                     if key in new_out and key[0] in seg_of and seg_of[key[0]] == si:
-                        self.rows[key[0]]["recompute"] += new_out[key]
+                        self.rows[saver]["recompute"] += new_out[key]
         self.phase_peaks["forward"] = mem.ppeak
 
         if not train:
