@@ -213,3 +213,16 @@ def test_layer_checkpointing_differs_from_no_checkpointing():
     assert memdesigner.estimate(d, s.with_(checkpoint_layers=False)).peak_bytes > v["peak_bytes"]
     segs = finetune.layer_segments(list(d.nodes), d.nodes)
     assert [len(x) for x in segs] == [4, 4, 4]  # layers.0..2: up, gelu, down, add
+
+
+def test_lora_wiring_follows_the_adapted_output():
+    """Chained targets: v_proj (and its adapter) read q_proj's LoRA sum, not its base output;
+    the adapter ops run right after their base layer."""
+    d2, an, _ = finetune.prepare(_mlp(), Settings(mode="train", lora_r=4))
+    src = {(e.dst, e.dst_port): e.src for e in d2.edges}
+    assert src[("fc1", 0)] == "fc0.lora.add" and src[("fc1.lora.cast", 0)] == "fc0.lora.add"
+    assert src[("fc0.lora.add", 0)] == "fc0" and src[("fc0.lora.add", 1)] == "fc0.lora.scaling"
+    order = list(d2.nodes)
+    assert order[order.index("fc0") + 1:order.index("fc1")] == [
+        "fc0.lora.cast", "fc0.lora.A", "fc0.lora.B", "fc0.lora.scaling", "fc0.lora.add"]
+    assert an.ok

@@ -131,7 +131,7 @@ def prepare(design: Design, settings, analysis: Analysis | None = None) -> tuple
     an = analysis or analyze(design)
     if not active(settings) or not an.ok:
         return design, an, None
-    d = design.copy()
+    d = _copy(design)
     plan = FinetunePlan()
     linears = _linear_modules(d, an)
     head = _output_head(d, an, linears)
@@ -153,6 +153,17 @@ def prepare(design: Design, settings, analysis: Analysis | None = None) -> tuple
                 if p.requires_grad:
                     plan.trainable_params += p.numel
     return d, an2, plan
+
+
+def _copy(design: Design) -> Design:
+    """A detached copy (no JSON round trip: this runs for every estimate)."""
+    d = Design(design.name, design.channels_last)
+    d.settings = dict(design.settings)
+    d.nodes = {nid: Node(n.id, n.type, n.name, dict(n.props), n.pos, n.bits, scope=n.scope, keep_until=n.keep_until,
+                         tied=dict(n.tied), fused=n.fused, layout=n.layout, output=n.output, trainable=n.trainable)
+               for nid, n in design.nodes.items()}
+    d.edges = list(design.edges)
+    return d
 
 
 def _new_node(new: list, kind: str, nid: str, path: str, sub: str, props: dict, base: Node, own_call: bool) -> str:
@@ -197,11 +208,16 @@ def _add_lora(d: Design, an: Analysis, s, plan: FinetunePlan, linears: dict, hea
     for node in d.nodes.values():  # peft freezes the whole base model
         node.trainable = False
     after: dict[str, list[Node]] = {}
+    into: dict[str, list] = {}
+    out_of: dict[tuple, list] = {}
+    for e in d.edges:
+        into.setdefault(e.dst, []).append(e)
+        out_of.setdefault((e.src, e.src_port), []).append(e)
     for path in targets:
         nids = linears[path]
         lin = next(n for n in nids if d.nodes[n].type == "Linear")
         members = set(nids)
-        in_edge = next((e for n in nids for e in d.edges if e.dst == n and e.src not in members), None)
+        in_edge = next((e for n in nids for e in into.get(n, ()) if e.src not in members), None)
         if in_edge is None:
             continue
         last = nids[-1]
@@ -228,13 +244,15 @@ def _add_lora(d: Design, an: Analysis, s, plan: FinetunePlan, linears: dict, hea
         add = node("Add", "add", {"inplace": False})
         new[0].keep_until = add  # the forward's local ``x`` is the cast copy
         edges += [(src, (a, 0)), ((a, 0), (b, 0)), ((b, 0), (sc_, 0)), ((last, 0), (add, 0)), ((sc_, 0), (add, 1))]
-        consumers = [e for e in d.edges if e.src == last and e.src_port == 0]
+        consumers = list(out_of.get((last, 0), ()))
         after[last] = new
         for n in new:
             d.nodes[n.id] = n
         for e in consumers:
             i = d.remove_edge(e)
-            d.add_edge(add, e.dst, 0, e.dst_port, index=i, check_cycle=False)
+            ne = d.add_edge(add, e.dst, 0, e.dst_port, index=i, check_cycle=False)
+            lst = into[e.dst]
+            lst[lst.index(e)] = ne
         for (s0, p0), (s1, p1) in edges:
             d.add_edge(s0, s1, p0, p1, check_cycle=False)
         if base.output:
