@@ -226,3 +226,16 @@ def test_lora_wiring_follows_the_adapted_output():
     assert order[order.index("fc0") + 1:order.index("fc1")] == [
         "fc0.lora.cast", "fc0.lora.A", "fc0.lora.B", "fc0.lora.scaling", "fc0.lora.add"]
     assert an.ok
+
+
+def test_master_weights_hand_count():
+    """bf16 weights (2 B) and gradients, Adam's two states and the master copy in fp32: 12 B
+    per parameter of optimizer-side state instead of 4."""
+    d = _one_linear(64, 128)
+    n = 64 * 128 + 128
+    bf = memdesigner.estimate(d, mode="train", optimizer="adam", dtype="bf16", backend="cuda")
+    mw = memdesigner.estimate(d, mode="train", optimizer="adam", dtype="bf16", backend="cuda", master_weights=True)
+    assert bf.at_peak["optimizer_state"] == 2 * n * 2
+    assert mw.at_peak["optimizer_state"] == 3 * n * 4
+    with pytest.raises(ValueError, match="master_weights"):
+        Settings(mode="train", master_weights=True)

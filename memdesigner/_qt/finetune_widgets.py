@@ -96,9 +96,17 @@ class FinetuneControls(QWidget):
         self.accum.setRange(1, 1 << 16)
         self.accum.setPrefix("accum ")
         self.accum.setToolTip("Gradient accumulation: micro-batches per optimizer step")
+        self.layer_ckpt = QCheckBox("Layer ckpt")
+        self.layer_ckpt.setToolTip("Checkpoint every repeated layer (<prefix>.<k>), as transformers' "
+                                   "gradient_checkpointing_enable() does")
+        self.master = QCheckBox("fp32 masters")
+        self.master.setToolTip("With dtype bf16/fp16: an fp32 master copy of the weights and fp32 optimizer state")
         lay.addWidget(QLabel("Training"))
-        for w in (self.kind, self.freeze, self.rank, self.alpha, self.dropout, self.targets, self.bits, self.accum):
+        for w in (self.kind, self.freeze, self.rank, self.alpha, self.dropout, self.targets, self.bits, self.accum,
+                  self.layer_ckpt, self.master):
             lay.addWidget(w)
+        self.layer_ckpt.toggled.connect(self._changed)
+        self.master.toggled.connect(self._changed)
         self.kind.currentIndexChanged.connect(self._changed)
         for w in (self.rank, self.alpha, self.dropout, self.accum):
             w.valueChanged.connect(self._changed)
@@ -132,6 +140,10 @@ class FinetuneControls(QWidget):
             d["base_bits"] = self.bits.currentData()
         if self.accum.value() > 1:
             d["grad_accum"] = self.accum.value()
+        if self.layer_ckpt.isChecked():
+            d["checkpoint_layers"] = True
+        if self.master.isChecked():
+            d["master_weights"] = True
         return d
 
     def to_dict(self) -> dict:
@@ -142,7 +154,8 @@ class FinetuneControls(QWidget):
         return d
 
     def apply_dict(self, d: dict) -> None:
-        widgets = (self.kind, self.freeze, self.rank, self.alpha, self.dropout, self.targets, self.bits, self.accum)
+        widgets = (self.kind, self.freeze, self.rank, self.alpha, self.dropout, self.targets, self.bits, self.accum,
+                   self.layer_ckpt, self.master)
         for w in widgets:
             w.blockSignals(True)
         try:
@@ -163,6 +176,8 @@ class FinetuneControls(QWidget):
                 self.bits.setCurrentIndex(i)
             if isinstance(d.get("grad_accum"), int) and d["grad_accum"] >= 1:
                 self.accum.setValue(d["grad_accum"])
+            self.layer_ckpt.setChecked(bool(d.get("checkpoint_layers")))
+            self.master.setChecked(bool(d.get("master_weights")))
         finally:
             for w in widgets:
                 w.blockSignals(False)

@@ -58,6 +58,9 @@ def check_settings(s) -> None:
         raise ValueError(f"grad_accum: {s.grad_accum!r} must be a positive integer")
     from memdesigner.engine.optim_state import NEW_OPTIMIZERS
 
+    if s.master_weights and s.dtype == "fp32":
+        raise ValueError("master_weights: fp32 master copies need bf16 or fp16 weights (dtype bf16/fp16)")
+
     if s.strategy == "zero1" and s.optimizer in NEW_OPTIMIZERS:
         raise ValueError(f"optimizer: {s.optimizer} with zero1 sharding is not modelled")
 

@@ -35,6 +35,7 @@ class Settings:
     base_bits: int = 0  # QLoRA: 4 (bitsandbytes NF4, double quantisation) or 8 (LLM.int8); 0: as dtype
     grad_accum: int = 1  # micro-steps per optimizer step (gradients persist between them)
     checkpoint_layers: bool = False  # HF gradient_checkpointing_enable(): every repeated layer, non-reentrant
+    master_weights: bool = False  # bf16/fp16 weights and gradients, fp32 master copy + fp32 optimizer state
 
     def __post_init__(self):
         if self.mode not in MODES:

@@ -240,6 +240,8 @@ class Simulation:
         opt = s.optimizer if train else "none"
         state_per_param = {"none": 0, "sgd": 0, "momentum": 1, "adam": 2, "adamw": 2}.get(opt, 0)
         new_opt = opt in optim_state.NEW_OPTIMIZERS
+        master = train and s.master_weights and opt != "none"
+        sf = 4 // DTYPE_BYTES[pdtype] if master else 1  # the step works on fp32 masters
         paged_total = 0
         shapes: list[tuple] = []  # per trainable tensor, for the optimizers whose state follows the shape
         step_tensor = 4 if (opt in ("adam", "adamw") and s.backend == "cpu") else 0  # host tensor on CUDA
@@ -276,8 +278,13 @@ class Simulation:
                         state_r += rr
                         paged_total += pg
                     elif state_per_param:
-                        state_total += state_per_param * tb + step_tensor
-                        state_r += state_per_param * (tb if rnd <= 1 else -(-tb // rnd) * rnd) + step_tensor
+                        sb = p.numel * 4 if master else tb  # fp32 states beside low-precision weights
+                        state_total += state_per_param * sb + step_tensor
+                        state_r += state_per_param * (sb if rnd <= 1 else -(-sb // rnd) * rnd) + step_tensor
+                    if master:  # the fp32 master copy the optimizer updates
+                        mb = p.numel * 4
+                        state_total += mb
+                        state_r += mb if rnd <= 1 else -(-mb // rnd) * rnd
             self.rows[nid] = {"params": n_p, "non_trainable": n_nt, "param_bytes": pb, "buffer_bytes": bb,
                               "activation_bytes": 0, "kept_bytes": 0, "requires_grad": n_rg}
         # data parallel: this rank's optimizer shard, DDP's gradient buckets (engine/distributed.py)
@@ -745,7 +752,7 @@ class Simulation:
         mem.mark(("optimizer_step", None))
         if opt in ("adam", "adamw"):
             if s.use_foreach:
-                total = sum(nb for _, nb, _ in local)
+                total = sum(nb for _, nb, _ in local) * sf
                 t = mem.alloc(total, K, 1, "Adam step temporary: _foreach_sqrt of every exp_avg_sq")
                 mem.event("optimizer_step", None, "adam (foreach)")
                 mem.decref(t)
@@ -754,6 +761,7 @@ class Simulation:
                 # previous parameter's denominator is only freed when the next one is made
                 prev = None
                 for nid, nb, _ in local:
+                    nb *= sf
                     t1 = mem.alloc(nb, K, 1, (nid, "Adam step temporary: sqrt(exp_avg_sq)"))
                     t2 = mem.alloc(nb, K, 1, (nid, "Adam step temporary: denominator"))
                     mem.mark(("optimizer_step", nid))  # raises this parameter's event if it has one

@@ -48,3 +48,14 @@ def test_training_choice_lora_is_estimated_and_saved(window, qtbot, tmp_path):
     assert saved["training"] == "lora" and saved["lora_r"] == 8
     window.settings_bar.apply_dict({"mode": "train", "training": "qlora", "lora_r": 4, "base_bits": 4})
     assert window.settings_bar.settings().base_bits == 4 and ft.bits.isVisibleTo(window.settings_bar)
+
+
+def test_layer_checkpointing_and_master_weights_survive_the_bar(window, qtbot):
+    d = _train(small_cnn())
+    d.settings.update(dtype="bf16", checkpoint_layers=True, master_weights=True, grad_accum=4)
+    load(window, qtbot, d)
+    s = window.settings_bar.settings()
+    assert s.checkpoint_layers and s.master_weights and s.grad_accum == 4
+    assert window.result.report.settings["global_batch"] == 16
+    saved = window.settings_bar.to_dict()
+    assert saved["checkpoint_layers"] and saved["master_weights"] and saved["grad_accum"] == 4
