@@ -10,15 +10,18 @@ from PySide6.QtWidgets import (
     QComboBox,
     QDoubleSpinBox,
     QHBoxLayout,
-    QLabel,
     QLineEdit,
+    QMenu,
     QSpinBox,
+    QToolButton,
+    QVBoxLayout,
     QWidget,
+    QWidgetAction,
 )
 
 from memdesigner.model.design import Design
 
-KINDS = (("full", "full"), ("frozen", "frozen parts"), ("lora", "LoRA"), ("qlora", "QLoRA"))
+KINDS = (("full", "full FT"), ("frozen", "frozen"), ("lora", "LoRA"), ("qlora", "QLoRA"))
 
 
 class SetTrainableCmd(QUndoCommand):
@@ -71,7 +74,7 @@ class FinetuneControls(QWidget):
         self.kind = QComboBox()
         for k, label in KINDS:
             self.kind.addItem(label, k)
-        self.kind.setToolTip("full: every layer trains; frozen parts: layers unchecked in the inspector or "
+        self.kind.setToolTip("Training: full fine-tune (every layer trains); frozen parts: layers unchecked in the inspector or "
                              "matched by the prefixes; LoRA / QLoRA: peft adapters on a frozen (quantised) base")
         self.freeze = QLineEdit()
         self.freeze.setPlaceholderText("freeze prefixes: model.layers.0,...")
@@ -101,10 +104,24 @@ class FinetuneControls(QWidget):
                                    "gradient_checkpointing_enable() does")
         self.master = QCheckBox("fp32 masters")
         self.master.setToolTip("With dtype bf16/fp16: an fp32 master copy of the weights and fp32 optimizer state")
-        lay.addWidget(QLabel("Training"))
+        # the bar shows the choice; its options open from a button (the bar must fit a laptop screen)
+        self.more = QToolButton()
+        self.more.setText("FT")
+        self.more.setToolTip("Fine-tuning: full / frozen parts / LoRA / QLoRA and their options")
+        self.more.setPopupMode(QToolButton.InstantPopup)
+        self.more.setStyleSheet("QToolButton::menu-indicator { image: none; width: 0px; }")  # the bar is full
+        menu = QMenu(self.more)
+        panel = QWidget()
+        col = QVBoxLayout(panel)
+        col.setContentsMargins(8, 6, 8, 6)
         for w in (self.kind, self.freeze, self.rank, self.alpha, self.dropout, self.targets, self.bits, self.accum,
                   self.layer_ckpt, self.master):
-            lay.addWidget(w)
+            col.addWidget(w)
+        act = QWidgetAction(menu)
+        act.setDefaultWidget(panel)
+        menu.addAction(act)
+        self.more.setMenu(menu)
+        lay.addWidget(self.more)
         self.layer_ckpt.toggled.connect(self._changed)
         self.master.toggled.connect(self._changed)
         self.kind.currentIndexChanged.connect(self._changed)
@@ -117,6 +134,7 @@ class FinetuneControls(QWidget):
 
     def _sync(self):
         k = self.kind.currentData()
+        self.more.setText({"full": "FT", "frozen": "FT*", "lora": "LoRA", "qlora": "QLoRA"}[k])
         lora = k in ("lora", "qlora")
         self.freeze.setVisible(k == "frozen")
         for w in (self.rank, self.alpha, self.dropout, self.targets):

@@ -14,7 +14,7 @@ from memdesigner.units import format_gib
 EXTRA_KEYS = ("gpus", "strategy", "foreach")
 
 OPT_LABELS = {"none": "none", "sgd": "SGD", "momentum": "SGD + momentum", "adam": "Adam", "adamw": "AdamW",
-              "adamw8bit": "AdamW 8-bit (bnb)", "paged_adamw8bit": "Paged AdamW 8-bit (bnb)", "adafactor": "Adafactor"}
+              "adamw8bit": "AdamW 8-bit", "paged_adamw8bit": "Paged 8-bit", "adafactor": "Adafactor"}  # bnb, torch
 
 
 def load_devices() -> list:
@@ -62,7 +62,7 @@ class SettingsBar(QWidget):
         lay.addWidget(self.ckpt)
         self.finetune = FinetuneControls()
         lay.addWidget(self.finetune)
-        lay.addSpacing(12)
+        lay.addSpacing(4)  # the bar must still fit a 1366 px laptop screen
         lay.addWidget(QLabel("Device"))
         lay.addWidget(self.device)
         lay.addStretch(1)

@@ -93,4 +93,4 @@ class Settings:
         return replace(self, **kw)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}  # as JSON has it

@@ -47,7 +47,7 @@ def test_training_choice_lora_is_estimated_and_saved(window, qtbot, tmp_path):
     saved = load_design(path).settings
     assert saved["training"] == "lora" and saved["lora_r"] == 8
     window.settings_bar.apply_dict({"mode": "train", "training": "qlora", "lora_r": 4, "base_bits": 4})
-    assert window.settings_bar.settings().base_bits == 4 and ft.bits.isVisibleTo(window.settings_bar)
+    assert window.settings_bar.settings().base_bits == 4 and not ft.bits.isHidden()
 
 
 def test_layer_checkpointing_and_master_weights_survive_the_bar(window, qtbot):
