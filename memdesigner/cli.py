@@ -10,7 +10,7 @@ import json
 import os
 import sys
 
-from memdesigner import cli_report
+from memdesigner import cli_finetune, cli_report
 from memdesigner.cli_generate import describe_generate
 from memdesigner.engine.distributed import STRATEGIES, describe_per_rank
 from memdesigner.units import format_bytes, format_count, format_flops, format_gib
@@ -31,7 +31,8 @@ class _Parser(argparse.ArgumentParser):
 def _settings_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--mode", choices=("inference", "train", "generate"), default=None)
     p.add_argument("--batch", type=int, default=None)
-    p.add_argument("--optimizer", choices=("none", "sgd", "momentum", "sgd_momentum", "adam", "adamw"), default=None)
+    p.add_argument("--optimizer", choices=("none", "sgd", "momentum", "sgd_momentum", "adam", "adamw", "adamw8bit",
+                                           "paged_adamw8bit", "adafactor"), default=None)
     p.add_argument("--dtype", choices=("fp32", "fp16", "bf16"), default=None)
     p.add_argument("--amp", action="store_true", default=None, help="mixed precision (autocast)")
     p.add_argument("--checkpointing", action="store_true", default=None, help="activation checkpointing")
@@ -44,6 +45,7 @@ def _settings_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--strategy", choices=STRATEGIES, default=None,
                    help="data-parallel training: DDP, DDP + ZeroRedundancyOptimizer (zero1), FSDP2 fully_shard (zero2, zero3)")
     p.add_argument("--offload", default=None, help="zero2/zero3: params = FSDP2 CPUOffloadPolicy (host RAM reported)")
+    cli_finetune.add_args(p)
 
 
 def _generate_args(p: argparse.ArgumentParser) -> None:
@@ -123,6 +125,7 @@ def _settings_from(args, design):
             kw[k] = base[k]
     if getattr(args, "foreach", "auto") != "auto":
         kw["foreach"] = args.foreach == "true"
+    kw.update(cli_finetune.settings_kw(args, base))
     try:
         return Settings(**kw)
     except (TypeError, ValueError) as err:
@@ -223,6 +226,7 @@ def render_table(rep, design, timeline: bool = False) -> str:
                  f"{', buffers ' + format_bytes(rep.buffer_bytes) if rep.buffer_bytes else ''})")
     if rep.non_trainable_params:  # float buffers: Keras's "Non-trainable params"
         lines.append(f"  non-trainable   {rep.non_trainable_params:,} (total {rep.total_params:,})")
+    lines.extend(cli_finetune.describe(rep))
     lines.append(f"FLOPs (forward)   {format_count(rep.flops)}")
     where = f" in {rep.peak_phase}" + (f" at {design.nodes[rep.peak_layer].name}" if rep.peak_layer in design.nodes
                                          else "") if rep.peak_phase else ""

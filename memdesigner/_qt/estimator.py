@@ -26,7 +26,7 @@ def snapshot(design: Design) -> Design:
     d = Design(design.name, design.channels_last)
     d.settings = dict(design.settings)
     d.nodes = {nid: Node(n.id, n.type, n.name, dict(n.props), n.pos, n.bits, scope=n.scope, keep_until=n.keep_until,
-                         tied=dict(n.tied), fused=n.fused, layout=n.layout, output=n.output)
+                         tied=dict(n.tied), fused=n.fused, layout=n.layout, output=n.output, trainable=n.trainable)
                for nid, n in design.nodes.items()}
     d.edges = list(design.edges)
     if design.blocks:  # block definitions: copied too (the worker must not see later edits)

@@ -23,6 +23,7 @@ from PySide6.QtWidgets import (
 
 from memdesigner._qt import theme
 from memdesigner._qt.commands import SetBitsCmd, SetNameCmd, SetPropCmd
+from memdesigner._qt.finetune_widgets import trainable_checkbox
 from memdesigner._qt.icons import family_pixmap
 from memdesigner.model.design import BITS, Design
 from memdesigner.model.registry import LayerError, Prop
@@ -201,7 +202,7 @@ class Inspector(QScrollArea):
         w.setWordWrap(True)
         w.setStyleSheet(f"color: {theme.muted()}; padding: 24px;")
         self.fields = {}
-        self.name_edit = self.bits_combo = None
+        self.name_edit = self.bits_combo = self.trainable_box = None
         self.setWidget(w)
 
     def show_selection(self, ids: list):
@@ -252,6 +253,8 @@ class Inspector(QScrollArea):
         self.bits_combo.setToolTip("Weight precision of this layer (quantised weights), independent of the run dtype")
         self.bits_combo.activated.connect(self._bits)
         form.addRow("weight bits", self.bits_combo)
+        self.trainable_box = trainable_checkbox(self.design, self.stack, nid)
+        form.addRow("parameters", self.trainable_box)
         self.fields = {}
         for p in lt.props:
             row = FieldRow(p)
@@ -278,6 +281,10 @@ class Inspector(QScrollArea):
             self.name_edit.setText(node.name)
         i = self.bits_combo.findData(node.bits) if node.bits is not None else 0
         self.bits_combo.setCurrentIndex(max(i, 0))
+        if self.trainable_box.isChecked() != node.trainable:
+            self.trainable_box.blockSignals(True)
+            self.trainable_box.setChecked(node.trainable)
+            self.trainable_box.blockSignals(False)
         for name, row in self.fields.items():
             row.set_value(node.props.get(name, row.prop.default))
 

@@ -6,6 +6,7 @@ from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QLabel, QSpinBox, QWidget
 
 from memdesigner._qt.generate_options import GenerateOptions
+from memdesigner._qt.finetune_widgets import FinetuneControls
 from memdesigner.engine import devices as devmod
 from memdesigner.engine.settings import DTYPES, MODES, OPTIMIZERS, Settings
 from memdesigner.units import format_gib
@@ -13,7 +14,8 @@ from memdesigner.units import format_gib
 # run settings with no widget in the bar yet: carried through from the design unchanged
 EXTRA_KEYS = ("gpus", "strategy", "foreach", "offload")
 
-OPT_LABELS = {"none": "none", "sgd": "SGD", "momentum": "SGD + momentum", "adam": "Adam", "adamw": "AdamW"}
+OPT_LABELS = {"none": "none", "sgd": "SGD", "momentum": "SGD + momentum", "adam": "Adam", "adamw": "AdamW",
+              "adamw8bit": "AdamW 8-bit", "paged_adamw8bit": "Paged 8-bit", "adafactor": "Adafactor"}  # bnb, torch
 
 
 def load_devices() -> list:
@@ -61,7 +63,9 @@ class SettingsBar(QWidget):
         lay.addWidget(self.ckpt)
         self.generate = GenerateOptions(self)
         lay.addWidget(self.generate)
-        lay.addSpacing(12)
+        self.finetune = FinetuneControls()
+        lay.addWidget(self.finetune)
+        lay.addSpacing(4)  # the bar must still fit a 1366 px laptop screen
         lay.addWidget(QLabel("Device"))
         lay.addWidget(self.device)
         lay.addStretch(1)
@@ -71,6 +75,7 @@ class SettingsBar(QWidget):
         self.dtype.currentIndexChanged.connect(self._changed)
         self.amp.toggled.connect(self._changed)
         self.ckpt.toggled.connect(self._changed)
+        self.finetune.changed.connect(self._changed)
         self.device.currentIndexChanged.connect(self._changed)
         self.generate.changed.connect(self._changed)
         self._sync_enabled()
@@ -103,6 +108,7 @@ class SettingsBar(QWidget):
         training = self.mode.currentData() == "train"
         self.optimizer.setEnabled(training)
         self.ckpt.setEnabled(training)
+        self.finetune.setEnabled(training)
         fp32 = self.dtype.currentData() == "fp32"
         if not fp32 and self.amp.isChecked():
             self.amp.blockSignals(True)
@@ -124,9 +130,15 @@ class SettingsBar(QWidget):
         if s.mode == "generate":
             s = s.with_(**self.generate.values())
         try:  # settings the bar has no widget for yet (gpus, strategy): kept from the design, not lost
-            return s.with_(**self.extra) if self.extra else s
+            s = s.with_(**self.extra) if self.extra else s
         except (TypeError, ValueError):
-            return s
+            pass
+        if s.training:
+            try:
+                s = s.with_(**self.finetune.values())
+            except (TypeError, ValueError):
+                pass
+        return s
 
     def device_id(self) -> str | None:
         return self.device.currentData() if self.device.count() else None
@@ -150,6 +162,7 @@ class SettingsBar(QWidget):
         if s.mode == "generate":
             d.update(self.generate.values())
         d.update(self.extra)
+        d.update(self.finetune.to_dict())
         return d
 
     def apply_dict(self, d: dict) -> None:
@@ -180,5 +193,6 @@ class SettingsBar(QWidget):
             for w in widgets:
                 w.blockSignals(False)
         self.generate.apply(d)
+        self.finetune.apply_dict(d)
         self._sync_enabled()
         self.changed.emit()

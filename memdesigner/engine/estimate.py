@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+from memdesigner.engine import finetune
 from memdesigner.engine.devices import Device, get_device
 from memdesigner.engine.per_rank import run_ranks
 from memdesigner.engine.report import LayerRow, Report
@@ -47,9 +48,11 @@ def estimate(design: Design, settings: Settings | None = None, *, device=None, m
 
         return generate_or_issue(design, settings, dev, max_batch)
     an = analysis or analyze(design)
+    design, an, plan = finetune.prepare(design, settings, an)
     rep = _run(design, an, settings, dev)
+    finetune.annotate(rep, plan, settings)
     if max_batch and dev is not None and an.ok:
-        rep.max_batch = largest_batch(design, settings, dev, an)
+        rep.max_batch = largest_batch(design, settings, dev, an, prepared=True)
     return rep
 
 
@@ -64,12 +67,13 @@ def _run(design: Design, an: Analysis, settings: Settings, dev: Device | None) -
     sim, per_rank = run_ranks(design, an, settings, rounding)
     mem = sim.mem
     batch = settings.batch
-    params = non_trainable = pbytes = bbytes = flops = lower = 0
+    params = non_trainable = pbytes = bbytes = flops = lower = n_rg = 0
     valid = [nid for nid in an.order if an.nodes[nid].ok]
     for nid in valid:
         r = sim.rows[nid]
         params += r["params"]
         non_trainable += r["non_trainable"]
+        n_rg += r["requires_grad"]
         pbytes += r["param_bytes"]
         bbytes += r["buffer_bytes"]
         flops += an.nodes[nid].flops * batch
@@ -134,22 +138,28 @@ def _run(design: Design, an: Analysis, settings: Settings, dev: Device | None) -
         runtime_overhead_bytes=dev.runtime_overhead_bytes if dev else 0, non_trainable_params=non_trainable,
         recompute_flops=sum(an.nodes[n].flops for n in sim.recomputed) * batch, per_rank=per_rank,
         blocks=instance_totals(design, sim.rows),
+        trainable_params=n_rg if n_rg != params else None,
+        paged_optimizer_bytes=getattr(sim, "paged_optimizer_bytes", 0),
     )
 
 
 def peak_for_batch(design: Design, settings: Settings, dev: Device | None, an: Analysis, batch: int) -> int:
-    rounding = dev.allocator_rounding if dev is not None else 1
     if design.blocks:
         design, an = engine_view(design)
+    design, an, _ = finetune.prepare(design, settings, an)
+    rounding = dev.allocator_rounding if dev is not None else 1
     sim = Simulation(design, an, settings.with_(batch=batch), rounding).run()
     return _device_peak(sim.mem.rpeak, dev)
 
 
 def largest_batch(design: Design, settings: Settings, dev: Device, an: Analysis | None = None,
-                  limit: int | None = None) -> int:
+                  limit: int | None = None, prepared: bool = False) -> int:
     """The largest batch whose device peak fits (exact; 0 if even batch 1 does not fit), from the
     batch curve: the envelope of affine lines bounds it, a run or two settles it."""
     from memdesigner.engine.batch_curve import batch_curve
+
+    if not prepared:
+        design, an, _ = finetune.prepare(design, settings, an)
 
     return batch_curve(design, settings, dev, an).largest_batch(dev.memory_bytes, limit)
 
@@ -162,6 +172,7 @@ def explain_peak(design: Design, settings: Settings | None = None, *, device=Non
     largest first. Runs the step twice: once to find the peak, once to capture its live set."""
     settings, dev = _resolve(settings, device, kw)
     design, an = engine_view(design) if design.blocks else (design, analyze(design))
+    design, an, _ = finetune.prepare(design, settings, an)
     rounding = dev.allocator_rounding if dev is not None else (512 if settings.backend == "cuda" else 1)
     peak = Simulation(design, an, settings, rounding).run().mem.peak
     snap = Simulation(design, an, settings, rounding, capture=peak).run().mem.captured or []

@@ -83,6 +83,9 @@ class Report:
     # per block instance: memory per repetition and in total (model/blocks.py instance_totals)
     blocks: dict = field(default_factory=dict)
     generate: dict | None = None  # generate mode: prompt, new tokens, cache (engine/generate.py)
+    trainable_params: int | None = None  # parameters that require grad (None: all of them train)
+    finetune: dict | None = None  # what engine/finetune.py did: adapters, frozen nodes, counts
+    paged_optimizer_bytes: int = 0  # paged optimizer state in unified memory (not in peak_bytes)
 
     _layers: list | None = None
 
@@ -142,4 +145,10 @@ class Report:
             d["blocks"] = {k: dict(v) for k, v in self.blocks.items()}
         if self.generate is not None:
             d["generate"] = dict(self.generate)
+        if self.trainable_params is not None:
+            d["trainable_params"] = self.trainable_params
+        if self.finetune is not None:
+            d["finetune"] = dict(self.finetune)
+        if self.paged_optimizer_bytes:
+            d["paged_optimizer_bytes"] = self.paged_optimizer_bytes
         return d

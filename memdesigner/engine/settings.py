@@ -9,7 +9,7 @@ from memdesigner.units import DTYPE_ALIASES
 MODES = ("inference", "train", "generate")  # generate: prefill + decode steps (engine/generate.py)
 KV_CACHES = ("dynamic", "static")
 KV_DTYPES = ("auto", "fp32", "fp16", "bf16")
-OPTIMIZERS = ("none", "sgd", "momentum", "adam", "adamw")
+OPTIMIZERS = ("none", "sgd", "momentum", "adam", "adamw", "adamw8bit", "paged_adamw8bit", "adafactor")
 OPTIMIZER_ALIASES = {"sgd_momentum": "momentum", "": "none", None: "none"}
 DTYPES = ("fp32", "fp16", "bf16")
 BACKENDS = ("cuda", "cpu", "mps")
@@ -33,6 +33,16 @@ class Settings:
     new_tokens: int = 16  # generate: tokens generated after the prompt (the design's sequence length)
     kv_cache: str = "dynamic"  # generate: dynamic (torch.cat per step) | static (preallocated)
     kv_dtype: str = "auto"  # generate: cache storage dtype; auto = the model's
+    # fine-tuning (memdesigner.engine.finetune): frozen layers, LoRA / QLoRA, gradient accumulation
+    freeze: tuple = ()  # node-name prefixes whose parameters are frozen
+    lora_r: int = 0  # LoRA rank; 0: no adapters
+    lora_alpha: float | None = None  # None: peft's default (8)
+    lora_dropout: float = 0.0
+    lora_targets: tuple = ()  # module-name suffixes (q_proj, v_proj); empty: peft's "all-linear"
+    base_bits: int = 0  # QLoRA: 4 (bitsandbytes NF4, double quantisation) or 8 (LLM.int8); 0: as dtype
+    grad_accum: int = 1  # micro-steps per optimizer step (gradients persist between them)
+    checkpoint_layers: bool = False  # HF gradient_checkpointing_enable(): every repeated layer, non-reentrant
+    master_weights: bool = False  # bf16/fp16 weights and gradients, fp32 master copy + fp32 optimizer state
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -67,6 +77,9 @@ class Settings:
             raise ValueError(f"kv_cache: {self.kv_cache!r} is not one of {', '.join(KV_CACHES)}")
         if self.kv_dtype not in KV_DTYPES:
             raise ValueError(f"kv_dtype: {self.kv_dtype!r} is not one of {', '.join(KV_DTYPES)}")
+        from memdesigner.engine.finetune import check_settings
+
+        check_settings(self)
         if self.amp and dt != "fp32":
             raise ValueError("amp: mixed precision keeps fp32 weights; use dtype fp32 with amp")
 
@@ -99,4 +112,4 @@ class Settings:
         return replace(self, **kw)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}  # as JSON has it

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-from memdesigner.engine import distributed, fsdp
+from memdesigner.engine import distributed, fsdp, optim_state
 from memdesigner.engine.settings import Settings
 from memdesigner.model.analysis import Analysis
 from memdesigner.model.design import Design
@@ -243,7 +243,12 @@ class Simulation:
         # -- weights, buffers, optimizer state (steady state) --------------------------------
         trainable: list[tuple[str, int, int]] = []  # (node, bytes, numel) per trainable tensor
         opt = s.optimizer if train else "none"
-        state_per_param = {"none": 0, "sgd": 0, "momentum": 1, "adam": 2, "adamw": 2}[opt]
+        state_per_param = {"none": 0, "sgd": 0, "momentum": 1, "adam": 2, "adamw": 2}.get(opt, 0)
+        new_opt = opt in optim_state.NEW_OPTIMIZERS
+        master = train and s.master_weights and opt != "none"
+        sf = 4 // DTYPE_BYTES[pdtype] if master else 1  # the step works on fp32 masters
+        paged_total = 0
+        shapes: list[tuple] = []  # per trainable tensor, for the optimizers whose state follows the shape
         step_tensor = 4 if (opt in ("adam", "adamw") and s.backend == "cpu") else 0  # host tensor on CUDA
         pitem = DTYPE_BYTES[pdtype]
         rnd = self.rounding
@@ -260,7 +265,7 @@ class Simulation:
             info = an.nodes[nid]
             bits = nodes[nid].bits
             tied = nodes[nid].tied
-            pb = bb = n_p = n_nt = 0
+            pb = bb = n_p = n_nt = n_rg = 0
             for p in info.params:
                 if p.name in tied:  # the same tensor as another layer's parameter: counted there
                     continue
@@ -277,7 +282,8 @@ class Simulation:
                     n_nt += p.numel if p.dtype is None else 0
                 weights_total += nb
                 weights_r += nb if rnd <= 1 else -(-nb // rnd) * rnd
-                if p.trainable:
+                if p.requires_grad:
+                    n_rg += p.numel
                     tb = p.numel * pitem
                     numel = p.numel
                     if fs is not None:  # the optimizer state follows the rank's own rows
@@ -285,15 +291,26 @@ class Simulation:
                         tb = numel * pitem
                     self.trainable_shapes.append(p.shape)
                     trainable.append((nid, tb, numel))
+                    shapes.append(p.shape)
                     if fs is not None and fs.offload:  # CPUOffloadPolicy: the shard lives on the host
                         host_shards += nb
                         weights_total -= nb
                         weights_r -= nb if rnd <= 1 else -(-nb // rnd) * rnd
-                    if state_per_param:
-                        state_total += state_per_param * tb + step_tensor
-                        state_r += state_per_param * (tb if rnd <= 1 else -(-tb // rnd) * rnd) + step_tensor
+                    if new_opt:
+                        raw, rr, pg = optim_state.state_of(opt, p.shape, numel, s.backend, rnd)
+                        state_total += raw
+                        state_r += rr
+                        paged_total += pg
+                    elif state_per_param:
+                        sb = numel * 4 if master else tb  # fp32 states beside low-precision weights
+                        state_total += state_per_param * sb + step_tensor
+                        state_r += state_per_param * (sb if rnd <= 1 else -(-sb // rnd) * rnd) + step_tensor
+                    if master:  # the fp32 master copy the optimizer updates
+                        mb = numel * 4
+                        state_total += mb
+                        state_r += mb if rnd <= 1 else -(-mb // rnd) * rnd
             self.rows[nid] = {"params": n_p, "non_trainable": n_nt, "param_bytes": pb, "buffer_bytes": bb,
-                              "activation_bytes": 0, "kept_bytes": 0}
+                              "activation_bytes": 0, "kept_bytes": 0, "requires_grad": n_rg}
         if fs is not None:
             fs.finish_layout(order, uscope)
         fcats = (W, G, K)
@@ -316,6 +333,11 @@ class Simulation:
                     prev_nb = nb
             self.host_bytes = host_shards + state_total + worst  # + the gradients (after backward)
             state_total = state_r = 0
+        if new_opt:
+            shared = optim_state.shared_bytes(opt, [t[2] for t in trainable])
+            state_total += shared
+            state_r += shared if rnd <= 1 else -(-shared // rnd) * rnd
+        self.paged_optimizer_bytes = paged_total  # unified memory: not on the device peak
         # weights and optimizer state live all step long: one block each (already rounded)
         mem.alloc_exact(weights_total, weights_r, W, "parameters and buffers (all layers)")
         if state_total:
@@ -328,6 +350,14 @@ class Simulation:
             carried.setdefault(cnid, []).append(mem.alloc(nb, A, 1, (cnid, label)))
         if self.carry:
             mem.mark(("forward", None))
+        # gradient accumulation: the last micro-step (the heaviest) starts with every .grad made
+        # by the earlier ones; its own gradients are added in place (AccumulateGrad's add_), so
+        # each is a transient of its op's backward
+        accum = train and s.grad_accum > 1
+        if accum:
+            graw = sum(tb for _, tb, _ in trainable)
+            mem.alloc_exact(graw, sum(tb if rnd <= 1 else -(-tb // rnd) * rnd for _, tb, _ in trainable), G,
+                            f"gradients accumulated over {s.grad_accum - 1} earlier micro-steps")
 
         # -- forward ---------------------------------------------------------------------
         val_sid: dict[tuple, int] = {}
@@ -345,7 +375,16 @@ class Simulation:
         # the last recomputed in backward; a checkpointed segment keeps only its input
         seg_of: dict[str, int] = {}
         segments: list = []
-        if train and s.checkpointing:
+        if train and s.checkpoint_layers:
+            # transformers' gradient_checkpointing_enable(): each decoder layer (a scope <prefix>.<k>)
+            # is one checkpoint, the last one included
+            from memdesigner.engine.finetune import layer_segments
+
+            segments = layer_segments(order, nodes)
+            for si, seg in enumerate(segments):
+                for nid in seg:
+                    seg_of[nid] = si
+        elif train and s.checkpointing:
             layers = [n for n in order if nodes[n].type != "Input"]
             k = max(1, math.ceil(math.sqrt(len(layers))))
             size = max(1, len(layers) // k)
@@ -354,7 +393,13 @@ class Simulation:
                 for nid in seg:
                     seg_of[nid] = si
         self.recomputed = [nid for seg in segments for nid in seg]  # forward ops run again in backward
+        # HF's gradient_checkpointing_enable() calls enable_input_require_grads(): the input
+        # embedding's output requires grad, so backward runs down to it even with a frozen base
+        input_grads_at = next((n for n in order if nodes[n].type == "Embedding"), None) \
+            if train and s.checkpoint_layers else None
         seg_inputs: dict[int, list] = {}  # segment -> storages its checkpoint keeps
+        layer_saved: dict[int, dict] = {}  # checkpoint_layers: segment -> {value its ops save: first saver}
+        new_out: dict[tuple, int] = {}  # checkpoint_layers: bytes of each new output
         settings_key = (dtype, train, s.backend, amp, batch)
 
         fused_inner = None
@@ -528,7 +573,7 @@ class Simulation:
                     else:
                         src = in_strides[o.i]
                         val_strides[key] = src if in_shapes[o.i] == oshape else contiguous_strides(oshape)
-                val_rg[key] = records and val_dtype[key] in FLOATS
+                val_rg[key] = (records or nid == input_grads_at) and val_dtype[key] in FLOATS
                 mem.incref(sid, refs)
                 mem.decref(sid)  # drop the op's own reference
             for k in keys:
@@ -547,8 +592,29 @@ class Simulation:
                 _release(mem, saved_of.pop(nid, []))
                 last = nid == segments[seg_of[nid]][-1]
                 row["recompute"] = kept + (0 if last else out_bytes)
+                if s.checkpoint_layers:
+                    # non-reentrant checkpoint: the recomputation keeps only what the layer's ops
+                    # save (their extras and the saved outputs of its own ops); the rest dies
+                    # as it would in a no-grad forward
+                    # a recomputed value dies with the backward of its earliest saver in forward
+                    # order (the last of its savers to run backward): its block goes there
+                    ss = layer_saved.setdefault(seg_of[nid], {})
+                    for t in op.saved:
+                        if isinstance(t, In):
+                            ss.setdefault(keys[t.i], nid)
+                        elif isinstance(t, Out):
+                            ss.setdefault((nid, t.j), nid)
+                    for j, o in enumerate(op.outputs):
+                        if isinstance(o, T):
+                            new_out[(nid, j)] = 0 if hidden else _nbytes(o)
+                    row["recompute"] = kept
             if fs is not None:
                 fs.after_op(mem, nid, position[nid])
+        if s.checkpoint_layers:
+            for si, savers in layer_saved.items():
+                for key, saver in savers.items():
+                    if key in new_out and key[0] in seg_of and seg_of[key[0]] == si:
+                        self.rows[saver]["recompute"] += new_out[key]
         if fs is not None:
             fs.forward_end(mem)
         self.phase_peaks["forward"] = mem.ppeak
@@ -599,10 +665,13 @@ class Simulation:
             transient = []
             for k in indices:
                 p = info.params[k]
-                if not p.trainable:
+                if not p.requires_grad:
                     continue
                 nb = p.numel * pitem
                 pkey = node.tied.get(p.name) or f"{nid}.{p.name}"
+                if accum:  # .grad exists: this gradient is added into it in place, then freed
+                    transient.append(mem.alloc(nb, K, 1, (nid, p.name + " gradient (added to .grad)")))
+                    continue
                 if pkey in grad_owned:
                     # a shared parameter already has .grad: AccumulateGrad sums this contribution
                     # into a new tensor (out of place, as the tracked reference run shows), which
@@ -690,7 +759,7 @@ class Simulation:
             if op.param_grads:
                 if amp:
                     for k_, p in enumerate(info.params):
-                        if p.trainable and k_ not in done_params:
+                        if p.requires_grad and k_ not in done_params:
                             halves.append((mem.alloc(p.numel * DTYPE_BYTES[amp], G, 1, "low-precision grad"),
                                            p.numel * pitem, p))
                 else:
@@ -712,6 +781,12 @@ class Simulation:
                     mem.decref(g)
             for half, nb, p in halves:
                 pkey = node.tied.get(p.name) or f"{nid}.{p.name}"
+                if accum:  # cast to fp32, added into .grad in place
+                    part = mem.alloc(nb, G, 1, (nid, p.name + " gradient (added to .grad)"))
+                    mem.mark(("backward", nid))
+                    mem.decref(half)
+                    mem.decref(part)
+                    continue
                 if pkey in grad_owned:  # a shared parameter: summed into a new .grad, as in fp32
                     part = mem.alloc(nb, G, 1, (nid, p.name + " gradient contribution"))
                     mem.mark(("backward", nid))
@@ -757,7 +832,7 @@ class Simulation:
             self.host_bytes += fs.host_grads
         elif opt in ("adam", "adamw"):
             if s.use_foreach:
-                total = sum(nb for _, nb, _ in local)
+                total = sum(nb for _, nb, _ in local) * sf
                 t = mem.alloc(total, K, 1, "Adam step temporary: _foreach_sqrt of every exp_avg_sq")
                 mem.event("optimizer_step", None, "adam (foreach)")
                 mem.decref(t)
@@ -766,6 +841,7 @@ class Simulation:
                 # previous parameter's denominator is only freed when the next one is made
                 prev = None
                 for nid, nb, _ in local:
+                    nb *= sf
                     t1 = mem.alloc(nb, K, 1, (nid, "Adam step temporary: sqrt(exp_avg_sq)"))
                     t2 = mem.alloc(nb, K, 1, (nid, "Adam step temporary: denominator"))
                     mem.mark(("optimizer_step", nid))  # raises this parameter's event if it has one
@@ -778,7 +854,21 @@ class Simulation:
                     prev = t2
                 if prev is not None:
                     mem.decref(prev)
-        elif opt != "none":  # SGD and momentum update in place: one event per layer, nothing new
+        elif opt == "adafactor":
+            prev: list = []
+            for (nid, _, numel), shape in zip(local, shapes):
+                temps = [mem.alloc(nb, K, 1, (nid, "Adafactor step temporary")) for nb in
+                         optim_state.step_temps(opt, shape, numel, pitem)]
+                mem.mark(("optimizer_step", nid))
+                last = events[-1]
+                if last.phase != "optimizer_step" or last.node != nid:
+                    events.append(Event("optimizer_step", nid, nodes[nid].name, mem.cur, tuple(mem.by), mem.rcur))
+                for sid in prev:
+                    mem.decref(sid)
+                prev = temps
+            for sid in prev:
+                mem.decref(sid)
+        elif opt != "none":  # SGD, momentum and bnb's fused 8-bit kernels update in place: nothing new
             seen = set()
             for nid, _, _ in local:
                 if nid not in seen:

@@ -186,6 +186,8 @@ def design_from_dict(data, source: str = "design") -> Design:
                    bits=nd.get("bits"), scope=nd.get("scope", ""), keep_until=nd.get("keep_until", ""),
                    tied=nd.get("tied"), fused=nd.get("fused", ""), layout=nd.get("layout", ""),
                    output=bool(nd.get("output", False)))
+        if nd.get("trainable") is False:
+            d.nodes[nd["id"]].trainable = False
     problem = None
     for i, ed in enumerate(data["edges"]):
         where = f"edges[{i}]"
@@ -253,6 +255,8 @@ def design_to_dict(d: Design) -> dict:
             nd["layout"] = n.layout
         if n.output:
             nd["output"] = True
+        if not n.trainable:
+            nd["trainable"] = False
         nodes.append(nd)
     out["nodes"] = nodes
     out["edges"] = [

@@ -7,6 +7,7 @@ bad node are marked as blocked (they cannot be checked until it is fixed).
 from __future__ import annotations
 
 import copy
+import dataclasses
 from dataclasses import dataclass
 
 from memdesigner.model.design import Design
@@ -170,8 +171,45 @@ def analyze(design: Design) -> Analysis:
             info.issue = Issue(nid, err[0], err[1])
             issues.append(info.issue)
         else:
+            if params and (not node.trainable or node.tied):
+                params = _frozen(params, _frozen_names(design, node, params))
             info.outputs, info.params, info.flops = outputs, params, flops
     return Analysis(order, infos, issues)
+
+
+def _frozen_names(design: Design, node, params) -> frozenset:
+    """The parameters of ``node`` that do not require grad: all of a frozen node's, except that a
+    tied parameter is the owner's tensor and follows the owner (freezing a tied input embedding
+    freezes the output head's weight too, as requires_grad_ on the shared Parameter does)."""
+    out = set()
+    for p in params:
+        owner = node.tied.get(p.name)
+        if owner:
+            o = design.nodes.get(owner.rsplit(".", 1)[0])
+            if o is not None and not o.trainable:
+                out.add(p.name)
+        elif not node.trainable:
+            out.add(p.name)
+    return frozenset(out)
+
+
+_FROZEN: dict = {}
+
+
+def _frozen(params: list, names: frozenset) -> list:
+    """The same parameters with requires_grad=False for ``names`` (one list per source list and
+    names, so the engine's per-rule memo keeps hitting)."""
+    if not names:
+        return params
+    key = (id(params), names)
+    hit = _FROZEN.get(key)
+    if hit is not None and hit[0] is params:
+        return hit[1]
+    out = [dataclasses.replace(p, frozen=True) if p.kind != "buffer" and p.name in names else p for p in params]
+    if len(_FROZEN) > _CACHE_MAX:
+        _FROZEN.clear()
+    _FROZEN[key] = (params, out)
+    return out
 
 
 __all__ = ["analyze", "Analysis", "NodeInfo", "TensorSpec", "ParamSpec"]

@@ -35,6 +35,7 @@ class Node:
     # (L, C) in Keras), "as_is" shows it as it is (a tensor already permuted to channels last)
     layout: str = ""
     output: bool = False  # the model returns this value even though other layers read it too (importers)
+    trainable: bool = True  # False: its parameters are frozen (requires_grad=False)
 
     def __post_init__(self):
         if not self.name:
@@ -170,6 +171,12 @@ class Design:
         if bits is not None and bits not in BITS:
             raise ValueError(f"bits must be one of {BITS}")
         self.nodes[nid].bits = bits
+        self.nodes[nid].rev += 1
+        self._emit("node_changed", self.nodes[nid])
+
+    def set_trainable(self, nid: str, trainable: bool) -> None:
+        """Freeze (False) or unfreeze a layer's parameters."""
+        self.nodes[nid].trainable = bool(trainable)
         self.nodes[nid].rev += 1
         self._emit("node_changed", self.nodes[nid])
 

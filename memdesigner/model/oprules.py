@@ -150,7 +150,12 @@ class MemCtx:
 
     @property
     def has_trainable(self) -> bool:
-        return any(p.trainable for p in self.params)
+        """Some parameter requires grad (a frozen layer's do not)."""
+        return any(p.requires_grad for p in self.params)
+
+    def param_rg(self, k: int = 0) -> bool:
+        """Parameter k exists and requires grad (autograd needs what its gradient reads)."""
+        return k < len(self.params) and self.params[k].requires_grad
 
     @property
     def records(self) -> bool:

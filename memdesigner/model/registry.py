@@ -173,6 +173,7 @@ class ParamSpec:
     shape: tuple
     kind: str = "weight"  # weight | bias | buffer
     dtype: str | None = None  # None: the model's compute dtype; buffers may say int64
+    frozen: bool = False  # a parameter with requires_grad=False (a frozen layer, a LoRA base)
 
     @property
     def numel(self) -> int:
@@ -180,7 +181,13 @@ class ParamSpec:
 
     @property
     def trainable(self) -> bool:
+        """A parameter (not a buffer), frozen or not: it counts in the parameter total."""
         return self.kind != "buffer"
+
+    @property
+    def requires_grad(self) -> bool:
+        """Autograd makes its gradient and the optimizer keeps state for it."""
+        return self.kind != "buffer" and not self.frozen
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from memdesigner.model.oprules import In, MemCtx, OpMem, T
+from memdesigner.model.oprules import In, MemCtx, OpMem, Param, T
 from memdesigner.model.registry import LayerError, Prop, TensorSpec
 
 HALF = ("float16", "bfloat16")
@@ -92,9 +92,19 @@ def amp_casts(m: MemCtx, mem: OpMem, n_inputs: int = 1, save_inputs: bool = True
     if m.amp is None:
         return mem
     half = m.amp
+    frozen_casts = {}
     for k, p in enumerate(m.params):
         if p.trainable and (p.dtype is None or p.dtype == "float32"):
-            mem.casts.append((k, T(p.numel, half, f"autocast copy of {p.name}")))
+            if p.requires_grad:
+                mem.casts.append((k, T(p.numel, half, f"autocast copy of {p.name}")))
+            else:
+                # autocast caches casts of leaves that require grad only: a frozen weight is cast
+                # anew by each op, saved if the op keeps its weight, else freed after the op
+                frozen_casts[k] = T(p.numel, half, f"autocast copy of frozen {p.name}")
+    if frozen_casts:
+        mem.saved = [frozen_casts.pop(s.k) if isinstance(s, Param) and s.k in frozen_casts else s
+                     for s in mem.saved]
+        mem.temps = list(frozen_casts.values()) + list(mem.temps)
     new_saved = []
     cast_of = {}
     for i in range(min(n_inputs, len(m.in_dtypes))):

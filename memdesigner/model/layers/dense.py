@@ -26,7 +26,8 @@ def _linear_flops(c, outs):
 
 
 def _linear_mem(m):
-    """addmm/mm saves the input for dW (if the weight trains) and the weight for dx (if x needs grad).
+    """addmm/mm saves the input for dW (if the weight requires grad: a frozen weight, a LoRA base,
+    keeps no input) and the weight for dx (if x needs grad); a trainable bias alone needs neither.
 
     A 3-D input that cannot be viewed as 2-D (a transposed one) is copied by the reshape inside
     matmul; that copy is what is saved.
@@ -38,7 +39,7 @@ def _linear_mem(m):
         x = T(m.in_elems(0), m.in_dtypes[0], "contiguous copy of the input")
         temps.append(x)
     if m.records:
-        if m.has_trainable:
+        if m.param_rg(0):
             saved.append(x)
         if m.in_rg[0]:
             saved.append(Param(0))

@@ -506,6 +506,9 @@ def _generic_shape(c):
     return [TensorSpec(tuple(c["out_shape"]), kind)]
 
 
+FROZEN_SCALE_OPS = ("mul",)  # traced ops of a parameter and one input whose input only its weight needs
+
+
 def _generic_mem(m):
     """Untraced: the output is new and (saves_input) every input is kept. Traced (the importer ran
     the op on fake tensors): the output is a view of ``alias_input`` or new (of a fixed size when
@@ -525,6 +528,9 @@ def _generic_mem(m):
         n = p["out_elems"] if p["batch_free"] else m.out_elems(0)
         out = T(n, dt, "output")
     saved = []
+    # ``weight * x`` (an RMSNorm's scale) saved x for the weight's gradient only: a frozen weight
+    # (fine-tuning) keeps nothing, as MulBackward0 saves an operand only when the other needs grad
+    frozen_scale = p["params"] and not m.has_trainable and p["op"] in FROZEN_SCALE_OPS
     if m.records:
         for tok in str(p["saved_inputs"]).split(","):
             tok = tok.strip()
@@ -532,14 +538,14 @@ def _generic_mem(m):
                 i = int(tok)
                 if i == -1:
                     saved.append(Out(0))
-                elif i < len(m.in_shapes):
+                elif i < len(m.in_shapes) and not frozen_scale:
                     saved.append(In(i))
         extra = p["saved_bytes_per_sample"] * m.batch + p["saved_bytes_fixed"]
         if extra:
             saved.append(T(extra, "uint8", "tensors its backward saves (traced)"))
     # a parameter broadcast over the batch (layer scale, a weight passed to a fused function)
     # gets its gradient by reducing an output-sized product
-    bwd = [T(m.out_elems(0), dt, "parameter gradient before the reduction")] if p["params"] else []
+    bwd = [T(m.out_elems(0), dt, "parameter gradient before the reduction")] if m.has_trainable else []
     st = tuple(p["out_strides"])
     strides = [st] if (st and isinstance(out, T) and len(st) == len(m.out_shapes[0])) else None
     if m.training:

@@ -1,0 +1,31 @@
+"""Dtype casts (``x.to(dtype)``): a copy only when the dtype changes."""
+
+from memdesigner.model.oprules import In, OpMem, T
+from memdesigner.model.registry import LayerType, Prop, register
+
+TARGETS = ("params", "float32", "bfloat16", "float16")
+
+
+def _cast_mem(m):
+    """``x.to(dtype)`` returns x itself when it already has the dtype; otherwise a new tensor
+    (ToCopyBackward0 saves nothing; its backward casts the gradient back: a new input-sized one).
+    ``params``: the parameters' dtype (fp32 under autocast), as peft casts an adapter's input to
+    lora_A's weight dtype."""
+    to = m.props["to"]
+    if to == "params":
+        to = m.dtype
+    src = m.in_dtypes[0]
+    if src == to or src not in ("float32", "float16", "bfloat16", "float64"):
+        return OpMem(outputs=[In(0)], out_dtypes=[src], grad_in=["alias"])
+    return OpMem(outputs=[T(m.in_elems(0), to, f"copy cast to {to}")], out_dtypes=[to], grad_in=["new"],
+                 elementwise=True)
+
+
+ToDtype = register(LayerType(
+    name="ToDtype", family="tensor",
+    doc="x.to(dtype): a copy in the new dtype, or x itself when it already has it.",
+    props=(Prop("to", "choice", "params", choices=TARGETS, doc="target dtype; params: the parameters' dtype"),),
+    shape=lambda c: [c.inputs[0]], memory=_cast_mem, flops=lambda c, o: 0,
+    search_words=("cast", "dtype", "to", "float", "half", "bfloat16"),
+    keeps_for_backward="nothing",
+))
