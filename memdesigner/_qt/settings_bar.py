@@ -5,8 +5,8 @@ from __future__ import annotations
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QLabel, QSpinBox, QWidget
 
-from memdesigner._qt.generate_options import GenerateOptions
 from memdesigner._qt.finetune_widgets import FinetuneControls
+from memdesigner._qt.generate_options import GenerateOptions
 from memdesigner.engine import devices as devmod
 from memdesigner.engine.settings import DTYPES, MODES, OPTIMIZERS, Settings
 from memdesigner.units import format_gib
@@ -50,7 +50,7 @@ class SettingsBar(QWidget):
         self.ckpt = QCheckBox("Checkpointing")
         self.ckpt.setToolTip("Activation checkpointing: recompute activations in backward (sqrt(n) segments)")
         self.device = QComboBox()
-        self.device.setMinimumContentsLength(30)
+        self.device.setMinimumContentsLength(26)  # the bar fits a 1366 px laptop with room to spare
         self.device.setSizeAdjustPolicy(QComboBox.AdjustToMinimumContentsLengthWithIcon)
         self.device_warning = QLabel(self)  # the window moves it into its status bar
         self.device_warning.setStyleSheet("color: #c0392b;")
