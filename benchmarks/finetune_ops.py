@@ -176,8 +176,10 @@ def measure_case(name: str) -> dict:
             "torch": torch.__version__, "design": design_to_dict(design)}
 
 
-def main() -> int:
-    data = {name: measure_case(name) for name in CASES}
+def main(argv=None) -> int:
+    only = (argv if argv is not None else sys.argv[1:])  # case names: re-measure just those
+    data = json.loads(OUT.read_text()) if only and OUT.exists() else {}
+    data.update({name: measure_case(name) for name in CASES if not only or name in only})
     OUT.write_text(json.dumps(data, indent=1) + "\n")
     for k, v in data.items():
         print(f"{k}: {v['peak_bytes']}")

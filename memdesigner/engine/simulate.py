@@ -398,6 +398,8 @@ class Simulation:
         input_grads_at = next((n for n in order if nodes[n].type == "Embedding"), None) \
             if train and s.checkpoint_layers else None
         seg_inputs: dict[int, list] = {}  # segment -> storages its checkpoint keeps
+        seg_base: dict[int, int] = {}  # segment -> live bytes when its forward began
+        seg_live: dict[int, list] = {}  # segment -> [(node, bytes its forward held above that)]
         layer_saved: dict[int, dict] = {}  # checkpoint_layers: segment -> {value its ops save: first saver}
         new_out: dict[tuple, int] = {}  # checkpoint_layers: bytes of each new output
         settings_key = (dtype, train, s.backend, amp, batch)
@@ -463,6 +465,7 @@ class Simulation:
                 for sid in ext:
                     mem.incref(sid)
                 seg_inputs[seg_of[nid]] = ext
+                seg_base[seg_of[nid]] = mem.cur
             # autocast's weight cache: one low-precision copy per parameter per region
             cast_sid = {}
             for k, t in op.casts:
@@ -495,6 +498,9 @@ class Simulation:
                     extra_sids[id(t)] = mem.alloc(_nbytes(t), A, 1, (nid, t.what))
                     kept += _nbytes(t)
             mem.event("forward", nid, node.name)
+            if ckpt:  # the segment's intermediates at this op: its recomputation makes them again
+                si_ = seg_of[nid]
+                seg_live.setdefault(si_, []).append((nid, mem.cur - seg_base[si_]))
             for sid in tmp_sids:
                 mem.decref(sid)
             own = carried.pop(nid, []) if op.releases_carried else []
@@ -711,6 +717,17 @@ class Simulation:
                 recomputed[si] = {m_: mem.alloc(self.rows[m_].get("recompute", 0), A, 1,
                                                 (m_, "recomputed for backward (checkpoint)"))
                                   for m_ in segments[si]}
+                # while the forward reruns, each op's intermediates live as they did the first time,
+                # beside what the ops before it saved again: the rerun's highest moment may be
+                # above everything it keeps
+                kept_before = rerun_peak = 0
+                for m_, live in seg_live.get(si, ()):
+                    rerun_peak = max(rerun_peak, kept_before + live)
+                    kept_before += self.rows[m_].get("recompute", 0)
+                if rerun_peak > kept_before:
+                    t_ = mem.alloc(rerun_peak - kept_before, K, 1, (nid, "recomputed forward's intermediates"))
+                    mem.mark(("backward", nid))
+                    mem.decref(t_)
             rsid = recomputed[si].pop(nid, None) if si is not None else None
             keys = in_keys[nid]
             tmp = [mem.alloc(_nbytes(t), K, 1, t.what) for t in op.bwd_temps]
