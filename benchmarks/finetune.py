@@ -83,10 +83,19 @@ def settings_for(arch: str, setup: str, opt: str, amp: bool):
     return Settings(mode="train", batch=BATCH, optimizer=opt, dtype="fp32", amp=amp, backend="cpu", **kw)
 
 
-def import_arch(arch: str):
+def import_arch(arch: str, source: str = "torch"):
+    """The design: ``hf`` from the config (memdesigner import hf, as users build LLM designs),
+    ``torch`` with the PyTorch importer from the module."""
     import finetune_models as fm
 
     from memdesigner.importers import torch_fx
+
+    if source == "hf":
+        from memdesigner.importers.hf_config import design_from_config
+
+        _cls, _cfg, cfg = fm.ARCHS[arch]
+        mt = {"LlamaConfig": "llama", "Qwen2Config": "qwen2", "GPT2Config": "gpt2"}[_cfg]
+        return design_from_config(dict(cfg, model_type=mt), seq_len=fm.SEQ)
 
     def make():
         m = fm.base_model(arch)
@@ -97,12 +106,12 @@ def import_arch(arch: str):
     return torch_fx.from_module(module, shape, name=arch)
 
 
-def run(truth: dict, archs) -> list:
+def run(truth: dict, archs, source: str = "torch") -> list:
     import memdesigner
 
     rows = []
     for arch in archs:
-        design = import_arch(arch)
+        design = import_arch(arch, source)
         for k, rec in sorted(truth.items()):
             if rec.get("arch") != arch or "error" in rec:
                 continue
@@ -149,6 +158,8 @@ def main(argv=None) -> int:
     ap.add_argument("--arch", action="append", choices=sorted(fm.ARCHS))
     ap.add_argument("--setup", action="append", choices=sorted(fm.SETUPS))
     ap.add_argument("--json", default=None)
+    ap.add_argument("--source", choices=("torch", "hf"), default="torch",
+                    help="build the designs with the PyTorch importer (torch) or from the config (hf)")
     args = ap.parse_args(argv)
     archs = args.arch or list(fm.ARCHS)
     setups = args.setup or list(fm.SETUPS)
@@ -157,7 +168,7 @@ def main(argv=None) -> int:
         truth_dir = Path(args.truth_dir) if args.truth_dir else default_truth_dir()
         measure_all(archs, setups, truth_dir, tj, args.remeasure)
     truth = {k: v for k, v in load_truth(tj).items() if v.get("setup") in setups}
-    rows = run(truth, archs)
+    rows = run(truth, archs, args.source)
     print(table(rows))
     print()
     print(summary(rows))

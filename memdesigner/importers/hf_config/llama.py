@@ -32,7 +32,18 @@ DEFAULTS = {
     "phi3": dict(vocab_size=32064, hidden_size=3072, intermediate_size=8192, num_hidden_layers=32,
                  num_attention_heads=32, num_key_value_heads=None, hidden_act="silu", rms_norm_eps=1e-5,
                  tie_word_embeddings=False, rope_theta=10000.0, sliding_window=None, partial_rotary_factor=1.0),
+    "mixtral": dict(vocab_size=32000, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
+                    num_attention_heads=32, num_key_value_heads=8, head_dim=None, hidden_act="silu",
+                    rms_norm_eps=1e-5, tie_word_embeddings=False, rope_theta=1e6, sliding_window=None,
+                    num_experts_per_tok=2, num_local_experts=8),
+    "qwen2_moe": dict(vocab_size=151936, hidden_size=2048, intermediate_size=5632, num_hidden_layers=24,
+                      num_attention_heads=16, num_key_value_heads=16, hidden_act="silu", rms_norm_eps=1e-6,
+                      tie_word_embeddings=False, rope_theta=10000.0, use_sliding_window=False, sliding_window=4096,
+                      max_window_layers=28, qkv_bias=True, decoder_sparse_step=1, mlp_only_layers=[],
+                      num_experts=60, num_experts_per_tok=4, moe_intermediate_size=1408,
+                      shared_expert_intermediate_size=5632, norm_topk_prob=False),
 }
+MOE = ("mixtral", "qwen2_moe")  # their decoder layers' MLP is a SparseMoE block (model/layers/moe.py)
 
 INT_KEYS = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads")
 
@@ -64,7 +75,7 @@ def resolve(config: dict) -> dict:
         if not c.get("layer_types"):
             c["layer_types"] = ["sliding_attention" if (i + 1) % 2 else "full_attention"
                                 for i in range(c["num_hidden_layers"])]
-    elif mt == "qwen2":
+    elif mt in ("qwen2", "qwen2_moe"):
         if not c.get("layer_types"):
             c["layer_types"] = ["sliding_attention" if c.get("use_sliding_window") and c.get("sliding_window")
                                 and i >= c["max_window_layers"] else "full_attention"
@@ -135,7 +146,7 @@ def build(config: dict, *, seq_len: int, task: str) -> object:
             v = b.add(f"{a}.v_slice", "Slice", {"dim": -1, "start": (heads + kvh) * hd, "end": (heads + 2 * kvh) * hd},
                       [qkv], scope=asc)
         else:
-            qb = bias or mt == "qwen2"
+            qb = bias or mt == "qwen2" or (mt == "qwen2_moe" and bool(c.get("qkv_bias", True)))
             q = b.add(f"{a}.q_proj", "Linear", {"out_features": heads * hd, "bias": qb}, [y], scope=f"{asc}/{a}.q_proj")
             k = b.add(f"{a}.k_proj", "Linear", {"out_features": kvh * hd, "bias": qb}, [y], scope=f"{asc}/{a}.k_proj")
             v = b.add(f"{a}.v_proj", "Linear", {"out_features": kvh * hd, "bias": qb}, [y], scope=f"{asc}/{a}.v_proj")
@@ -170,7 +181,7 @@ def build(config: dict, *, seq_len: int, task: str) -> object:
         resid = x
         nname = "pre_feedforward_layernorm" if mt == "gemma2" else "post_attention_layernorm"
         y = b.add(f"{p}.{nname}", "RMSNorm", rms, [x], scope=f"{sc}/{p}.{nname}")
-        y = _mlp(b, f"{p}.mlp", f"{sc}/{p}.mlp", y, c)
+        y = _moe(b, f"{p}.mlp", f"{sc}/{p}.mlp", y, c, i) if _sparse(c, i) else _mlp(b, f"{p}.mlp", f"{sc}/{p}.mlp", y, c)
         if mt == "gemma2":
             y = b.add(f"{p}.post_feedforward_layernorm", "RMSNorm", rms, [y],
                       scope=f"{sc}/{p}.post_feedforward_layernorm")
@@ -221,6 +232,30 @@ def _mlp(b, p, sc, y, c):
         u = b.add(f"{p}.up_proj", "Linear", {"out_features": inter, "bias": mb}, [y], scope=f"{sc}/{p}.up_proj")
         m = b.add(f"{p}.mul", "Multiply", {}, [g, u], scope=sc)
     return b.add(f"{p}.down_proj", "Linear", {"out_features": h, "bias": mb}, [m], scope=f"{sc}/{p}.down_proj")
+
+
+def _sparse(c, i: int) -> bool:
+    """Whether decoder layer i's MLP is a sparse MoE block (Qwen2-MoE: every decoder_sparse_step-th
+    layer not in mlp_only_layers)."""
+    if c["model_type"] == "mixtral":
+        return True
+    if c["model_type"] == "qwen2_moe":
+        return (i not in (c.get("mlp_only_layers") or []) and c["num_experts"] > 0
+                and (i + 1) % c["decoder_sparse_step"] == 0)
+    return False
+
+
+def _moe(b, p, sc, y, c, i):
+    """MixtralSparseMoeBlock / Qwen2MoeSparseMoeBlock as transformers 5 runs them inside a
+    PreTrainedModel (grouped_mm experts, balanced routing)."""
+    if c["model_type"] == "mixtral":
+        props = {"num_experts": c["num_local_experts"], "top_k": c["num_experts_per_tok"],
+                 "intermediate_size": c["intermediate_size"], "norm_topk_prob": True}
+    else:
+        props = {"num_experts": c["num_experts"], "top_k": c["num_experts_per_tok"],
+                 "intermediate_size": c["moe_intermediate_size"], "norm_topk_prob": bool(c["norm_topk_prob"]),
+                 "shared_expert_intermediate_size": c["shared_expert_intermediate_size"]}
+    return b.add(p, "SparseMoE", dict(props, impl="grouped_mm"), [y], scope=sc)
 
 
 def _eager_attention(b, a, asc, q, k, v, mask, n_rep, c):
