@@ -177,8 +177,8 @@ def test_moe_configs_build_sparse_blocks_measured(mt, extra, train_peak, infer_p
     """Mixtral / Qwen2-MoE decoder layers get a SparseMoE block (grouped_mm experts, as a
     PreTrainedModel runs them). Measured with the truth harness (method a) on transformers 5.24's
     MixtralForCausalLM / Qwen2MoeForCausalLM (hidden 64, 2 layers, 4 heads, 2 kv heads, vocab 1000,
-    64 tokens, batch 2, CPU): Adam training exact; inference 512 B / 4,608 B under (the router's
-    top-k scratch at the first MoE block)."""
+    64 tokens, batch 2, CPU): Adam training exact; inference 512 B / 4,608 B under (not traced
+    yet; within 0.3 %)."""
     import memdesigner
 
     cfg = dict(model_type=mt, vocab_size=1000, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
