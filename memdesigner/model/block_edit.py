@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 
 from memdesigner.model.analysis import analyze
+from memdesigner.model.block_fold import _free
 from memdesigner.model.blocks import BIN, BLOCK, BOUT, BlockDef, expand, new_definition, unique_name
 from memdesigner.model.design import Design, Edge, Node
 
@@ -75,15 +76,6 @@ def group_nodes(design: Design, ids, name: str = "block") -> str:
     design.edges = edges
     design._emit("reset", None)
     return inst_id
-
-
-def _free(design: Design, base: str) -> str:
-    if base not in design.nodes:
-        return base
-    i = 2
-    while f"{base}_{i}" in design.nodes:
-        i += 1
-    return f"{base}_{i}"
 
 
 def ungroup(design: Design, inst_id: str) -> list[str]:

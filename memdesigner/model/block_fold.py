@@ -282,6 +282,7 @@ def _fill_port_shapes(g: Design, an, ext0: list) -> None:
 
 
 def _free(design: Design, base: str) -> str:
+    """``base``, or ``base_2``, ``base_3`` ... : the first id the design does not use yet."""
     if base not in design.nodes:
         return base
     i = 2
