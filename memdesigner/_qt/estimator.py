@@ -17,18 +17,13 @@ from memdesigner.engine.devices import Device
 from memdesigner.engine.estimate import estimate, peak_for_batch
 from memdesigner.engine.settings import Settings
 from memdesigner.model.analysis import Analysis, analyze
-from memdesigner.model.design import Design, Node
+from memdesigner.model.design import Design
 
 
 def snapshot(design: Design) -> Design:
     """A detached copy for the worker. Much cheaper than Design.copy() (no JSON round trip and
     schema validation), which matters: it runs on the UI thread for every edit."""
-    d = Design(design.name, design.channels_last)
-    d.settings = dict(design.settings)
-    d.nodes = {nid: Node(n.id, n.type, n.name, dict(n.props), n.pos, n.bits, scope=n.scope, keep_until=n.keep_until,
-                         tied=dict(n.tied), fused=n.fused, layout=n.layout, output=n.output, trainable=n.trainable)
-               for nid, n in design.nodes.items()}
-    d.edges = list(design.edges)
+    d = design.detached_copy()
     if design.blocks:  # block definitions: copied too (the worker must not see later edits)
         from memdesigner.model.blocks import BlockDef
 

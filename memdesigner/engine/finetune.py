@@ -160,13 +160,7 @@ def prepare(design: Design, settings, analysis: Analysis | None = None) -> tuple
 
 def _copy(design: Design) -> Design:
     """A detached copy (no JSON round trip: this runs for every estimate)."""
-    d = Design(design.name, design.channels_last)
-    d.settings = dict(design.settings)
-    d.nodes = {nid: Node(n.id, n.type, n.name, dict(n.props), n.pos, n.bits, scope=n.scope, keep_until=n.keep_until,
-                         tied=dict(n.tied), fused=n.fused, layout=n.layout, output=n.output, trainable=n.trainable)
-               for nid, n in design.nodes.items()}
-    d.edges = list(design.edges)
-    return d
+    return design.detached_copy()
 
 
 def _new_node(new: list, kind: str, nid: str, path: str, sub: str, props: dict, base: Node, own_call: bool) -> str:

@@ -300,6 +300,18 @@ class Design:
             raise ValueError(f"{stuck}: the graph has a cycle through this node")
         return order
 
+    def detached_copy(self) -> Design:
+        """Nodes, edges and settings copied (no JSON round trip, no schema check): for the engine's
+        transforms and the window's worker snapshot, which run on every estimate or edit."""
+        d = Design(self.name, self.channels_last)
+        d.settings = dict(self.settings)
+        d.nodes = {nid: Node(n.id, n.type, n.name, dict(n.props), n.pos, n.bits, scope=n.scope,
+                             keep_until=n.keep_until, tied=dict(n.tied), fused=n.fused, layout=n.layout,
+                             output=n.output, trainable=n.trainable)
+                   for nid, n in self.nodes.items()}
+        d.edges = list(self.edges)
+        return d
+
     def copy(self) -> Design:
         from memdesigner.io.design_file import design_from_dict, design_to_dict
 
