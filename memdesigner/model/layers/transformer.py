@@ -53,8 +53,13 @@ def _rms_mem(m):
         kept_normed = normed if din == FLOAT32 else T(n, din, "normed.to(input dtype)")
     out = T(n, out_dt, "output")
     if m.records:
-        saved = [x32, rs, kept_normed]
-        temps = [t for t in pre + ([normed] if kept_normed is not normed else []) if t not in saved]
+        # autograd saves only what the gradients it needs use: x * rsqrt keeps x and the rsqrt for
+        # x's gradient; weight * normed keeps normed for the weight's (a frozen weight: LoRA, frozen
+        # layers) and the weight itself for x's
+        w_rg = any(p.requires_grad for p in m.params)
+        x_rg = bool(m.in_rg and m.in_rg[0])
+        saved = ([x32, rs] if x_rg else []) + ([kept_normed] if w_rg else [])
+        temps = [t for t in pre + ([normed] if kept_normed is not normed or not w_rg else []) if t not in saved]
         return OpMem(outputs=[out], out_dtypes=[out_dt], saved=saved, temps=temps, grad_in=["new"],
                      bwd_temps=[T(2 * n, FLOAT32, "the normalised gradient and its product with x")]
                      + ([] if isinstance(x32, In) or m.props["variant"] == "torch"
