@@ -375,3 +375,35 @@ def test_an_unused_first_output_bound_to_a_name_lives_until_return_measured():
     m, shape = hm.seq2seq_gru()
     est = memdesigner.estimate(from_module(m, shape), backend="cpu", batch=8, mode="inference")
     assert est.peak_bytes == truth["peak_overall"] == 4_415_296
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["plain", "causal"])
+def test_sdpa_dropout_under_cpu_autocast_computes_in_float32_measured(causal):
+    """Under CPU autocast (bf16) SDPA with dropout runs its math path, which upcasts q, k, v to
+    float32 (``query.to(at::kFloat)``): scores, probabilities, noise and dropped probabilities are
+    fp32, k and v's fp32 casts are what bmm keeps, the result is cast back to bf16 (the design is
+    the module's graph with a ScaledDotProductAttention node, dropout 0.1, as import hf builds GPT-2
+    and BERT)."""
+    make = lambda: DropoutAttention(p=0.1, causal=causal)  # noqa: E731
+    meas, s = _measured(make, (16, 32), {**TRAIN_SGD, "amp": True})
+    from memdesigner.model.design import Design
+
+    d = Design("sdpa_dropout_amp")
+    d.add_node("Input", {"shape": (16, 32)}, id="x")
+    d.add_node("Linear", {"out_features": 96}, id="qkv")
+    d.add_node("Reshape", {"shape": (16, 3, 4, 8)}, id="view")
+    d.add_node("Permute", {"dims": (0, 2, 3, 1, 4)}, id="permute")
+    d.add_edge("x", "qkv")
+    d.add_edge("qkv", "view")
+    d.add_edge("view", "permute")
+    d.add_node("ScaledDotProductAttention", {"kernel": "fused", "causal": causal, "dropout": 0.1}, id="sdpa")
+    for i in range(3):  # unbind(0): q, k, v are views
+        d.add_node("Select", {"dim": 1, "index": i}, id=f"sel{i}")
+        d.add_edge("permute", f"sel{i}")
+        d.add_edge(f"sel{i}", "sdpa", 0, i)
+    d.add_node("Transpose", {"dim0": 1, "dim1": 2}, id="t")
+    d.add_node("Reshape", {"shape": (16, 32)}, id="out")
+    d.add_edge("sdpa", "t")
+    d.add_edge("t", "out")
+    rep = memdesigner.estimate(d, s)
+    assert not rep.issues and rep.peak_bytes == meas

@@ -165,9 +165,16 @@ def _sdpa_math_dropout(m):
     b, h, n, d = m.in_shapes[0]
     s = m.in_shapes[1][2]
     dv = m.in_shapes[2][3]
-    dt = m.amp or m.float_in
+    out_dt = m.amp or m.float_in
+    # the math path computes reduced-precision q, k, v in float32 (query.to(at::kFloat) in
+    # _scaled_dot_product_attention_math) and casts the result back: under CPU autocast (bf16)
+    # every intermediate is fp32, the casts of k and v are what bmm keeps
+    up = out_dt in ("bfloat16", "float16")
+    dt = "float32" if up else out_dt
     q, k, v, sc = b * h * n * d, b * h * s * d, b * h * s * dv, b * h * n * s
     temps = [T(k, dt, "k^T * sqrt(scale)"), T(sc, dt, "scores")]
+    if up:
+        temps = [T(q, dt, "q.to(float32)")] + temps
     saved = [T(sc, dt, "softmax(scores)"), T(sc, dt, "dropout noise"), T(sc, dt, "dropped probabilities")]
     if m.props["causal"]:
         temps.append(T(n * s, dt, "causal mask (float)"))
@@ -176,9 +183,13 @@ def _sdpa_math_dropout(m):
     else:
         temps.append(T(q, dt, "q * sqrt(scale)"))
         saved.append(T(q, dt, "q * sqrt(scale), contiguous for bmm"))
-    saved.append(In(1) if m.viewable(1, (b * h, s, d)) else T(k, dt, "k^T, contiguous for bmm"))
-    saved.append(In(2) if m.viewable(2, (b * h, s, dv)) else T(v, dt, "v, contiguous for bmm"))
-    return OpMem(outputs=[T(b * h * n * dv, dt, "output")], out_dtypes=[dt], temps=temps, saved=saved,
+    if up:
+        saved += [T(k, dt, "k.to(float32)"), T(v, dt, "v.to(float32)")]
+        temps.append(T(b * h * n * dv, dt, "float32 output before the cast back"))
+    else:
+        saved.append(In(1) if m.viewable(1, (b * h, s, d)) else T(k, dt, "k^T, contiguous for bmm"))
+        saved.append(In(2) if m.viewable(2, (b * h, s, dv)) else T(v, dt, "v, contiguous for bmm"))
+    return OpMem(outputs=[T(b * h * n * dv, out_dt, "output")], out_dtypes=[out_dt], temps=temps, saved=saved,
                  grad_in=["new"] * 3, bwd_temps=[T(sc, dt, "score gradients")] * 2)
 
 
