@@ -383,3 +383,40 @@ def test_torch_import_folds_a_stage_after_its_first_block(monkeypatch):
     assert [(n.name, n.scope) for n in ex.nodes.values()] == [(n.name, n.scope) for n in flat.nodes.values()]
     for kw in MODES:
         assert numbers(md.estimate(folded, batch=2, **kw)) == numbers(md.estimate(flat, batch=2, **kw))
+
+
+def test_children_alike_in_structure_but_not_in_shapes_stay_flat():
+    """SqueezeNet's features.3 and features.4 are Fire modules with the same layers and props but
+    other input channels (64 vs 128): one definition cannot be both, so they are not folded (they
+    were, and the imported design lost 1,233,704 of its 1,235,496 parameters)."""
+    torch = pytest.importorskip("torch")
+    from torch import nn
+
+    import memdesigner
+    from memdesigner.importers.torch_fx import from_module
+
+    class Fire(nn.Module):
+        def __init__(self, cin):
+            super().__init__()
+            self.squeeze = nn.Conv2d(cin, 8, 1)
+            self.expand = nn.Conv2d(8, 16, 3, padding=1)
+
+        def forward(self, x):
+            return torch.relu(self.expand(torch.relu(self.squeeze(x))))
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.features = nn.Sequential(nn.Conv2d(3, 4, 3), Fire(4), Fire(16), Fire(16))
+            self.head = nn.Conv2d(16, 2, 1)
+
+        def forward(self, x):
+            return self.head(self.features(x))
+
+    m = Net()
+    d = from_module(m, (3, 16, 16))
+    rep = memdesigner.estimate(d, backend="cpu")
+    assert not rep.issues
+    assert rep.params == sum(p.numel() for p in m.parameters())
+    # the two Fire(16) children are alike in shapes too: they still fold into one definition x 2
+    assert [n.props["repeat"] for n in d.nodes.values() if n.type == "Block"] == [2]

@@ -125,6 +125,22 @@ def fold(design: Design) -> Design:
         w = where.get(e.dst)
         if w is not None:
             reads.setdefault(("child", w[:2]), set()).add(e.src)
+    from memdesigner.model.analysis import analyze
+
+    an = analyze(design)
+
+    def shapes(child) -> tuple:
+        """What every node of a child reads and makes: children alike in structure but not in
+        shapes (SqueezeNet's Fire modules, whose convolutions take other channel counts) are not
+        repetitions of one definition."""
+        sig = []
+        for nid in child.ids:
+            info = an.nodes.get(nid)
+            srcs = tuple((an.nodes[e.src].outputs[e.src_port] if e.src in an.nodes and e.src_port
+                          < len(an.nodes[e.src].outputs) else None) for e in ins.get(nid, ()))
+            sig.append((tuple(info.outputs) if info is not None else None, srcs))
+        return tuple(sig)
+
     runs = []
     for prefix, by_k in groups.items():
         children = []
@@ -140,6 +156,7 @@ def fold(design: Design) -> Design:
             while (j + 1 < len(children) and children[i] is not None and children[i].sig is not None
                    and children[j + 1] is not None and children[j + 1].k == children[j].k + 1
                    and children[j + 1].sig == children[i].sig
+                   and shapes(children[j + 1]) == shapes(children[i])
                    and index[children[j + 1].ids[0]] == index[children[j].ids[-1]] + 1):
                 j += 1
             if j > i:
@@ -150,9 +167,6 @@ def fold(design: Design) -> Design:
                     continue
             i += 1
     if runs:
-        from memdesigner.model.analysis import analyze
-
-        an = analyze(design)
         for run in runs:
             _apply(design, run, an, where, reads)
     return design
