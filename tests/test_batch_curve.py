@@ -5,8 +5,9 @@ from pathlib import Path
 import pytest
 
 import memdesigner
-from memdesigner.engine.batch_curve import _bisect, batch_curve
+from memdesigner.engine.batch_curve import batch_curve
 from memdesigner.engine.devices import get_device
+from memdesigner.engine.search import largest_fitting
 from memdesigner.engine.settings import Settings
 from memdesigner.engine.simulate import Simulation
 from memdesigner.model.analysis import analyze
@@ -30,7 +31,7 @@ def test_largest_batch_equals_a_full_search(name, kw, dev_id):
     curve = batch_curve(design, s, dev)
     best = curve.largest_batch(dev.memory_bytes)
     # the reference: doubling + bisection over exact simulations
-    assert best == _bisect(lambda b: curve.device_peak(b) <= dev.memory_bytes, 1 << 24)
+    assert best == largest_fitting(lambda b: curve.device_peak(b) <= dev.memory_bytes, 1, 1 << 24)
     assert best > 0
     assert curve.device_peak(best) <= dev.memory_bytes < curve.device_peak(best + 1)
 
@@ -79,3 +80,18 @@ def test_an_empty_design_has_a_flat_curve():
 
     curve = batch_curve(Design("empty"), Settings(mode="inference"), get_device("t4"))
     assert curve.raw_peak(64) == 0 and curve.device_peak_bounds(64)[0] == get_device("t4").runtime_overhead_bytes
+
+
+@pytest.mark.parametrize("last,lo,limit,want", [(5, 1, 100, 5), (6, 1, 6, 6), (7, 1, 6, 6), (0, 1, 100, 0),
+                                                (9, 4, 1000, 9), (3, 4, 1000, 3)])
+def test_largest_fitting_searches_up_to_the_limit_itself(last, lo, limit, want):
+    """Doubling then bisection: the answer is exact right up to the limit (1, 2, 4 fit and 8 is
+    past a limit of 6: 5 and 6 are still tried), and lo - 1 when nothing fits."""
+    calls = []
+
+    def fits(n):
+        calls.append(n)
+        return n <= last
+
+    assert largest_fitting(fits, lo, limit) == want
+    assert len(calls) <= 2 * limit.bit_length() + 2

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from memdesigner.engine.devices import Device
+from memdesigner.engine.search import largest_fitting
 from memdesigner.engine.settings import Settings
 from memdesigner.engine.simulate import Simulation
 from memdesigner.model.analysis import Analysis, analyze
@@ -95,7 +96,7 @@ class BatchCurve:
 
         cap = SEARCH_LIMIT if limit is None else limit
         if self.lines is None:
-            return _bisect(fits, cap)
+            return largest_fitting(fits, 1, cap)
         budget = capacity - self._overhead
         hi = self._largest_under(budget, slack=False)
         lo = self._largest_under(budget, slack=True)
@@ -114,23 +115,6 @@ class BatchCurve:
             else:
                 hi = mid - 1
         return lo
-
-
-def _bisect(fits, limit: int) -> int:
-    if not fits(1):
-        return 0
-    lo, hi = 1, 2
-    while hi <= limit and fits(hi):
-        lo, hi = hi, hi * 2
-    if hi > limit:
-        return lo
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if fits(mid):
-            lo = mid
-        else:
-            hi = mid
-    return lo
 
 
 def batch_curve(design: Design, settings: Settings, device: Device | None = None,

@@ -21,6 +21,7 @@ from dataclasses import replace
 
 from memdesigner.engine.devices import Device
 from memdesigner.engine.report import Report
+from memdesigner.engine.search import largest_fitting
 from memdesigner.engine.settings import Settings
 from memdesigner.engine.simulate import CATS, A, Event, Simulation
 from memdesigner.model.analysis import analyze
@@ -299,29 +300,10 @@ def generate_sweep(design: Design, settings: Settings, dev: Device | None, is_st
     return batches, peaks, best
 
 
-def _largest(fits, lo: int, limit: int) -> int:
-    """The largest n in [lo, limit] with fits(n) (fits is monotone); lo - 1 when none does."""
-    if not fits(lo):
-        return lo - 1
-    hi = lo
-    while hi < limit and fits(min(limit, hi * 2)):
-        hi = min(limit, hi * 2)
-    if hi == limit:
-        return hi
-    bad = min(limit, hi * 2)
-    while bad - hi > 1:
-        mid = (hi + bad) // 2
-        if fits(mid):
-            hi = mid
-        else:
-            bad = mid
-    return hi
-
-
 def largest_generate_batch(design: Design, settings: Settings, dev: Device, limit: int = 1 << 30) -> int:
     """The most concurrent sequences (batch) whose generation fits the device (exact: a search
     over whole generate estimates; 0 when one sequence does not fit)."""
-    return _largest(lambda b: generate_peak(design, settings.with_(batch=b), dev) <= dev.memory_bytes, 1, limit)
+    return largest_fitting(lambda b: generate_peak(design, settings.with_(batch=b), dev) <= dev.memory_bytes, 1, limit)
 
 
 def longest_context(design: Design, settings: Settings, dev: Device, limit: int = 1 << 20) -> int:
@@ -336,7 +318,7 @@ def longest_context(design: Design, settings: Settings, dev: Device, limit: int 
         except GenerateError:  # e.g. past the model's positions
             return False
 
-    best = _largest(fits, 1, limit)
+    best = largest_fitting(fits, 1, limit)
     return best + settings.new_tokens if best > 0 else 0
 
 

@@ -1,0 +1,23 @@
+"""The one search over a monotone "does it fit" predicate (largest batch, longest context)."""
+
+from __future__ import annotations
+
+
+def largest_fitting(fits, lo: int, limit: int) -> int:
+    """The largest n in [lo, limit] with fits(n) (fits is monotone); lo - 1 when none does.
+    Doubling, then bisection: O(log n) calls of ``fits``."""
+    if not fits(lo):
+        return lo - 1
+    hi = lo
+    while hi < limit and fits(min(limit, hi * 2)):
+        hi = min(limit, hi * 2)
+    if hi == limit:
+        return hi
+    bad = min(limit, hi * 2)
+    while bad - hi > 1:
+        mid = (hi + bad) // 2
+        if fits(mid):
+            hi = mid
+        else:
+            bad = mid
+    return hi
