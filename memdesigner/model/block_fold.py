@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-from memdesigner.model.blocks import BIN, BLOCK, BOUT, BlockDef, unique_name
+from memdesigner.model.blocks import BIN, BLOCK, BOUT, BlockDef, first_free, unique_name
 from memdesigner.model.design import Design, Edge, Node
 
 _CHILD = re.compile(r"^(.+)\.(\d+)$")
@@ -296,10 +296,5 @@ def _fill_port_shapes(g: Design, an, ext0: list) -> None:
 
 
 def _free(design: Design, base: str) -> str:
-    """``base``, or ``base_2``, ``base_3`` ... : the first id the design does not use yet."""
-    if base not in design.nodes:
-        return base
-    i = 2
-    while f"{base}_{i}" in design.nodes:
-        i += 1
-    return f"{base}_{i}"
+    """A node id the design does not use yet."""
+    return first_free(design.nodes, base)

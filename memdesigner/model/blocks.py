@@ -61,13 +61,19 @@ def new_definition(design: Design, name: str, stack: bool = False) -> BlockDef:
     return bd
 
 
-def unique_name(design: Design, base: str) -> str:
-    if base not in design.blocks:
+def first_free(taken, base: str) -> str:
+    """``base``, or ``base_2``, ``base_3`` ... : the first name not in ``taken``."""
+    if base not in taken:
         return base
     i = 2
-    while f"{base}_{i}" in design.blocks:
+    while f"{base}_{i}" in taken:
         i += 1
     return f"{base}_{i}"
+
+
+def unique_name(design: Design, base: str) -> str:
+    """A definition name the design does not use yet."""
+    return first_free(design.blocks, base)
 
 
 # -- expansion ----------------------------------------------------------------------------------
