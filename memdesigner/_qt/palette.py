@@ -58,6 +58,8 @@ class PaletteWidget(QWidget):
             group.setFont(0, f)
             self.tree.addTopLevelItem(group)
             for lt in types:
+                if not lt.in_palette:
+                    continue
                 it = QTreeWidgetItem([lt.name])
                 it.setData(0, Qt.UserRole, lt.name)
                 it.setIcon(0, family_icon(fam))

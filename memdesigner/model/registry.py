@@ -248,6 +248,9 @@ class LayerType:
     # nn.Module classes named in torch_ops that the PyTorch importer keeps whole: (module) -> props
     from_torch: Callable | None = None
     no_import: str = ""  # why no importer maps onto this type (torch_ops / onnx_ops / aliases empty)
+    # offered in the palette; False for types the program places itself (block ports and instances,
+    # which Group into block makes; LoRA casts and QLoRA weights, which the estimate inserts)
+    in_palette: bool = True
 
     def prop(self, name: str) -> Prop:
         for p in self.props:

@@ -178,3 +178,14 @@ def test_devices_listed_in_one_unit(capsys, window):
     labels = [combo.itemText(i) for i in range(1, combo.count())]
     assert labels and all(lbl.endswith(" GiB") for lbl in labels)
     assert "Small GPU 1 GiB — 1.0 GiB" in labels
+
+
+def test_palette_offers_only_types_a_user_places(window):
+    """Block ports and instances come from Group into block, LoRA casts and QLoRA weights from the
+    estimate: a newcomer dragging them in would get a broken node, so the palette leaves them out
+    (the registration says so)."""
+    pal = window.palette
+    hidden = {lt.name for lt in registry.all_types() if not lt.in_palette}
+    assert hidden == {"Block", "BlockInput", "BlockOutput", "ToDtype", "QuantLinear"}
+    assert not hidden & set(pal.items)
+    assert {"Linear", "RMSNorm", "SparseMoE", "KVCache"} <= set(pal.items)

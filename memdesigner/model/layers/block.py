@@ -31,6 +31,7 @@ Block = register(LayerType(
     min_inputs=0, max_inputs=None, shape=_unresolved,
     search_words=("group", "subgraph", "stack", "layers"),
     keeps_for_backward="what its expanded layers keep (the engine runs the expansion)",
+    in_palette=False,
     no_import="made by Group into block, or by the importers folding repeated children (model/block_fold.py)",
 ))
 
@@ -53,6 +54,7 @@ BlockInput = register(LayerType(
     ),
     min_inputs=0, max_inputs=0, shape=_input_shape, memory=_input_mem,
     keeps_for_backward="nothing (a port: the instance's input itself)",
+    in_palette=False,
     no_import="made by Group into block, or by the importers folding repeated children (model/block_fold.py)",
 ))
 
@@ -61,5 +63,6 @@ BlockOutput = register(LayerType(
     doc="An output port of a block definition; the definition's j-th BlockOutput is the instance's output j.",
     min_inputs=1, max_inputs=1, shape=_pass, memory=_pass_mem,
     keeps_for_backward="nothing (a port: a view of the value it passes out)",
+    in_palette=False,
     no_import="made by Group into block, or by the importers folding repeated children (model/block_fold.py)",
 ))

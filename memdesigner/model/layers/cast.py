@@ -28,6 +28,7 @@ ToDtype = register(LayerType(
     shape=lambda c: [c.inputs[0]], memory=_cast_mem, flops=lambda c, o: 0,
     search_words=("cast", "dtype", "to", "float", "half", "bfloat16"),
     keeps_for_backward="nothing",
+    in_palette=False,
     no_import="peft's cast of a LoRA adapter's input, inserted at estimate time (--lora, engine/finetune.py)",
     no_torch_export="peft's cast of a LoRA adapter's input, inserted at estimate time (--lora, engine/finetune.py)",
 ))

@@ -70,6 +70,7 @@ QuantLinear = register(LayerType(
     shape=_shape, params=_params, flops=_flops, memory=_mem,
     search_words=("qlora", "bitsandbytes", "nf4", "int8", "quantized", "4bit", "8bit"),
     keeps_for_backward="nothing (the packed weight only)",
+    in_palette=False,
     no_import="a QLoRA base weight, inserted at estimate time (--base-bits, engine/finetune.py); export the unquantised design and quantise with bitsandbytes",
     no_torch_export="a QLoRA base weight, inserted at estimate time (--base-bits, engine/finetune.py); export the unquantised design and quantise with bitsandbytes",
 ))
