@@ -402,6 +402,7 @@ class Simulation:
         seg_live: dict[int, list] = {}  # segment -> [(node, bytes its forward held above that)]
         layer_saved: dict[int, dict] = {}  # checkpoint_layers: segment -> {value its ops save: first saver}
         new_out: dict[tuple, int] = {}  # checkpoint_layers: bytes of each new output
+        alias_of: dict[tuple, tuple] = {}  # checkpoint_layers: a view/no-op output -> the value it shares
         settings_key = (dtype, train, s.backend, amp, batch)
 
         fused_inner = None
@@ -491,6 +492,8 @@ class Simulation:
                     src_sid = val_sid[keys[o.i]]
                     mem.incref(src_sid)
                     out_sids.append(src_sid)
+                    if segments:
+                        alias_of[(nid, j)] = alias_of.get(keys[o.i], keys[o.i])
             extra_sids = {}
             kept = 0
             for t in op.saved:
@@ -500,7 +503,15 @@ class Simulation:
             mem.event("forward", nid, node.name)
             if ckpt:  # the segment's intermediates at this op: its recomputation makes them again
                 si_ = seg_of[nid]
-                seg_live.setdefault(si_, []).append((nid, mem.cur - seg_base[si_]))
+                live_ = mem.cur - seg_base[si_]
+                if s.checkpoint_layers:
+                    # a value an earlier op of the rerun saved and that is still alive here is
+                    # one storage, counted once (the rerun's kept bytes already hold it)
+                    for key in layer_saved.get(si_, ()):
+                        sid_ = val_sid.get(key)
+                        if sid_ is not None and key in new_out and seg_of.get(key[0]) == si_ and mem.rc[sid_] > 0:
+                            live_ -= new_out[key]
+                seg_live.setdefault(si_, []).append((nid, live_))
             for sid in tmp_sids:
                 mem.decref(sid)
             own = carried.pop(nid, []) if op.releases_carried else []
@@ -582,6 +593,12 @@ class Simulation:
                 val_rg[key] = (records or nid == input_grads_at) and val_dtype[key] in FLOATS
                 mem.incref(sid, refs)
                 mem.decref(sid)  # drop the op's own reference
+            if nid == input_grads_at and out_sids and not records:
+                # requires_grad_() made the frozen embedding's output a leaf: its AccumulateGrad
+                # node holds it for as long as the graph lives (until the loss is dropped, after
+                # the step). An output that already had a grad_fn is no leaf: nothing holds it.
+                mem.incref(out_sids[0])
+                held_outputs.append(out_sids[0])
             for k in keys:
                 mem.decref(val_sid[k])
             for sid in local_release.pop(nid, ()):
@@ -604,12 +621,14 @@ class Simulation:
                     # as it would in a no-grad forward
                     # a recomputed value dies with the backward of its earliest saver in forward
                     # order (the last of its savers to run backward): its block goes there
+                    # a value saved through a view or a no-op cast (peft's x.to(lora_A.dtype) in
+                    # fp32) keeps the storage it shares: the saver keeps that value alive
                     ss = layer_saved.setdefault(seg_of[nid], {})
                     for t in op.saved:
                         if isinstance(t, In):
-                            ss.setdefault(keys[t.i], nid)
+                            ss.setdefault(alias_of.get(keys[t.i], keys[t.i]), nid)
                         elif isinstance(t, Out):
-                            ss.setdefault((nid, t.j), nid)
+                            ss.setdefault(alias_of.get((nid, t.j), (nid, t.j)), nid)
                     for j, o in enumerate(op.outputs):
                         if isinstance(o, T):
                             new_out[(nid, j)] = 0 if hidden else _nbytes(o)
@@ -831,9 +850,12 @@ class Simulation:
                     mem.decref(old)
                     mem.decref(g)
                     grads[k] = summed
-        for g in grads.values():
+        for k, g in grads.items():
             if g is not None:
-                mem.decref(g)
+                if k == (input_grads_at, 0) and input_grads_at not in grad_mode:
+                    held_outputs.append(g)  # that leaf's .grad: it lives as long as the leaf
+                else:
+                    mem.decref(g)
         for sv in saved_of.values():
             _release(mem, sv)
         if fs is not None:  # the root's final callback runs inside backward(): ones_like(loss) is alive
