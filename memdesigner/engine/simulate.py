@@ -18,7 +18,7 @@ from typing import NamedTuple
 from memdesigner.engine import distributed, fsdp, optim_state
 from memdesigner.engine.settings import Settings
 from memdesigner.model.analysis import Analysis
-from memdesigner.model.design import Design
+from memdesigner.model.design import GC_HELD, Design
 from memdesigner.model.layout import contiguous_strides, dense_like
 from memdesigner.model.oprules import In, MemCtx, OpMem, Out, Param, T
 from memdesigner.units import DTYPE_BYTES
@@ -200,6 +200,7 @@ class Simulation:
         self.rows: dict[str, dict] = {}
         self.recomputed: list[str] = []
         self.affine = True  # every size is a + b·batch (see OpMem.affine)
+        self.gc_holds = True  # outputs kept_until GC_HELD live to the end of the step
 
     def _new_mem(self) -> _Mem:
         """The live set; a subclass may log every allocation (memdesigner.snapshot.writer)."""
@@ -558,6 +559,15 @@ class Simulation:
                 for sid in extra_sids.values():
                     mem.decref(sid)
             ku = node.keep_until
+            if ku == GC_HELD:
+                # in a reference cycle: freed when Python's cyclic garbage collector runs, after
+                # the step as measured (Keras 3.15 models); without gc_holds, when the forward returns
+                if self.gc_holds and out_sids:
+                    mem.incref(out_sids[0])
+                    held_outputs.append(out_sids[0])
+                    ku = ""
+                else:
+                    ku = order[-1]
             if ku and out_sids and position.get(ku, -1) > position[nid]:
                 # a Python variable in the model's code still refers to this output; taken while
                 # the op still holds it, so an output nothing reads (``_, h = gru(x)``) stays too

@@ -42,7 +42,9 @@ although the nodes hold them channels-first (memdesigner/model/shown_layout.py).
 **Memory** follows Keras 3 on the PyTorch backend: nodes get ``impl = "keras_torch"`` (a separate
 bias add, layout copies around convolutions and pooling, Keras's BatchNormalization ops and RNN
 loop), and every Keras layer's output is held until the model's last op (``keep_until``): Keras's
-``Function._run_through_graph`` keeps them all in a dict until the forward pass returns.
+``Function._run_through_graph`` keeps them all in a dict until the forward pass returns. A merge
+layer's inputs live on to the end of the step (``keep_until = GC_HELD``): Keras leaves the list in
+a reference cycle that only Python's garbage collector frees.
 
 **Unknown layers** become Generic nodes (their output is counted, their inputs are assumed kept for
 backward) and add a line to ``design.import_warnings``. Their output shape is taken from the Keras 3
@@ -61,11 +63,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from memdesigner.model import registry
-from memdesigner.model.design import Design
+from memdesigner.model.design import GC_HELD, Design
 from memdesigner.model.registry import LayerError, ShapeCtx, TensorSpec
 from memdesigner.text import first_line, one_line
 
 DX, DY = 220.0, 150.0
+
+# Keras layers called on a list of tensors that keeps the list in a reference cycle (measured)
+MERGE_CLASSES = {"Add", "Subtract", "Multiply", "Average", "Maximum", "Minimum", "Concatenate", "Dot"}
 
 
 def keras_shape(shape, channels_last: bool = True) -> tuple:
@@ -222,6 +227,7 @@ class _Importer:
         self.channels_last = True
         self.k3_shapes: dict[tuple, list] = {}  # (layer, node_index, tensor_index) -> Keras shape
         self.keras_layers: dict[str, str] = {}  # Keras layer name -> the node that holds its output
+        self.gc_held: set[str] = set()  # nodes whose output a merge layer left in a reference cycle
         self.refs: dict[str, _Ref] = {}  # node id -> its output (whose .moved handlers may still set)
         self.current: str | None = None  # the layer being mapped, for errors
 
@@ -474,6 +480,8 @@ class _Importer:
                     ins = [produced[(s, n, t)] for (s, n, t, _) in refs]
                     if not ins:
                         self.fail("a call without input tensors", lname)
+                    if layer["class_name"] in MERGE_CLASSES:
+                        self.gc_held.update(r.node for r in ins)
                     outs = self.layer(layer, ins, lname if ci == 0 else f"{lname}_call{ci}",
                                       k3_out=self.k3_out_shape(lname, ci, 0))
                     for t, r in enumerate(outs):
@@ -991,6 +999,13 @@ class _Importer:
             node = self.d.nodes[nid]
             if nid != last and node.type != "Input":
                 node.keep_until = last
+        # A merge layer (Add, Concatenate, ...) leaves the list of its inputs in a reference cycle
+        # (measured on Keras 3.15's PyTorch backend): they outlive the forward until Python's
+        # cyclic garbage collector runs, which the estimate cannot know (engine: GC_HELD)
+        for nid in self.gc_held:
+            node = self.d.nodes[nid]
+            if nid != last and node.type != "Input":
+                node.keep_until = GC_HELD
 
     def record_layouts(self):
         """Where a node's output order differs from the design's rule (channels_last: image tensors

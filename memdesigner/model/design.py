@@ -16,6 +16,10 @@ from typing import Any
 from memdesigner.model import registry
 
 
+# Node.keep_until of an output a Python reference cycle holds (Keras's merge layers on the PyTorch
+# backend): freed only when the cyclic garbage collector runs
+GC_HELD = "*gc"
+
 @dataclass
 class Node:
     id: str
