@@ -15,7 +15,6 @@ from typing import Any
 
 from memdesigner.model import registry
 
-
 # Node.keep_until of an output a Python reference cycle holds (Keras's merge layers on the PyTorch
 # backend): freed only when the cyclic garbage collector runs
 GC_HELD = "*gc"
