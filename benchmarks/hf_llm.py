@@ -37,6 +37,7 @@ CONFIGS = {
     "mistral_window": dict(model_type="mistral", sliding_window=64, **_SMALL),
     "gemma": dict(model_type="gemma", head_dim=64, **_SMALL),
     "phi3": dict(model_type="phi3", pad_token_id=0, **_SMALL),
+    "phi3_partial_rope": dict(model_type="phi3", pad_token_id=0, partial_rotary_factor=0.75, **_SMALL),  # Phi-4-mini
     "gemma2": dict(model_type="gemma2", head_dim=64, sliding_window=64, **_SMALL),
 }
 # (config key, mode, optimizer, amp, batch)

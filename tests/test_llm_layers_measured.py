@@ -1,5 +1,6 @@
 """The LLM layer types against the truth harness's measurement of the Hugging Face modules
-(LlamaRMSNorm, GemmaRMSNorm, LlamaRotaryEmbedding + apply_rotary_pos_emb), stored in
+(LlamaRMSNorm, GemmaRMSNorm, LlamaRotaryEmbedding + apply_rotary_pos_emb, Phi-3's with a full and a
+3/4 partial rotary), stored in
 tests/fixtures/hf/layers_measured.json by benchmarks/hf_layers_measure.py: inference and SGD
 training, fp32 and bf16 autocast on the CPU, batch 4. Grouped-query attention, repeat_kv, masks
 and gated MLPs are measured inside whole models by benchmarks/hf_llm.py (tests/test_hf_llm_accuracy.py)."""
@@ -19,7 +20,11 @@ import memdesigner
 RESIDUAL = {"rmsnorm_llama/train-sgd-fp32": 512, "rmsnorm_gemma/train-sgd-fp32": 512,
             "rmsnorm_torch/train-sgd-fp32": 512, "rotary/inference-fp32": 256, "rotary/inference-amp": 256,
             "rmsnorm_llama/train-sgd-amp": 2, "rmsnorm_torch/train-sgd-amp": 2,
-            "rotary/train-sgd-fp32": 4096, "rotary/train-sgd-amp": 4096}
+            "rotary/train-sgd-fp32": 4096, "rotary/train-sgd-amp": 4096,
+            "rotary_phi3/inference-fp32": 256, "rotary_phi3/inference-amp": 256, "rotary_phi3/train-sgd-fp32": 4096,
+            "rotary_phi3/train-sgd-amp": 4094, "rotary_phi3_partial/inference-fp32": 256,
+            "rotary_phi3_partial/inference-amp": 256, "rotary_phi3_partial/train-sgd-fp32": 3072,
+            "rotary_phi3_partial/train-sgd-amp": 5122}
 FIX = json.loads((Path(__file__).resolve().parent / "fixtures" / "hf" / "layers_measured.json").read_text())["peaks"]
 
 

@@ -125,8 +125,9 @@ def build(config: dict, *, seq_len: int, task: str) -> object:
                     {"head_dim": int(hd * c.get("partial_rotary_factor", 1.0)), "theta": float(c["rope_theta"])},
                     [x], scope="model/model.rotary_emb", n_out=2)
     cos, sin = (cos_sin, 0), (cos_sin, 1)
-    if int(hd * c.get("partial_rotary_factor", 1.0)) != hd:
-        raise HfConfigError(f"partial_rotary_factor: {c['partial_rotary_factor']} (partial rotary) is not supported")
+    if int(hd * c.get("partial_rotary_factor", 1.0)) != hd and c.get("model_type") != "phi3":
+        raise HfConfigError(f"partial_rotary_factor: {c['partial_rotary_factor']} (partial rotary) is supported for "
+                            "phi3 only")
     bias = bool(c.get("attention_bias", False))
     for i in range(c["num_hidden_layers"]):
         p = f"model.layers.{i}"

@@ -155,8 +155,11 @@ def _apply_shape(c):
     x, cos, sin = (i.shape for i in c.inputs)
     if len(x) != 3:
         raise LayerError("inputs", f"expects (heads, tokens, head_dim) per sample, got {fmt(x)}")
-    if cos != x[1:] or sin != x[1:]:
+    if cos != sin or len(cos) != 2 or cos[0] != x[1] or not 2 <= cos[1] <= x[2]:
         raise LayerError("inputs", f"cos {fmt(cos)} / sin {fmt(sin)} do not match (tokens, head_dim) {fmt(x[1:])}")
+    if cos[1] < x[2] and not c["concat_pass"]:
+        raise LayerError("concat_pass", f"a partial rotary ({cos[1]} of {x[2]} dims) concatenates the pass-through "
+                         "part: set concat_pass")
     return [TensorSpec(x)]
 
 
@@ -169,19 +172,28 @@ def _apply_mem(m):
     from memdesigner.units import DTYPE_BYTES
 
     n = m.in_elems(0)
+    hd, rd = m.in_shapes[0][-1], m.in_shapes[1][-1]
+    r = n // hd * rd  # the rotated part x[..., :rotary_dim] (Phi-3's partial_rotary_factor < 1)
     dx = m.in_dtypes[0]
     do = _promote(dx, m.in_dtypes[1])
     ix, io = DTYPE_BYTES[dx], DTYPE_BYTES[do]
     out = T(n, do, "output")
-    moments = [n * io + n // 2 * ix + n * ix, n * io + n * ix + n * io, 3 * n * io]
+    moments = [r * io + r // 2 * ix + r * ix, r * io + r * ix + r * io, 3 * r * io]
     if m.props["concat_pass"]:  # Phi-3: cat([rotated, x[..., rotary_dim:]], -1) copies the sum
-        moments.append(2 * n * io)
+        moments.append(r * io + n * io)
     saved = [In(1), In(2)] if m.records else []
     mem = OpMem(outputs=[out], out_dtypes=[do], temps=[_lump(max(moments) - out.nbytes, "largest moment")],
                 saved=saved, grad_in=["new", None, None], elementwise=not m.props["concat_pass"])
     if m.records:
         # g * sin in the promoted dtype; rotate_half's slice gradients in x's dtype
         mem.bwd_temps = [T(n, do, "g * sin"), T(n, dx, "slice gradients of rotate_half")]
+        if r < n:
+            # partial rotary, two moments (measured): rotate_half's (g, g_rot * sin and the two
+            # r-sized slice gradients), then x's slice backwards (x-sized zero-filled gradients of
+            # the rotated and pass-through parts and their sum) once g is gone
+            a = n * io + r * io + 2 * r * ix
+            b = 3 * n * ix
+            mem.bwd_temps = [_lump(max(a, b) - n * io - n * ix, "rotate_half / slice backward's largest moment")]
     return mem
 
 
