@@ -26,7 +26,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from memdesigner._qt import block_nav, exports, graph_ops, hooks, recovery, snapshot_view
+from memdesigner._qt import block_nav, context_menus, exports, graph_ops, hooks, recovery, snapshot_view
 from memdesigner._qt.commands import AddNodeCmd, MoveNodesCmd
 from memdesigner._qt.estimator import EstimateService
 from memdesigner._qt.inspector import Inspector
@@ -265,6 +265,7 @@ class MainWindow(QMainWindow):
         tb.addActions([self.act_fit, self.act_layout])
         self.addToolBar(Qt.TopToolBarArea, tb)
         self.blocks_nav = block_nav.install(self)  # group/ungroup/open blocks, breadcrumb (_qt/block_nav.py)
+        self.canvas_menus = context_menus.install(self)  # right-click menus (_qt/context_menus.py)
         e.addSeparator()
         e.addActions(self.blocks_nav.actions)
         self.addToolBar(Qt.TopToolBarArea, self.settings_toolbar)
