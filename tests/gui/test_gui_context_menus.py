@@ -102,6 +102,9 @@ def test_edge_menu_deletes_the_connection(window, qtbot):
 
 
 def test_canvas_menu_adds_a_layer_at_the_pointer(window, qtbot):
+    from PySide6.QtWidgets import QApplication
+
+    QApplication.clipboard().setText("")  # an earlier test's copy
     load(window, qtbot, small_cnn())
     window.view.fit_all()
     vp = window.view.viewport()
