@@ -90,11 +90,12 @@ def test_number_fields_refuse_out_of_range_instead_of_changing_it(window, qtbot)
     row = window.inspector.fields["out_channels"]
     _type_into(qtbot, row.editor, "-5")
     assert window.design.nodes["conv"].props["out_channels"] == 16
-    assert row.error.text() == "Refused: -5 is below the minimum 1"
-    assert row.editor.value() == -5  # what was typed stays visible beside the reason
+    assert row.error_text == "Refused: -5 is below the minimum 1"
+    assert window.inspector.issue_label.text() == "<b>out channels</b> — Refused: -5 is below the minimum 1"
+    assert row.editor.value() == -5  # what was typed stays visible, marked, with the reason below
     _type_into(qtbot, row.editor, "24")
     assert window.design.nodes["conv"].props["out_channels"] == 24
-    assert not row.error.isVisibleTo(window.inspector)
+    assert row.error_text == "" and window.inspector.issue_label.isHidden()
 
 
 def test_float_field_refuses_the_same_way(window, qtbot):
@@ -106,7 +107,7 @@ def test_float_field_refuses_the_same_way(window, qtbot):
     row = window.inspector.fields["p"]
     _type_into(qtbot, row.editor, "-0.5")
     assert window.design.nodes["drop"].props["p"] == 0.5
-    assert row.error.text() == "Refused: -0.5 is below the minimum 0"
+    assert row.error_text == "Refused: -0.5 is below the minimum 0"
 
 
 def test_dropped_layer_is_calmly_not_connected_yet(window, qtbot):
@@ -189,3 +190,33 @@ def test_palette_offers_only_types_a_user_places(window):
     assert hidden == {"Block", "BlockInput", "BlockOutput", "ToDtype", "QuantLinear"}
     assert not hidden & set(pal.items)
     assert {"Linear", "RMSNorm", "SparseMoE", "KVCache"} <= set(pal.items)
+
+
+def test_inspector_does_not_jump_when_an_error_appears(window, qtbot):
+    """The reason for a refused value or a layer's error appears below the fields: every field
+    stays where it was, so the next click lands where the user aimed."""
+    load(window, qtbot, small_cnn())
+    window.select_node("conv")
+    ins = window.inspector
+    fields = ("out_channels", "kernel", "stride", "padding", "bias")
+
+    def where():
+        return {f: ins.fields[f].editor.mapTo(ins, ins.fields[f].editor.rect().topLeft()) for f in fields}
+
+    before = where()
+    _type_into(qtbot, ins.fields["out_channels"].editor, "-5")  # refused
+    assert ins.issue_label.isVisible() and "Refused" in ins.issue_label.text()
+    assert where() == before
+    _type_into(qtbot, ins.fields["out_channels"].editor, "16")
+    kernel = ins.fields["kernel"].editor
+    with qtbot.waitSignal(window.result_applied, timeout=5000):
+        kernel.setFocus()
+        kernel.selectAll()
+        qtbot.keyClicks(kernel, "64")  # taken, but larger than the 32x32 input: the layer's error
+        qtbot.keyClick(kernel, Qt.Key_Return)
+    assert window.design.nodes["conv"].props["kernel"] == 64
+    assert ins.issue_label.isVisible() and "Error" in ins.issue_label.text()
+    assert where() == before
+    banner = ins.issue_label.geometry()
+    last = ins.fields["bias"].editor
+    assert banner.top() >= last.mapTo(ins, last.rect().bottomLeft()).y() or ins.verticalScrollBar().maximum() > 0
