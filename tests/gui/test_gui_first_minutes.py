@@ -220,3 +220,36 @@ def test_inspector_does_not_jump_when_an_error_appears(window, qtbot):
     banner = ins.issue_label.geometry()
     last = ins.fields["bias"].editor
     assert banner.top() >= last.mapTo(ins, last.rect().bottomLeft()).y() or ins.verticalScrollBar().maximum() > 0
+
+
+def test_settings_bar_refuses_out_of_range_numbers_out_loud(window, qtbot):
+    """The settings bar's number fields refuse like the inspector's: "-5" in Batch is neither
+    dropped silently nor turned into 5; the batch stays and a note under the field says why."""
+    load(window, qtbot, small_cnn())
+    batch = window.settings_bar.batch
+    with qtbot.waitSignal(window.result_applied, timeout=5000):
+        _type_into(qtbot, batch, "4")
+    _type_into(qtbot, batch, "-5")
+    assert batch.value() == 4 and window.settings_bar.settings().batch == 4
+    assert batch.note.isVisible() and batch.note.text() == "Refused: -5 is below the minimum 1"
+    _type_into(qtbot, batch, "0")
+    assert batch.value() == 4 and batch.note.text() == "Refused: 0 is below the minimum 1"
+    with qtbot.waitSignal(window.result_applied, timeout=5000):
+        _type_into(qtbot, batch, "8")
+    assert window.result.report.settings["batch"] == 8 and not batch.note.isVisible()
+
+
+def test_settings_bar_float_and_generate_fields_refuse_the_same_way(window, qtbot):
+    from memdesigner._qt.number_fields import RefusingDoubleSpinBox
+
+    bar = window.settings_bar
+    assert isinstance(bar.finetune.dropout, RefusingDoubleSpinBox)  # in the fine-tuning pop-up
+    drop = RefusingDoubleSpinBox(0.0, 0.99)
+    qtbot.addWidget(drop)
+    drop.show()
+    _type_into(qtbot, drop, "1.5")
+    assert drop.value() == 0.0 and drop.note.text() == "Refused: 1.5 is above the maximum 0.99"
+    bar.mode.setCurrentIndex(bar.mode.findData("generate"))
+    tokens = bar.generate.new_tokens
+    _type_into(qtbot, tokens, "-3")
+    assert tokens.value() == 16 and tokens.note.text() == "Refused: -3 is below the minimum 1"
