@@ -252,9 +252,12 @@ class MainWindow(QMainWindow):
         st = self.style()
         for act, std in ((self.act_new, QStyle.SP_FileIcon), (self.act_open, QStyle.SP_DialogOpenButton),
                          (self.act_save, QStyle.SP_DialogSaveButton), (self.act_undo, QStyle.SP_ArrowBack),
-                         (self.act_redo, QStyle.SP_ArrowForward), (self.act_delete, QStyle.SP_TrashIcon),
-                         (self.act_fit, QStyle.SP_TitleBarMaxButton), (self.act_layout, QStyle.SP_FileDialogListView)):
+                         (self.act_redo, QStyle.SP_ArrowForward), (self.act_delete, QStyle.SP_TrashIcon)):
             act.setIcon(st.standardIcon(std))
+        from memdesigner._qt.icons import action_icon
+
+        self.act_fit.setIcon(action_icon("fit"))  # drawn: say what they do, in the theme's ink
+        self.act_layout.setIcon(action_icon("layout"))
         tb = QToolBar("Edit")
         tb.setObjectName("edit-toolbar")
         tb.setMovable(False)
