@@ -13,18 +13,20 @@ from memdesigner.units import format_count, format_flops
 
 SEARCHES = {"fc": "Linear", "dense": "Linear", "bn": "BatchNorm2d", "transformer": "MultiHeadAttention",
             "attention": "ScaledDotProductAttention", "mlp": "Linear", "conv": "Conv2d", "pool": "MaxPool2d",
-            "lstm": "LSTM", "embedding": "Embedding"}
+            "lstm": "LSTM", "embedding": "Embedding", "norm": "LayerNorm"}
 
 
 def _visible(palette):
     return {name for name, it in palette.items.items() if not it.isHidden() and not it.parent().isHidden()}
 
 
-def test_palette_finds_common_words(window):
+def test_palette_finds_common_words(window, qtbot):
     pal = window.palette
     for word, expected in SEARCHES.items():
-        pal.search.setText(word)
+        pal.search.clear()
+        qtbot.keyClicks(pal.search, word)  # typed, as a user would
         assert expected in _visible(pal), word
+    assert {"RMSNorm", "BatchNorm2d", "GroupNorm"} <= _visible(pal)  # "norm" finds every normalisation
     pal.search.setText("bn")
     assert _visible(pal) == {"BatchNorm1d", "BatchNorm2d", "BatchNorm3d"}
     pal.search.setText("fc")
@@ -68,11 +70,13 @@ def test_pasting_twice_offsets_each_copy(window, qtbot):
     load(window, qtbot, small_cnn())
     window.select_node("conv")
     x0, y0 = window.design.nodes["conv"].pos
-    window.copy()
-    window.paste()
+    window.view.setFocus()
+    qtbot.keyClick(window.view, Qt.Key_C, Qt.ControlModifier)
+    qtbot.keyClick(window.view, Qt.Key_V, Qt.ControlModifier)
     first = window.scene.selected_node_ids()
-    window.paste()
+    qtbot.keyClick(window.view, Qt.Key_V, Qt.ControlModifier)
     second = window.scene.selected_node_ids()
+    assert len(first) == len(second) == 1 and first != second
     assert window.design.nodes[first[0]].pos == (x0 + 40, y0 + 40)
     assert window.design.nodes[second[0]].pos == (x0 + 80, y0 + 80)
 
