@@ -185,6 +185,11 @@ class StartView(QFrame):
 
     def sync(self) -> None:
         show = self.wanted()
+        bars = Qt.ScrollBarAlwaysOff if show else Qt.ScrollBarAsNeeded  # no canvas to scroll yet
+        view = self.win.view
+        if view.horizontalScrollBarPolicy() != bars:
+            view.setHorizontalScrollBarPolicy(bars)
+            view.setVerticalScrollBarPolicy(bars)
         if show and self.isHidden():
             self.fill_recent()
             self.setGeometry(self.parentWidget().rect())

@@ -139,6 +139,7 @@ class TimelinePlot(pg.PlotWidget):
         self._show(self._cap, self._usable, self._band, self._measured_curve, self._measured_line, self._peak_mark,
                    self.peak_label, self._hover_line, self._hover_text, self._snap_alloc, self._snap_reserved, on=False)
         self.setTitle(None)
+        self.zoom_reset_button.hide()  # nothing to zoom
         self._empty_text.setText(text)
         self._empty_text.setPos(0.5, 0.5)
         self._empty_text.show()
@@ -157,6 +158,7 @@ class TimelinePlot(pg.PlotWidget):
                                                 else "add an Input layer and connect layers"))
             return
         self._empty_text.hide()
+        self.zoom_reset_button.show()
         self._hover_line.hide()
         self._hover_text.hide()
         ev = self.events

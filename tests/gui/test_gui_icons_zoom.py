@@ -67,6 +67,7 @@ def _zoomed(tl):
 
 
 def test_timeline_zoom_reset_button_ctrl0_and_double_click(window, qtbot):
+    assert not window.timeline.zoom_reset_button.isVisible()  # an empty timeline: nothing to reset
     load(window, qtbot, small_cnn())
     tl = window.timeline
     full = tl.getViewBox().viewRange()

@@ -28,6 +28,7 @@ def test_empty_canvas_shows_the_start_view_with_example_thumbnails(window, qtbot
     names = [sv.examples.item(i).text() for i in range(sv.examples.count())]
     assert len(names) == 10 and "resnet18" in names and "seed keras audio" in names
     assert sv.geometry() == window.view.viewport().rect()  # covers the whole canvas
+    assert window.view.horizontalScrollBarPolicy() == Qt.ScrollBarAlwaysOff  # nothing to scroll to
     _wait_thumbnails(window, qtbot)
     pngs = list((tmp_path / "cache" / "thumbnails").glob("*.png"))
     assert len(pngs) == 10  # rendered once, kept on disk
@@ -48,6 +49,7 @@ def test_clicking_an_example_opens_it_and_hides_the_start_view(window, qtbot):
     assert window.design.name == "lenet5" and len(window.design.nodes) == 13
     assert window.path is None  # an example is a template: Save asks where
     assert not window.start_view.isVisible()
+    assert window.view.horizontalScrollBarPolicy() == Qt.ScrollBarAsNeeded  # the canvas scrolls again
 
 
 def test_examples_open_with_their_own_settings(window, qtbot):
