@@ -205,6 +205,11 @@ class StartView(QFrame):
         self.sync()
         self.win.view.setFocus()
 
+    def moveEvent(self, ev):
+        super().moveEvent(ev)
+        if self.pos().x() or self.pos().y():  # the view scrolls its viewport's children along
+            self.move(0, 0)
+
     def eventFilter(self, obj, ev):
         if ev.type() == QEvent.Resize and obj is self.parentWidget():
             self.setGeometry(obj.rect())
