@@ -161,3 +161,30 @@ def test_no_start_view_in_a_headless_render_window():
         win.service.shutdown()
         win.close()
         win.deleteLater()
+
+
+def test_a_palette_drop_on_the_start_view_lands_on_the_canvas_calmly(window, qtbot):
+    """A layer dragged from the palette and dropped over the start view lands where it was
+    dropped; alone and unconnected, it is "not connected yet", not an error."""
+    from PySide6.QtCore import QMimeData, QPoint, QPointF
+    from PySide6.QtGui import QDragEnterEvent, QDropEvent
+    from PySide6.QtWidgets import QApplication
+
+    from memdesigner._qt.scene import NOT_CONNECTED
+    from memdesigner._qt.view import LAYER_MIME
+
+    sv = window.start_view
+    qtbot.waitUntil(sv.isVisible, timeout=5000)
+    target = sv.examples.viewport()  # over a thumbnail
+    md = QMimeData()
+    md.setData(LAYER_MIME, b"Linear")
+    p = QPoint(40, 30)
+    assert QApplication.sendEvent(target, QDragEnterEvent(p, Qt.CopyAction, md, Qt.LeftButton, Qt.NoModifier))
+    with qtbot.waitSignal(window.result_applied, timeout=5000):
+        QApplication.sendEvent(target, QDropEvent(QPointF(p), Qt.CopyAction, md, Qt.LeftButton, Qt.NoModifier))
+    (nid,) = window.design.nodes
+    item = window.scene.nodes[nid]
+    at = window.view.mapToScene(target.mapTo(window.view.viewport(), p))
+    assert abs(item.sceneBoundingRect().center().x() - at.x()) < 2
+    assert item.pending == NOT_CONNECTED and item.issue == "" and not item.in_error
+    qtbot.waitUntil(lambda: not sv.isVisible(), timeout=5000)
