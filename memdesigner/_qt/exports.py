@@ -38,6 +38,17 @@ def canvas_png(scene, path: str, scale: float = 2.0) -> None:
         raise OSError(f"cannot write {path}")
 
 
+def scene_image(scene, size: QSize) -> QImage:
+    """The whole scene scaled into ``size`` (thumbnails): the same offscreen render as canvas_png."""
+    img = QImage(size, QImage.Format_ARGB32_Premultiplied)
+    img.fill(scene.backgroundBrush().color() if scene.backgroundBrush().style() else QColor("white"))
+    p = QPainter(img)
+    p.setRenderHints(QPainter.Antialiasing | QPainter.TextAntialiasing | QPainter.SmoothPixmapTransform)
+    scene.render(p, QRectF(0, 0, size.width(), size.height()), _scene_rect(scene), Qt.KeepAspectRatio)
+    p.end()
+    return img
+
+
 def canvas_svg(scene, path: str, title: str = "memdesigner") -> None:
     from PySide6.QtSvg import QSvgGenerator
 

@@ -8,17 +8,16 @@ from PySide6.QtGui import QUndoCommand
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
-    QDoubleSpinBox,
     QHBoxLayout,
     QLineEdit,
     QMenu,
-    QSpinBox,
     QToolButton,
     QVBoxLayout,
     QWidget,
     QWidgetAction,
 )
 
+from memdesigner._qt.number_fields import RefusingDoubleSpinBox, RefusingSpinBox
 from memdesigner.model.design import Design
 
 KINDS = (("full", "full FT"), ("frozen", "frozen"), ("lora", "LoRA"), ("qlora", "QLoRA"))
@@ -78,16 +77,13 @@ class FinetuneControls(QWidget):
                              "matched by the prefixes; LoRA / QLoRA: peft adapters on a frozen (quantised) base")
         self.freeze = QLineEdit()
         self.freeze.setPlaceholderText("freeze prefixes: model.layers.0,...")
-        self.rank = QSpinBox()
-        self.rank.setRange(1, 4096)
+        self.rank = RefusingSpinBox(1, 4096)
         self.rank.setValue(8)
         self.rank.setPrefix("r ")
-        self.alpha = QDoubleSpinBox()
-        self.alpha.setRange(0.01, 1e6)
+        self.alpha = RefusingDoubleSpinBox(0.01, 1e6)
         self.alpha.setValue(16)
         self.alpha.setPrefix("alpha ")
-        self.dropout = QDoubleSpinBox()
-        self.dropout.setRange(0.0, 0.99)
+        self.dropout = RefusingDoubleSpinBox(0.0, 0.99)
         self.dropout.setSingleStep(0.05)
         self.dropout.setPrefix("dropout ")
         self.targets = QLineEdit()
@@ -95,8 +91,7 @@ class FinetuneControls(QWidget):
         self.bits = QComboBox()
         for b in (4, 8):
             self.bits.addItem(f"{b}-bit base", b)
-        self.accum = QSpinBox()
-        self.accum.setRange(1, 1 << 16)
+        self.accum = RefusingSpinBox(1, 1 << 16)
         self.accum.setPrefix("accum ")
         self.accum.setToolTip("Gradient accumulation: micro-batches per optimizer step")
         self.layer_ckpt = QCheckBox("Layer ckpt")

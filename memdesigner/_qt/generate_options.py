@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from PySide6.QtCore import Signal
-from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QSpinBox, QWidget
+from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QWidget
 
+from memdesigner._qt.number_fields import RefusingSpinBox
 from memdesigner.engine.settings import KV_CACHES, KV_DTYPES, Settings
 
 KEYS = ("new_tokens", "kv_cache", "kv_dtype")
@@ -20,8 +21,7 @@ class GenerateOptions(QWidget):
         lay = QHBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
         lay.setSpacing(6)
-        self.new_tokens = QSpinBox()
-        self.new_tokens.setRange(1, 1 << 20)
+        self.new_tokens = RefusingSpinBox(1, 1 << 20)
         self.new_tokens.setValue(Settings().new_tokens)
         self.new_tokens.setKeyboardTracking(False)
         self.new_tokens.setToolTip("tokens generated after the prompt (the design's sequence length)")

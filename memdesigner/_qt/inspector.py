@@ -67,9 +67,11 @@ def parse(prop: Prop, text: str):
 
 
 class FieldRow(QWidget):
-    """An editor with an error line under it."""
+    """An editor; a refused value or an issue marks it red, and the reason goes to the
+    inspector's banner (below the fields, so nothing moves under the pointer)."""
 
     committed = Signal(str, object)  # prop name, raw value
+    error_changed = Signal()
 
     def __init__(self, prop: Prop, parent=None):
         super().__init__(parent)
@@ -78,17 +80,14 @@ class FieldRow(QWidget):
         lay.setContentsMargins(0, 0, 0, 0)
         lay.setSpacing(2)
         self.editor = self._make_editor()
-        self.error = QLabel()
-        self.error.setWordWrap(True)
-        self.error.setStyleSheet(f"color: {theme.BAD_COLOR}; font-size: 11px;")
-        self.error.hide()
         lay.addWidget(self.editor)
-        lay.addWidget(self.error)
         tip = prop.doc or prop.name
         if prop.min is not None or prop.max is not None:
             tip += f"  (range {prop.min if prop.min is not None else '−∞'} … {prop.max if prop.max is not None else '∞'})"
+        self.tip = tip
         self.editor.setToolTip(tip)
         self.refused = False
+        self.error_text = ""  # "Refused: -5 is below the minimum 1", an analysis issue, or ""
 
     def _make_editor(self):
         p = self.prop
@@ -160,15 +159,15 @@ class FieldRow(QWidget):
     def show_error(self, message: str | None, kind: str = "refused"):
         """kind 'refused': the value was not taken; 'issue': the design's analysis flags this field."""
         self.refused = bool(message) and kind == "refused"
-        if message:
-            self.error.setText(("Refused: " if kind == "refused" else "") + message)
-            self.error.show()
-            self.editor.setProperty("invalid", True)
-        else:
-            self.error.hide()
-            self.editor.setProperty("invalid", False)
+        text = (("Refused: " if kind == "refused" else "") + message) if message else ""
+        changed = text != self.error_text
+        self.error_text = text
+        self.editor.setProperty("invalid", bool(message))
+        self.editor.setToolTip(f"{text}\n{self.tip}" if text else self.tip)
         self.editor.style().unpolish(self.editor)
         self.editor.style().polish(self.editor)
+        if changed:
+            self.error_changed.emit()
 
 
 class Inspector(QScrollArea):
@@ -186,6 +185,13 @@ class Inspector(QScrollArea):
         self.setFrameShape(QFrame.NoFrame)
         self.setMinimumWidth(260)
         self.setStyleSheet(f"*[invalid=\"true\"] {{ border: 1.5px solid {theme.BAD_COLOR}; border-radius: 3px; }}")
+        # the reason for a refused value or the layer's error: in the scroll area's bottom margin,
+        # so the fields above stay where they are when it appears (nothing jumps under the pointer)
+        self.issue_label = QLabel(self)
+        self.issue_label.setWordWrap(True)
+        self.issue_label.setTextFormat(Qt.RichText)
+        self.issue_label.hide()
+        self._node_issue = ("", False)  # (text, calm)
         self._show_empty("Select a layer to edit its properties.")
 
     def set_design(self, design: Design):
@@ -204,6 +210,9 @@ class Inspector(QScrollArea):
         self.fields = {}
         self.name_edit = self.bits_combo = self.trainable_box = None
         self.setWidget(w)
+        if hasattr(self, "issue_label"):
+            self._node_issue = ("", False)
+            self._update_banner()
 
     def show_selection(self, ids: list):
         if len(ids) == 1:
@@ -235,11 +244,6 @@ class Inspector(QScrollArea):
         doc.setWordWrap(True)
         doc.setStyleSheet(f"color: {theme.muted()};")
         outer.addWidget(doc)
-        self.issue_label = QLabel()
-        self.issue_label.setWordWrap(True)
-        self.issue_label.setStyleSheet(f"background: {theme.BAD_COLOR}; color: white; border-radius: 4px; padding: 6px;")
-        self.issue_label.hide()
-        outer.addWidget(self.issue_label)
         form = QFormLayout()
         form.setFieldGrowthPolicy(QFormLayout.AllNonFixedFieldsGrow)
         form.setLabelAlignment(Qt.AlignRight | Qt.AlignVCenter)
@@ -259,6 +263,7 @@ class Inspector(QScrollArea):
         for p in lt.props:
             row = FieldRow(p)
             row.committed.connect(self.commit)
+            row.error_changed.connect(self._update_banner)
             self.fields[p.name] = row
             form.addRow(p.name.replace("_", " "), row)
         outer.addLayout(form)
@@ -339,21 +344,52 @@ class Inspector(QScrollArea):
         self._show_issue()
 
     def _show_issue(self):
-        if self.node_id is None or not hasattr(self, "issue_label"):
+        if self.node_id is None or not self.fields and self.name_edit is None:
+            self._node_issue = ("", False)
+            self._update_banner()
             return
         iss = self._issue if self._issue is not None and self._issue.node_id == self.node_id else None
         for name, row in self.fields.items():
             if not row.refused:
                 row.show_error(iss.message if iss is not None and iss.field == name else None, kind="issue")
-        calm = iss is not None and iss.pending
-        self.issue_label.setStyleSheet(f"background: {theme.muted() if calm else theme.BAD_COLOR}; color: white; "
-                                       "border-radius: 4px; padding: 6px;")
-        if calm:
-            self.issue_label.setText("Not connected yet: drag from another layer's output port (right side) to this "
-                                     "layer's input port (left side).")
-            self.issue_label.show()
+        if iss is not None and iss.pending:
+            self._node_issue = ("Not connected yet: drag from another layer's output port (right side) to this "
+                                "layer's input port (left side).", True)
         elif iss is not None:
-            self.issue_label.setText(f"<b>Error</b> ({iss.field}): {iss.message}")
-            self.issue_label.show()
+            self._node_issue = (f"<b>Error</b> ({iss.field}): {iss.message}", False)
         else:
-            self.issue_label.hide()
+            self._node_issue = ("", False)
+        self._update_banner()
+
+    # -- the banner -------------------------------------------------------------------------
+    def banner_text(self) -> tuple[str, bool]:
+        """(text, calm): a refused value first (what the user just typed), else the layer's issue."""
+        for name, row in self.fields.items():
+            if row.refused:
+                return f"<b>{name.replace('_', ' ')}</b> — {row.error_text}", False
+        return self._node_issue
+
+    def _update_banner(self):
+        text, calm = self.banner_text() if self.node_id is not None else ("", False)
+        lbl = self.issue_label
+        lbl.setStyleSheet(f"background: {theme.muted() if calm else theme.BAD_COLOR}; color: white; "
+                          "border-radius: 4px; padding: 6px;")
+        lbl.setText(text)
+        lbl.setVisible(bool(text))
+        self._place_banner()
+
+    def _place_banner(self):
+        m = 6
+        if self.issue_label.isHidden():
+            self.setViewportMargins(0, 0, 0, 0)
+            return
+        w = max(60, self.width() - 2 * m)
+        h = self.issue_label.heightForWidth(w)
+        h = h if h > 0 else self.issue_label.sizeHint().height()
+        self.setViewportMargins(0, 0, 0, h + 2 * m)
+        self.issue_label.setGeometry(m, self.height() - h - m, w, h)
+        self.issue_label.raise_()
+
+    def resizeEvent(self, ev):
+        super().resizeEvent(ev)
+        self._place_banner()

@@ -26,12 +26,13 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from memdesigner._qt import block_nav, exports, graph_ops, hooks, recovery, snapshot_view
+from memdesigner._qt import block_nav, context_menus, exports, graph_ops, hooks, recovery, snapshot_view, start_view
 from memdesigner._qt.commands import AddNodeCmd, MoveNodesCmd
 from memdesigner._qt.estimator import EstimateService
 from memdesigner._qt.inspector import Inspector
 from memdesigner._qt.layer_table import LayerTable
 from memdesigner._qt.layout import layered_positions, needs_layout
+from memdesigner._qt.opened_settings import opened_settings
 from memdesigner._qt.palette import PaletteWidget
 from memdesigner._qt.scene import GraphScene
 from memdesigner._qt.settings_bar import SettingsBar
@@ -251,9 +252,12 @@ class MainWindow(QMainWindow):
         st = self.style()
         for act, std in ((self.act_new, QStyle.SP_FileIcon), (self.act_open, QStyle.SP_DialogOpenButton),
                          (self.act_save, QStyle.SP_DialogSaveButton), (self.act_undo, QStyle.SP_ArrowBack),
-                         (self.act_redo, QStyle.SP_ArrowForward), (self.act_delete, QStyle.SP_TrashIcon),
-                         (self.act_fit, QStyle.SP_TitleBarMaxButton), (self.act_layout, QStyle.SP_FileDialogListView)):
+                         (self.act_redo, QStyle.SP_ArrowForward), (self.act_delete, QStyle.SP_TrashIcon)):
             act.setIcon(st.standardIcon(std))
+        from memdesigner._qt.icons import action_icon
+
+        self.act_fit.setIcon(action_icon("fit"))  # drawn: say what they do, in the theme's ink
+        self.act_layout.setIcon(action_icon("layout"))
         tb = QToolBar("Edit")
         tb.setObjectName("edit-toolbar")
         tb.setMovable(False)
@@ -265,6 +269,8 @@ class MainWindow(QMainWindow):
         tb.addActions([self.act_fit, self.act_layout])
         self.addToolBar(Qt.TopToolBarArea, tb)
         self.blocks_nav = block_nav.install(self)  # group/ungroup/open blocks, breadcrumb (_qt/block_nav.py)
+        self.canvas_menus = context_menus.install(self)  # right-click menus (_qt/context_menus.py)
+        self.start_view = start_view.install(self)  # while the design is empty (_qt/start_view.py)
         e.addSeparator()
         e.addActions(self.blocks_nav.actions)
         self.addToolBar(Qt.TopToolBarArea, self.settings_toolbar)
@@ -459,6 +465,7 @@ class MainWindow(QMainWindow):
                 raise
             QMessageBox.warning(self, "Cannot open design", str(err))
             return False
+        d.settings = opened_settings(d.settings)  # its own settings, not the previous design's
         self.set_design(d, str(path))
         if remember:
             self._add_recent(str(path))

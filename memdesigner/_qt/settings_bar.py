@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from PySide6.QtCore import Signal
-from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QLabel, QSpinBox, QWidget
+from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QLabel, QWidget
 
 from memdesigner._qt.finetune_widgets import FinetuneControls
 from memdesigner._qt.generate_options import GenerateOptions
+from memdesigner._qt.number_fields import RefusingSpinBox
 from memdesigner.engine import devices as devmod
 from memdesigner.engine.settings import DTYPES, MODES, OPTIMIZERS, Settings
 from memdesigner.units import format_gib
@@ -35,8 +36,7 @@ class SettingsBar(QWidget):
         self.mode = QComboBox()
         for m in MODES:
             self.mode.addItem({"train": "Training", "generate": "Generate"}.get(m, "Inference"), m)
-        self.batch = QSpinBox()
-        self.batch.setRange(1, 1 << 20)
+        self.batch = RefusingSpinBox(1, 1 << 20)  # -5 is refused out loud, not made 5
         self.batch.setKeyboardTracking(False)
         self.batch.setAccelerated(True)
         self.optimizer = QComboBox()

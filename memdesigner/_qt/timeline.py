@@ -95,7 +95,37 @@ class TimelinePlot(pg.PlotWidget):
         self.addItem(self._hover_text, ignoreBounds=True)
         self.scene().sigMouseMoved.connect(self._hover)
         self.scene().sigMouseClicked.connect(self._click)
+        self._add_zoom_reset()
         self._empty("Estimate pending…")
+
+    def _add_zoom_reset(self):
+        """A "Reset zoom" button in the top-right corner and Ctrl+0 (besides Home and a
+        double-click), so zooming in with the wheel is never a one-way street."""
+        from PySide6.QtGui import QKeySequence, QShortcut
+        from PySide6.QtWidgets import QToolButton
+
+        from memdesigner._qt.icons import action_icon
+
+        b = QToolButton(self)
+        b.setIcon(action_icon("zoom_reset"))
+        b.setText("Reset zoom")
+        b.setToolButtonStyle(Qt.ToolButtonTextBesideIcon)
+        b.setAutoRaise(True)
+        b.setToolTip("Show the whole step again (Ctrl+0, Home or double-click)")
+        b.clicked.connect(self.reset_zoom)
+        b.setCursor(Qt.PointingHandCursor)
+        self.zoom_reset_button = b
+        sc = QShortcut(QKeySequence("Ctrl+0"), self)
+        sc.setContext(Qt.WidgetWithChildrenShortcut)
+        sc.activated.connect(self.reset_zoom)
+        self.zoom_reset_shortcut = sc
+
+    def resizeEvent(self, ev):
+        super().resizeEvent(ev)
+        b = getattr(self, "zoom_reset_button", None)
+        if b is not None:
+            b.adjustSize()
+            b.move(self.width() - b.width() - 6, 4)
 
     def _show(self, *items, on=True):
         for it in items:
@@ -109,6 +139,7 @@ class TimelinePlot(pg.PlotWidget):
         self._show(self._cap, self._usable, self._band, self._measured_curve, self._measured_line, self._peak_mark,
                    self.peak_label, self._hover_line, self._hover_text, self._snap_alloc, self._snap_reserved, on=False)
         self.setTitle(None)
+        self.zoom_reset_button.hide()  # nothing to zoom
         self._empty_text.setText(text)
         self._empty_text.setPos(0.5, 0.5)
         self._empty_text.show()
@@ -127,6 +158,7 @@ class TimelinePlot(pg.PlotWidget):
                                                 else "add an Input layer and connect layers"))
             return
         self._empty_text.hide()
+        self.zoom_reset_button.show()
         self._hover_line.hide()
         self._hover_text.hide()
         ev = self.events
@@ -339,7 +371,7 @@ class TimelinePlot(pg.PlotWidget):
         self._hover_text.show()
 
     def reset_zoom(self):
-        """Back to the whole step (double-click or Home), after zooming in with the wheel."""
+        """Back to the whole step (the button, Ctrl+0, Home or a double-click), after zooming in."""
         home = getattr(self, "_home", None)
         if home is not None and self.events:
             self.setRange(xRange=home[0], yRange=home[1], padding=0)

@@ -20,3 +20,28 @@ def load(window, qtbot, design):
     with qtbot.waitSignal(window.result_applied, timeout=5000):
         window.set_design(design, None, layout=False)
     return window.result.report
+
+
+def right_click(widget, pos):
+    """A real right-click: through the window, so Qt makes the context-menu event from it as it
+    does for a mouse (QTest's widget overload skips that step)."""
+    from PySide6.QtCore import Qt
+    from PySide6.QtTest import QTest
+
+    top = widget.window()
+    QTest.mouseClick(top.windowHandle(), Qt.RightButton, Qt.NoModifier, widget.mapTo(top, pos))
+
+
+def menu_click(menu, text):
+    """Click the entry whose text (without '&') starts with ``text``; returns the action."""
+    from PySide6.QtCore import Qt
+    from PySide6.QtTest import QTest
+
+    act = next(a for a in menu.actions() if a.text().replace("&", "").startswith(text))
+    assert act.isEnabled(), text
+    QTest.mouseClick(menu.windowHandle(), Qt.LeftButton, Qt.NoModifier, menu.actionGeometry(act).center())
+    return act
+
+
+def menu_texts(menu) -> list:
+    return [a.text().replace("&", "") for a in menu.actions() if not a.isSeparator()]

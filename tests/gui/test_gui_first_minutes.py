@@ -13,18 +13,20 @@ from memdesigner.units import format_count, format_flops
 
 SEARCHES = {"fc": "Linear", "dense": "Linear", "bn": "BatchNorm2d", "transformer": "MultiHeadAttention",
             "attention": "ScaledDotProductAttention", "mlp": "Linear", "conv": "Conv2d", "pool": "MaxPool2d",
-            "lstm": "LSTM", "embedding": "Embedding"}
+            "lstm": "LSTM", "embedding": "Embedding", "norm": "LayerNorm"}
 
 
 def _visible(palette):
     return {name for name, it in palette.items.items() if not it.isHidden() and not it.parent().isHidden()}
 
 
-def test_palette_finds_common_words(window):
+def test_palette_finds_common_words(window, qtbot):
     pal = window.palette
     for word, expected in SEARCHES.items():
-        pal.search.setText(word)
+        pal.search.clear()
+        qtbot.keyClicks(pal.search, word)  # typed, as a user would
         assert expected in _visible(pal), word
+    assert {"RMSNorm", "BatchNorm2d", "GroupNorm"} <= _visible(pal)  # "norm" finds every normalisation
     pal.search.setText("bn")
     assert _visible(pal) == {"BatchNorm1d", "BatchNorm2d", "BatchNorm3d"}
     pal.search.setText("fc")
@@ -68,11 +70,13 @@ def test_pasting_twice_offsets_each_copy(window, qtbot):
     load(window, qtbot, small_cnn())
     window.select_node("conv")
     x0, y0 = window.design.nodes["conv"].pos
-    window.copy()
-    window.paste()
+    window.view.setFocus()
+    qtbot.keyClick(window.view, Qt.Key_C, Qt.ControlModifier)
+    qtbot.keyClick(window.view, Qt.Key_V, Qt.ControlModifier)
     first = window.scene.selected_node_ids()
-    window.paste()
+    qtbot.keyClick(window.view, Qt.Key_V, Qt.ControlModifier)
     second = window.scene.selected_node_ids()
+    assert len(first) == len(second) == 1 and first != second
     assert window.design.nodes[first[0]].pos == (x0 + 40, y0 + 40)
     assert window.design.nodes[second[0]].pos == (x0 + 80, y0 + 80)
 
@@ -90,11 +94,12 @@ def test_number_fields_refuse_out_of_range_instead_of_changing_it(window, qtbot)
     row = window.inspector.fields["out_channels"]
     _type_into(qtbot, row.editor, "-5")
     assert window.design.nodes["conv"].props["out_channels"] == 16
-    assert row.error.text() == "Refused: -5 is below the minimum 1"
-    assert row.editor.value() == -5  # what was typed stays visible beside the reason
+    assert row.error_text == "Refused: -5 is below the minimum 1"
+    assert window.inspector.issue_label.text() == "<b>out channels</b> — Refused: -5 is below the minimum 1"
+    assert row.editor.value() == -5  # what was typed stays visible, marked, with the reason below
     _type_into(qtbot, row.editor, "24")
     assert window.design.nodes["conv"].props["out_channels"] == 24
-    assert not row.error.isVisibleTo(window.inspector)
+    assert row.error_text == "" and window.inspector.issue_label.isHidden()
 
 
 def test_float_field_refuses_the_same_way(window, qtbot):
@@ -106,7 +111,7 @@ def test_float_field_refuses_the_same_way(window, qtbot):
     row = window.inspector.fields["p"]
     _type_into(qtbot, row.editor, "-0.5")
     assert window.design.nodes["drop"].props["p"] == 0.5
-    assert row.error.text() == "Refused: -0.5 is below the minimum 0"
+    assert row.error_text == "Refused: -0.5 is below the minimum 0"
 
 
 def test_dropped_layer_is_calmly_not_connected_yet(window, qtbot):
@@ -189,3 +194,66 @@ def test_palette_offers_only_types_a_user_places(window):
     assert hidden == {"Block", "BlockInput", "BlockOutput", "ToDtype", "QuantLinear"}
     assert not hidden & set(pal.items)
     assert {"Linear", "RMSNorm", "SparseMoE", "KVCache"} <= set(pal.items)
+
+
+def test_inspector_does_not_jump_when_an_error_appears(window, qtbot):
+    """The reason for a refused value or a layer's error appears below the fields: every field
+    stays where it was, so the next click lands where the user aimed."""
+    load(window, qtbot, small_cnn())
+    window.select_node("conv")
+    ins = window.inspector
+    fields = ("out_channels", "kernel", "stride", "padding", "bias")
+
+    def where():
+        return {f: ins.fields[f].editor.mapTo(ins, ins.fields[f].editor.rect().topLeft()) for f in fields}
+
+    before = where()
+    _type_into(qtbot, ins.fields["out_channels"].editor, "-5")  # refused
+    assert ins.issue_label.isVisible() and "Refused" in ins.issue_label.text()
+    assert where() == before
+    _type_into(qtbot, ins.fields["out_channels"].editor, "16")
+    kernel = ins.fields["kernel"].editor
+    with qtbot.waitSignal(window.result_applied, timeout=5000):
+        kernel.setFocus()
+        kernel.selectAll()
+        qtbot.keyClicks(kernel, "64")  # taken, but larger than the 32x32 input: the layer's error
+        qtbot.keyClick(kernel, Qt.Key_Return)
+    assert window.design.nodes["conv"].props["kernel"] == 64
+    assert ins.issue_label.isVisible() and "Error" in ins.issue_label.text()
+    assert where() == before
+    banner = ins.issue_label.geometry()
+    last = ins.fields["bias"].editor
+    assert banner.top() >= last.mapTo(ins, last.rect().bottomLeft()).y() or ins.verticalScrollBar().maximum() > 0
+
+
+def test_settings_bar_refuses_out_of_range_numbers_out_loud(window, qtbot):
+    """The settings bar's number fields refuse like the inspector's: "-5" in Batch is neither
+    dropped silently nor turned into 5; the batch stays and a note under the field says why."""
+    load(window, qtbot, small_cnn())
+    batch = window.settings_bar.batch
+    with qtbot.waitSignal(window.result_applied, timeout=5000):
+        _type_into(qtbot, batch, "4")
+    _type_into(qtbot, batch, "-5")
+    assert batch.value() == 4 and window.settings_bar.settings().batch == 4
+    assert batch.note.isVisible() and batch.note.text() == "Refused: -5 is below the minimum 1"
+    _type_into(qtbot, batch, "0")
+    assert batch.value() == 4 and batch.note.text() == "Refused: 0 is below the minimum 1"
+    with qtbot.waitSignal(window.result_applied, timeout=5000):
+        _type_into(qtbot, batch, "8")
+    assert window.result.report.settings["batch"] == 8 and not batch.note.isVisible()
+
+
+def test_settings_bar_float_and_generate_fields_refuse_the_same_way(window, qtbot):
+    from memdesigner._qt.number_fields import RefusingDoubleSpinBox
+
+    bar = window.settings_bar
+    assert isinstance(bar.finetune.dropout, RefusingDoubleSpinBox)  # in the fine-tuning pop-up
+    drop = RefusingDoubleSpinBox(0.0, 0.99)
+    qtbot.addWidget(drop)
+    drop.show()
+    _type_into(qtbot, drop, "1.5")
+    assert drop.value() == 0.0 and drop.note.text() == "Refused: 1.5 is above the maximum 0.99"
+    bar.mode.setCurrentIndex(bar.mode.findData("generate"))
+    tokens = bar.generate.new_tokens
+    _type_into(qtbot, tokens, "-3")
+    assert tokens.value() == 16 and tokens.note.text() == "Refused: -3 is below the minimum 1"
