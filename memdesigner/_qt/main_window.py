@@ -3,12 +3,11 @@ bottom. It wires widgets together; memory numbers come only from the engine (via
 
 from __future__ import annotations
 
-import time
 from importlib import resources
 from pathlib import Path
 
 from PySide6.QtCore import QPointF, QSettings, Qt, QTimer, Signal
-from PySide6.QtGui import QAction, QKeySequence, QUndoStack
+from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (
     QDockWidget,
     QFileDialog,
@@ -26,8 +25,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from memdesigner._qt import block_nav, exports, graph_ops, hooks, recovery, snapshot_view
+from memdesigner._qt import block_nav, exports, graph_ops, hooks, recent, snapshot_view
 from memdesigner._qt.commands import AddNodeCmd, MoveNodesCmd
+from memdesigner._qt.document import DesignDocument
 from memdesigner._qt.estimator import EstimateService
 from memdesigner._qt.inspector import Inspector
 from memdesigner._qt.layer_table import LayerTable
@@ -38,12 +38,9 @@ from memdesigner._qt.settings_bar import SettingsBar
 from memdesigner._qt.summary import SummaryPanel
 from memdesigner._qt.timeline import BatchPlot, TimelinePlot
 from memdesigner._qt.view import GraphView
-from memdesigner.io.design_file import DesignFileError, load_design, save_design
+from memdesigner.io.design_file import DesignFileError
 from memdesigner.model.design import Design
 from memdesigner.units import format_bytes
-
-MAX_RECENT = 10
-AUTOSAVE_MS = 5000
 
 
 class MainWindow(QMainWindow):
@@ -53,14 +50,12 @@ class MainWindow(QMainWindow):
         super().__init__()
         self.headless = headless
         self.split_paint = not headless  # show results in two event-loop turns (see apply_result)
-        self.path: str | None = None
-        self.design = Design()
         self.measured: dict | None = None
         self.result = None
         self.sweep = None
-        self._settings_dirty = False
-        self._autosaved_index = None
-        self.stack = QUndoStack(self)
+        # the document (design, path, undo stack, run settings, autosave, recent): _qt/document.py
+        self.document = DesignDocument(self, autosave=not headless, remember=not headless)
+        self.stack = self.document.stack
         self._build_widgets()
         self._build_actions()
         self._build_menus()
@@ -73,10 +68,6 @@ class MainWindow(QMainWindow):
         self.set_design(Design(), None)
         if not headless:
             self._restore_state()
-            self.autosave_timer = QTimer(self)
-            self.autosave_timer.setInterval(AUTOSAVE_MS)
-            self.autosave_timer.timeout.connect(self.autosave)
-            self.autosave_timer.start()
         from memdesigner._qt.window_fit import place
 
         place(self, None if headless else QSettings().value("window/geometry"), headless=headless)
@@ -92,6 +83,7 @@ class MainWindow(QMainWindow):
         self.palette = PaletteWidget()
         self.inspector = Inspector(self.stack)
         self.settings_bar = SettingsBar()
+        self.settings_bar.bind(self.document.settings, self.document.edit_settings)  # views the document's
         self.timeline = TimelinePlot()
         self.batch_plot = BatchPlot()
         self.summary = SummaryPanel()
@@ -271,25 +263,31 @@ class MainWindow(QMainWindow):
         self._fill_recent()
 
     # -- design ------------------------------------------------------------------------------
-    def set_design(self, design: Design, path: str | None, layout: bool | str = True):
-        """layout: True lays out only when positions are missing or overlap; 'always' re-lays out."""
-        if self.design is not None:
-            self.design.unsubscribe(self._on_design_event)
+    @property
+    def design(self) -> Design:
+        return self.document.design
+
+    @property
+    def path(self) -> str | None:
+        return self.document.path
+
+    @path.setter
+    def path(self, value: str | None):
+        self.document.path = value
+
+    def set_design(self, design: Design, path: str | None, layout: bool | str = True, unsaved: bool = False):
+        """layout: True lays out only when positions are missing or overlap; 'always' re-lays out.
+        unsaved: recovered or imported work (dirty until saved)."""
+        self.design.unsubscribe(self._on_design_event)
         if layout == "always" or (layout and needs_layout(design)):
             for nid, pos in layered_positions(design).items():
                 design.nodes[nid].pos = pos
-        self.design = design
+        self.document.replace(design, path, unsaved=unsaved)
         self.blocks_nav.reset()
-        self.path = path
         self.measured = None
-        self.stack.clear()
         design.subscribe(self._on_design_event)
         self.scene.set_design(design)
         self.inspector.set_design(design)
-        if design.settings:
-            self.settings_bar.apply_dict(design.settings)
-        self._settings_dirty = False
-        self._autosaved_index = None
         self._update_title()
         QTimer.singleShot(0, self.view.fit_all)
         self.view.fit_all()
@@ -303,14 +301,12 @@ class MainWindow(QMainWindow):
         return self.design, self.settings_bar.settings(), self.settings_bar.current_device()
 
     def _settings_changed(self):
-        self.design.settings = self.settings_bar.to_dict()
-        self._settings_dirty = True
         self._update_title()
         self.service.schedule()
 
     @property
     def dirty(self) -> bool:
-        return not self.stack.isClean() or self._settings_dirty
+        return self.document.dirty
 
     def _update_title(self, *_):
         name = Path(self.path).name if self.path else (self.design.name or "untitled")
@@ -438,7 +434,10 @@ class MainWindow(QMainWindow):
                                  QMessageBox.Save | QMessageBox.Discard | QMessageBox.Cancel, QMessageBox.Save)
         if r == QMessageBox.Save:
             return self.save()
-        return r == QMessageBox.Discard
+        if r == QMessageBox.Discard:
+            self.document.discard_autosave()  # the user let these changes go: never offered back
+            return True
+        return False
 
     def new_design(self):
         if self.maybe_save():
@@ -453,7 +452,7 @@ class MainWindow(QMainWindow):
 
     def open_path(self, path: str, remember: bool = True) -> bool:
         try:
-            d = load_design(path)
+            d = self.document.read(path)
         except DesignFileError as err:
             if self.headless:
                 raise
@@ -461,7 +460,7 @@ class MainWindow(QMainWindow):
             return False
         self.set_design(d, str(path))
         if remember:
-            self._add_recent(str(path))
+            self._add_recent(self.path)
         self.statusBar().showMessage(f"Opened {path}", 4000)
         return True
 
@@ -480,17 +479,11 @@ class MainWindow(QMainWindow):
         return self.save_to(path)
 
     def save_to(self, path: str) -> bool:
-        self.design.settings = self.settings_bar.to_dict()
-        if self.design.name in ("", "untitled"):
-            self.design.name = Path(path).stem
         try:
-            save_design(self.design, path)
+            self.document.save(path)  # clean afterwards, autosave gone, in the recent files
         except OSError as err:
             QMessageBox.warning(self, "Cannot save", f"{path}: {err}")
             return False
-        self.path = str(path)
-        self.stack.setClean()
-        self._settings_dirty = False
         self._add_recent(self.path)
         self._update_title()
         self.statusBar().showMessage(f"Saved {path}", 4000)
@@ -501,25 +494,18 @@ class MainWindow(QMainWindow):
             return str(Path(self.path).parent)
         return QSettings().value("last_dir", str(Path.home()))
 
-    def _recent(self) -> list:
-        v = QSettings().value("recent_files", [])
-        return [v] if isinstance(v, str) else list(v or [])
-
     def _add_recent(self, path: str):
         if self.headless:
             return
-        rec = [p for p in self._recent() if p != path]
-        rec.insert(0, path)
-        s = QSettings()
-        s.setValue("recent_files", rec[:MAX_RECENT])
-        s.setValue("last_dir", str(Path(path).parent))
+        recent.add(path)  # absolute, resolved, de-duplicated (_qt/recent.py)
+        QSettings().setValue("last_dir", str(Path(path).parent))
         self._fill_recent()
 
     def _fill_recent(self):
         self.recent_menu.clear()
-        rec = [p for p in self._recent() if Path(p).exists()] if not self.headless else []
-        for p in rec:
-            a = self.recent_menu.addAction(Path(p).name)
+        rec = recent.entries() if not self.headless else []
+        for p, label in zip(rec, recent.labels(rec)):
+            a = self.recent_menu.addAction(label)
             a.setToolTip(p)
             a.triggered.connect(lambda _=False, p=p: self.maybe_save() and self.open_path(p))
         self.recent_menu.setEnabled(bool(rec))
@@ -619,11 +605,7 @@ class MainWindow(QMainWindow):
         return worker
 
     def _imported(self, d):
-        self.set_design(d, None, layout=True)
-        if not needs_layout(d):
-            pass
-        self._settings_dirty = True
-        self._update_title()
+        self.set_design(d, None, layout=True, unsaved=True)
 
     def export(self, kind: str, path: str | None = None) -> str | None:
         filters = {"canvas_png": ("PNG image (*.png)", ".png"), "canvas_svg": ("SVG image (*.svg)", ".svg"),
@@ -731,50 +713,15 @@ class MainWindow(QMainWindow):
 
     # -- autosave / recovery -----------------------------------------------------------------
     def autosave(self) -> bool:
-        """Write the recovery file when something changed since the last one."""
-        if self.headless or (not self.dirty and self._autosaved_index is None):
-            return False
-        key = (self.stack.index(), self._settings_dirty, len(self.design.nodes))
-        if key == self._autosaved_index:
-            return False
-        try:
-            recovery.write(self.design, self.path)
-        except OSError:
-            return False
-        self._autosaved_index = key
-        return True
+        """Write the recovery file now (the document also does it shortly after every change)."""
+        return self.document.autosave()
 
-    def offer_recovery(self, ask=None) -> bool:
-        """After a crash: offer the newest autosave left behind. ``ask(rec) -> bool`` replaces the
-        question box (tests)."""
-        found = recovery.find()
-        if not found:
-            return False
-        rec = found[0]
-        if ask is None:
-            when = time.strftime("%Y-%m-%d %H:%M", time.localtime(rec.saved_at))
-            r = QMessageBox.question(self, "Recover unsaved work?",
-                                     f"memdesigner did not close properly. Recover “{rec.name}” from {when}?",
-                                     QMessageBox.Yes | QMessageBox.No, QMessageBox.Yes)
-            yes = r == QMessageBox.Yes
-        else:
-            yes = ask(rec)
-        if not yes:
-            for r in found:
-                recovery.discard(r)
-            return False
-        try:
-            d = recovery.load(rec)
-        except (OSError, ValueError) as err:
-            QMessageBox.warning(self, "Recovery failed", str(err))
-            return False
-        self.set_design(d, rec.source_path, layout=False)
-        self._settings_dirty = True  # recovered work is unsaved work
-        self._update_title()
-        for r in found:
-            recovery.discard(r)
-        self.statusBar().showMessage("Recovered unsaved work", 6000)
-        return True
+    def offer_recovery(self, ask=None) -> int:
+        """At start: offer every autosave a crashed instance left (_qt/recovery_prompt.py);
+        ``ask(rec) -> 'recover' | 'discard' | 'later'`` (or a bool) replaces the question box."""
+        from memdesigner._qt.recovery_prompt import offer
+
+        return offer(self, ask)
 
     # -- window state ------------------------------------------------------------------------
     def _restore_state(self):
@@ -784,15 +731,13 @@ class MainWindow(QMainWindow):
             self.restoreState(st)
         last = s.value("run_settings")
         if isinstance(last, dict):
-            self.settings_bar.apply_dict(last)
-            self._settings_dirty = False
-            self._update_title()
+            self.document.settings.set_all(last)  # the last session's settings, not an edit
 
     def _save_state(self):
         s = QSettings()
         s.setValue("window/geometry", self.saveGeometry())
         s.setValue("window/state", self.saveState())
-        s.setValue("run_settings", self.settings_bar.to_dict())
+        s.setValue("run_settings", self.document.settings.to_dict())
 
     def closeEvent(self, ev):
         if not self.maybe_save():
@@ -800,8 +745,7 @@ class MainWindow(QMainWindow):
             return
         if not self.headless:
             self._save_state()
-            recovery.clear()
-            self.autosave_timer.stop()
+        self.document.close()  # nothing left to recover: the user saved or discarded
         self.service.shutdown()
         ev.accept()
 

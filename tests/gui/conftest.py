@@ -33,7 +33,6 @@ def window(qtbot):
     win.show()
     yield win
     win.stack.setClean()
-    win._settings_dirty = False
     win.close()
     win.deleteLater()
 
