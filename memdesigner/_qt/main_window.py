@@ -7,7 +7,7 @@ from importlib import resources
 from pathlib import Path
 
 from PySide6.QtCore import QPointF, QSettings, Qt, QTimer, Signal
-from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtGui import QAction
 from PySide6.QtWidgets import (
     QDockWidget,
     QFileDialog,
@@ -25,7 +25,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from memdesigner._qt import block_nav, exports, graph_ops, hooks, recent, snapshot_view
+from memdesigner._qt import actions, block_nav, exports, graph_ops, hooks, recent, snapshot_view
 from memdesigner._qt.commands import AddNodeCmd, MoveNodesCmd
 from memdesigner._qt.document import DesignDocument
 from memdesigner._qt.estimator import EstimateService
@@ -150,64 +150,10 @@ class MainWindow(QMainWindow):
         return d
 
     def _action(self, text, slot, shortcut=None, tip="", on_view=False) -> QAction:
-        a = QAction(text, self)
-        if shortcut:
-            a.setShortcut(QKeySequence(shortcut))
-        if tip:
-            a.setStatusTip(tip)
-            a.setToolTip(tip)
-        a.triggered.connect(lambda _=False: slot())
-        if on_view:  # single keys (F, Del) must not fire while typing in a field
-            a.setShortcutContext(Qt.WidgetWithChildrenShortcut)
-            self.view.addAction(a)
-        return a
+        return actions.make(self, text, slot, shortcut, tip, on_view)
 
     def _build_actions(self):
-        A = self._action
-        self.act_new = A("&New", self.new_design, QKeySequence.New)
-        self.act_open = A("&Open…", self.open_dialog, QKeySequence.Open)
-        self.act_save = A("&Save", self.save, QKeySequence.Save)
-        self.act_save_as = A("Save &As…", self.save_as, QKeySequence.SaveAs)
-        self.act_quit = A("&Quit", self.close, QKeySequence.Quit)
-        self.act_undo = self.stack.createUndoAction(self, "&Undo")
-        self.act_undo.setShortcut(QKeySequence.Undo)
-        self.act_redo = self.stack.createRedoAction(self, "&Redo")
-        self.act_redo.setShortcut(QKeySequence.Redo)
-        self.act_cut = A("Cu&t", self.cut, QKeySequence.Cut, on_view=True)
-        self.act_copy = A("&Copy", self.copy, QKeySequence.Copy, on_view=True)
-        self.act_paste = A("&Paste", self.paste, QKeySequence.Paste, on_view=True)
-        self.act_dup = A("&Duplicate", self.duplicate, "Ctrl+D", on_view=True)
-        self.act_delete = A("De&lete", self.delete_selection, QKeySequence.Delete, on_view=True)
-        self.act_delete.setShortcuts([QKeySequence.Delete, QKeySequence("Backspace")])
-        self.act_select_all = A("Select &All", self.select_all, QKeySequence.SelectAll, on_view=True)
-        self.act_fit = A("&Fit to View", self.view.fit_all, "F", "Show the whole design", on_view=True)
-        self.act_zoom_in = A("Zoom &In", lambda: self.view.zoom_by(1.25), QKeySequence.ZoomIn)
-        self.act_zoom_out = A("Zoom &Out", lambda: self.view.zoom_by(0.8), QKeySequence.ZoomOut)
-        self.act_layout = A("Auto &Layout", self.auto_layout, "L", "Arrange layers in columns", on_view=True)
-        self.act_measure = A("&Measure with PyTorch…", self.measure, tip="Run the design with PyTorch and overlay "
-                             "the measured memory on the timeline")
-        self.act_reload_devices = A("Reload &Device Profiles", self.settings_bar.reload_devices)
-        self.act_explain = A("&Explain the Peak…", self.explain_peak, "Ctrl+E",
-                             "List every tensor alive at the peak, with its layer and the rule that keeps it")
-        self.act_make_fit = A("Make It &Fit…", self.make_it_fit, "Ctrl+Shift+M",
-                              "The ranked changes that bring the design under the device's memory")
-        self.act_export_png = A("Canvas as &PNG…", lambda: self.export("canvas_png"))
-        self.act_export_svg = A("Canvas as &SVG…", lambda: self.export("canvas_svg"))
-        if not exports.svg_available():
-            self.act_export_svg.setEnabled(False)
-            self.act_export_svg.setText("Canvas as SVG (needs QtSvg, not in this PySide6)")
-        self.act_export_timeline = A("&Timeline as PNG…", lambda: self.export("timeline_png"))
-        self.act_export_csv = A("Layer &Table as CSV…", lambda: self.export("table_csv"))
-        self.act_export_report = A("&Report (HTML or Markdown)…", lambda: self.export_report(),
-                                   tip="One file to attach to a ticket: network, verdict per device, timeline, layers")
-        self.act_open_snapshot = A("Open Memory &Snapshot…", lambda: snapshot_view.open_dialog(self),
-                                   tip="Draw a PyTorch memory snapshot (torch.cuda.memory._dump_snapshot) beside the estimate")
-        self.act_clear_snapshot = A("Clear Memory Snapshot", lambda: snapshot_view.clear(self))
-        self.act_clear_snapshot.setEnabled(False)
-        self.act_import_torch = A("&PyTorch Model (.py)…", self.import_torch)
-        self.act_import_keras = A("&Keras Model (JSON)…", self.import_keras)
-        self.act_import_onnx = A("&ONNX Model…", self.import_onnx)
-        self.act_import_hf = A("&Hugging Face Config…", self.import_hf)
+        actions.build(self)  # every command's QAction, shortcut and tip: _qt/actions.py
 
     def _build_menus(self):
         mb = self.menuBar()
