@@ -37,7 +37,8 @@ def question_box(parent, rec: recovery.Recoverable, i: int, n: int):
     box.setIcon(QMessageBox.Question)
     box.setWindowTitle("Recover unsaved work?" + (f" ({i + 1} of {n})" if n > 1 else ""))
     box.setText(f"memdesigner did not close properly. Recover the unsaved changes to “{rec.name}”?")
-    box.setInformativeText(f"Last autosaved {when}\nFile: {rec.source_path or 'never saved (untitled)'}\n\n"
+    which = f"Autosave {i + 1} of {n}, last" if n > 1 else "Last"
+    box.setInformativeText(f"{which} autosaved {when}\nFile: {rec.source_path or 'never saved (untitled)'}\n\n"
                            "Discard deletes this autosave; Later keeps it for the next start.")
     buttons = {"recover": box.addButton("Recover", QMessageBox.AcceptRole),
                "discard": box.addButton("Discard", QMessageBox.DestructiveRole),

@@ -103,7 +103,7 @@ def main(log_path: str, seed: int) -> None:
         log.write(f"E {time.time():.6f} {sig()}\n")
         if os.getppid() != zygote:
             os._exit(0)  # the test is gone: nobody will kill this instance
-        QTimer.singleShot(rng.randint(5, 40), edit)
+        QTimer.singleShot(rng.randint(10, 60), edit)
 
     QTimer.singleShot(0, edit)
     app.exec()

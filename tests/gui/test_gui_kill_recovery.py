@@ -135,12 +135,13 @@ def _run(zygote, warm, folder, rng):
         if k == KILLS:
             os.kill(pid, signal.SIGKILL)
             break
-        time.sleep(rng.uniform(0.1, 1.2))
+        time.sleep(rng.uniform(0.1, 1.5))
         killed_at = time.time()
         os.kill(pid, signal.SIGKILL)
         zygote.reap(pid)
         assert _check_files(folder) <= 1  # never torn, and the recovered one is not left beside it
         previous = (_log(log), killed_at)
     assert checked == KILLS
+    assert old_recovered >= 0.75 * old  # the rest within the slack (an event loop stalled by a loaded machine)
     print(f"\n{KILLS} kills, {made} edits, {recovered_edits} recovered; {old_recovered} of the {old} older "
           f"than the {DELAY_MS} ms autosave delay; the oldest edit lost was {oldest_lost * 1000:.0f} ms old")
