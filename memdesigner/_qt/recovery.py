@@ -148,12 +148,22 @@ def load(rec: Recoverable) -> Design:
     return design_from_dict(data["design"], str(rec.file))
 
 
+def _remove_partial_writes(file: Path) -> None:
+    """A kill during a write leaves the temporary file (never the autosave itself) behind."""
+    for tmp in file.parent.glob(f".{file.name}.*.tmp"):
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
+
+
 def discard(rec: Recoverable) -> None:
     """Delete this one autosave (recovered into a document, or discarded by the user); no other."""
     try:
         rec.file.unlink()
     except OSError:
         pass
+    _remove_partial_writes(rec.file)
     rec.release()
     try:
         _lock_path(rec.file).unlink()
