@@ -33,12 +33,18 @@ def main(argv: list[str] | None = None) -> int:
     win.show()
     path = next((a for a in argv if not a.startswith("-")), None)
 
-    def start():
-        if not win.offer_recovery() and path:
-            win.open_path(path)
-
-    QTimer.singleShot(0, start)
+    QTimer.singleShot(0, lambda: start(win, path))
     return app.exec()
+
+
+def start(win, path: str | None, ask=None) -> None:
+    """Offer every crashed instance's autosave (each one), then open the file named on the
+    command line as well: in this window while it is empty, else beside the recovered work."""
+    from memdesigner._qt.recovery_prompt import window_for
+
+    win.offer_recovery(ask)
+    if path:
+        window_for(win).open_path(path)
 
 
 if __name__ == "__main__":

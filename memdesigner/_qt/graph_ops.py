@@ -54,12 +54,14 @@ def to_clipboard(data: dict) -> None:
 
 
 def from_clipboard() -> dict | None:
+    from memdesigner.io.design_file import DesignFileError, parse_design_text
+
     text = QApplication.clipboard().text()
     if not text.startswith(_CLIP_PREFIX):
         return None
-    try:
-        data = json.loads(text[len(_CLIP_PREFIX):])
-    except ValueError:
+    try:  # the design file's own parser: NaN, absurd nesting and huge integers are refused alike
+        data = parse_design_text(text[len(_CLIP_PREFIX):], "clipboard")
+    except DesignFileError:
         return None
     return data if isinstance(data, dict) else None
 

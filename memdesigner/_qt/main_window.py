@@ -3,12 +3,11 @@ bottom. It wires widgets together; memory numbers come only from the engine (via
 
 from __future__ import annotations
 
-import time
 from importlib import resources
 from pathlib import Path
 
 from PySide6.QtCore import QPointF, QSettings, Qt, QTimer, Signal
-from PySide6.QtGui import QAction, QKeySequence, QUndoStack
+from PySide6.QtGui import QAction
 from PySide6.QtWidgets import (
     QDockWidget,
     QFileDialog,
@@ -26,8 +25,19 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from memdesigner._qt import block_nav, context_menus, exports, graph_ops, hooks, recovery, snapshot_view, start_view
+from memdesigner._qt import (
+    actions,
+    block_nav,
+    context_menus,
+    exports,
+    graph_ops,
+    hooks,
+    recent,
+    snapshot_view,
+    start_view,
+)
 from memdesigner._qt.commands import AddNodeCmd, MoveNodesCmd
+from memdesigner._qt.document import DesignDocument
 from memdesigner._qt.estimator import EstimateService
 from memdesigner._qt.inspector import Inspector
 from memdesigner._qt.layer_table import LayerTable
@@ -39,12 +49,9 @@ from memdesigner._qt.settings_bar import SettingsBar
 from memdesigner._qt.summary import SummaryPanel
 from memdesigner._qt.timeline import BatchPlot, TimelinePlot
 from memdesigner._qt.view import GraphView
-from memdesigner.io.design_file import DesignFileError, load_design, save_design
+from memdesigner.io.design_file import DesignFileError
 from memdesigner.model.design import Design
 from memdesigner.units import format_bytes
-
-MAX_RECENT = 10
-AUTOSAVE_MS = 5000
 
 
 class MainWindow(QMainWindow):
@@ -54,14 +61,12 @@ class MainWindow(QMainWindow):
         super().__init__()
         self.headless = headless
         self.split_paint = not headless  # show results in two event-loop turns (see apply_result)
-        self.path: str | None = None
-        self.design = Design()
         self.measured: dict | None = None
         self.result = None
         self.sweep = None
-        self._settings_dirty = False
-        self._autosaved_index = None
-        self.stack = QUndoStack(self)
+        # the document (design, path, undo stack, run settings, autosave, recent): _qt/document.py
+        self.document = DesignDocument(self, autosave=not headless, remember=not headless)
+        self.stack = self.document.stack
         self._build_widgets()
         self._build_actions()
         self._build_menus()
@@ -74,10 +79,6 @@ class MainWindow(QMainWindow):
         self.set_design(Design(), None)
         if not headless:
             self._restore_state()
-            self.autosave_timer = QTimer(self)
-            self.autosave_timer.setInterval(AUTOSAVE_MS)
-            self.autosave_timer.timeout.connect(self.autosave)
-            self.autosave_timer.start()
         from memdesigner._qt.window_fit import place
 
         place(self, None if headless else QSettings().value("window/geometry"), headless=headless)
@@ -93,6 +94,7 @@ class MainWindow(QMainWindow):
         self.palette = PaletteWidget()
         self.inspector = Inspector(self.stack)
         self.settings_bar = SettingsBar()
+        self.settings_bar.bind(self.document.settings, self.document.edit_settings)  # views the document's
         self.timeline = TimelinePlot()
         self.batch_plot = BatchPlot()
         self.summary = SummaryPanel()
@@ -159,64 +161,10 @@ class MainWindow(QMainWindow):
         return d
 
     def _action(self, text, slot, shortcut=None, tip="", on_view=False) -> QAction:
-        a = QAction(text, self)
-        if shortcut:
-            a.setShortcut(QKeySequence(shortcut))
-        if tip:
-            a.setStatusTip(tip)
-            a.setToolTip(tip)
-        a.triggered.connect(lambda _=False: slot())
-        if on_view:  # single keys (F, Del) must not fire while typing in a field
-            a.setShortcutContext(Qt.WidgetWithChildrenShortcut)
-            self.view.addAction(a)
-        return a
+        return actions.make(self, text, slot, shortcut, tip, on_view)
 
     def _build_actions(self):
-        A = self._action
-        self.act_new = A("&New", self.new_design, QKeySequence.New)
-        self.act_open = A("&Open…", self.open_dialog, QKeySequence.Open)
-        self.act_save = A("&Save", self.save, QKeySequence.Save)
-        self.act_save_as = A("Save &As…", self.save_as, QKeySequence.SaveAs)
-        self.act_quit = A("&Quit", self.close, QKeySequence.Quit)
-        self.act_undo = self.stack.createUndoAction(self, "&Undo")
-        self.act_undo.setShortcut(QKeySequence.Undo)
-        self.act_redo = self.stack.createRedoAction(self, "&Redo")
-        self.act_redo.setShortcut(QKeySequence.Redo)
-        self.act_cut = A("Cu&t", self.cut, QKeySequence.Cut, on_view=True)
-        self.act_copy = A("&Copy", self.copy, QKeySequence.Copy, on_view=True)
-        self.act_paste = A("&Paste", self.paste, QKeySequence.Paste, on_view=True)
-        self.act_dup = A("&Duplicate", self.duplicate, "Ctrl+D", on_view=True)
-        self.act_delete = A("De&lete", self.delete_selection, QKeySequence.Delete, on_view=True)
-        self.act_delete.setShortcuts([QKeySequence.Delete, QKeySequence("Backspace")])
-        self.act_select_all = A("Select &All", self.select_all, QKeySequence.SelectAll, on_view=True)
-        self.act_fit = A("&Fit to View", self.view.fit_all, "F", "Show the whole design", on_view=True)
-        self.act_zoom_in = A("Zoom &In", lambda: self.view.zoom_by(1.25), QKeySequence.ZoomIn)
-        self.act_zoom_out = A("Zoom &Out", lambda: self.view.zoom_by(0.8), QKeySequence.ZoomOut)
-        self.act_layout = A("Auto &Layout", self.auto_layout, "L", "Arrange layers in columns", on_view=True)
-        self.act_measure = A("&Measure with PyTorch…", self.measure, tip="Run the design with PyTorch and overlay "
-                             "the measured memory on the timeline")
-        self.act_reload_devices = A("Reload &Device Profiles", self.settings_bar.reload_devices)
-        self.act_explain = A("&Explain the Peak…", self.explain_peak, "Ctrl+E",
-                             "List every tensor alive at the peak, with its layer and the rule that keeps it")
-        self.act_make_fit = A("Make It &Fit…", self.make_it_fit, "Ctrl+Shift+M",
-                              "The ranked changes that bring the design under the device's memory")
-        self.act_export_png = A("Canvas as &PNG…", lambda: self.export("canvas_png"))
-        self.act_export_svg = A("Canvas as &SVG…", lambda: self.export("canvas_svg"))
-        if not exports.svg_available():
-            self.act_export_svg.setEnabled(False)
-            self.act_export_svg.setText("Canvas as SVG (needs QtSvg, not in this PySide6)")
-        self.act_export_timeline = A("&Timeline as PNG…", lambda: self.export("timeline_png"))
-        self.act_export_csv = A("Layer &Table as CSV…", lambda: self.export("table_csv"))
-        self.act_export_report = A("&Report (HTML or Markdown)…", lambda: self.export_report(),
-                                   tip="One file to attach to a ticket: network, verdict per device, timeline, layers")
-        self.act_open_snapshot = A("Open Memory &Snapshot…", lambda: snapshot_view.open_dialog(self),
-                                   tip="Draw a PyTorch memory snapshot (torch.cuda.memory._dump_snapshot) beside the estimate")
-        self.act_clear_snapshot = A("Clear Memory Snapshot", lambda: snapshot_view.clear(self))
-        self.act_clear_snapshot.setEnabled(False)
-        self.act_import_torch = A("&PyTorch Model (.py)…", self.import_torch)
-        self.act_import_keras = A("&Keras Model (JSON)…", self.import_keras)
-        self.act_import_onnx = A("&ONNX Model…", self.import_onnx)
-        self.act_import_hf = A("&Hugging Face Config…", self.import_hf)
+        actions.build(self)  # every command's QAction, shortcut and tip: _qt/actions.py
 
     def _build_menus(self):
         mb = self.menuBar()
@@ -277,25 +225,31 @@ class MainWindow(QMainWindow):
         self._fill_recent()
 
     # -- design ------------------------------------------------------------------------------
-    def set_design(self, design: Design, path: str | None, layout: bool | str = True):
-        """layout: True lays out only when positions are missing or overlap; 'always' re-lays out."""
-        if self.design is not None:
-            self.design.unsubscribe(self._on_design_event)
+    @property
+    def design(self) -> Design:
+        return self.document.design
+
+    @property
+    def path(self) -> str | None:
+        return self.document.path
+
+    @path.setter
+    def path(self, value: str | None):
+        self.document.path = value
+
+    def set_design(self, design: Design, path: str | None, layout: bool | str = True, unsaved: bool = False):
+        """layout: True lays out only when positions are missing or overlap; 'always' re-lays out.
+        unsaved: recovered or imported work (dirty until saved)."""
+        self.design.unsubscribe(self._on_design_event)
         if layout == "always" or (layout and needs_layout(design)):
             for nid, pos in layered_positions(design).items():
                 design.nodes[nid].pos = pos
-        self.design = design
+        self.document.replace(design, path, unsaved=unsaved)
         self.blocks_nav.reset()
-        self.path = path
         self.measured = None
-        self.stack.clear()
         design.subscribe(self._on_design_event)
         self.scene.set_design(design)
         self.inspector.set_design(design)
-        if design.settings:
-            self.settings_bar.apply_dict(design.settings)
-        self._settings_dirty = False
-        self._autosaved_index = None
         self._update_title()
         QTimer.singleShot(0, self.view.fit_all)
         self.view.fit_all()
@@ -309,14 +263,12 @@ class MainWindow(QMainWindow):
         return self.design, self.settings_bar.settings(), self.settings_bar.current_device()
 
     def _settings_changed(self):
-        self.design.settings = self.settings_bar.to_dict()
-        self._settings_dirty = True
         self._update_title()
         self.service.schedule()
 
     @property
     def dirty(self) -> bool:
-        return not self.stack.isClean() or self._settings_dirty
+        return self.document.dirty
 
     def _update_title(self, *_):
         name = Path(self.path).name if self.path else (self.design.name or "untitled")
@@ -444,7 +396,10 @@ class MainWindow(QMainWindow):
                                  QMessageBox.Save | QMessageBox.Discard | QMessageBox.Cancel, QMessageBox.Save)
         if r == QMessageBox.Save:
             return self.save()
-        return r == QMessageBox.Discard
+        if r == QMessageBox.Discard:
+            self.document.discard_autosave()  # the user let these changes go: never offered back
+            return True
+        return False
 
     def new_design(self):
         if self.maybe_save():
@@ -459,7 +414,7 @@ class MainWindow(QMainWindow):
 
     def open_path(self, path: str, remember: bool = True) -> bool:
         try:
-            d = load_design(path)
+            d = self.document.read(path)
         except DesignFileError as err:
             if self.headless:
                 raise
@@ -468,7 +423,7 @@ class MainWindow(QMainWindow):
         d.settings = opened_settings(d.settings)  # its own settings, not the previous design's
         self.set_design(d, str(path))
         if remember:
-            self._add_recent(str(path))
+            self._add_recent(self.path)
         self.statusBar().showMessage(f"Opened {path}", 4000)
         return True
 
@@ -487,17 +442,11 @@ class MainWindow(QMainWindow):
         return self.save_to(path)
 
     def save_to(self, path: str) -> bool:
-        self.design.settings = self.settings_bar.to_dict()
-        if self.design.name in ("", "untitled"):
-            self.design.name = Path(path).stem
         try:
-            save_design(self.design, path)
+            self.document.save(path)  # clean afterwards, autosave gone, in the recent files
         except OSError as err:
             QMessageBox.warning(self, "Cannot save", f"{path}: {err}")
             return False
-        self.path = str(path)
-        self.stack.setClean()
-        self._settings_dirty = False
         self._add_recent(self.path)
         self._update_title()
         self.statusBar().showMessage(f"Saved {path}", 4000)
@@ -508,25 +457,18 @@ class MainWindow(QMainWindow):
             return str(Path(self.path).parent)
         return QSettings().value("last_dir", str(Path.home()))
 
-    def _recent(self) -> list:
-        v = QSettings().value("recent_files", [])
-        return [v] if isinstance(v, str) else list(v or [])
-
     def _add_recent(self, path: str):
         if self.headless:
             return
-        rec = [p for p in self._recent() if p != path]
-        rec.insert(0, path)
-        s = QSettings()
-        s.setValue("recent_files", rec[:MAX_RECENT])
-        s.setValue("last_dir", str(Path(path).parent))
+        recent.add(path)  # absolute, resolved, de-duplicated (_qt/recent.py)
+        QSettings().setValue("last_dir", str(Path(path).parent))
         self._fill_recent()
 
     def _fill_recent(self):
         self.recent_menu.clear()
-        rec = [p for p in self._recent() if Path(p).exists()] if not self.headless else []
-        for p in rec:
-            a = self.recent_menu.addAction(Path(p).name)
+        rec = recent.entries() if not self.headless else []
+        for p, label in zip(rec, recent.labels(rec)):
+            a = self.recent_menu.addAction(label)
             a.setToolTip(p)
             a.triggered.connect(lambda _=False, p=p: self.maybe_save() and self.open_path(p))
         self.recent_menu.setEnabled(bool(rec))
@@ -626,11 +568,7 @@ class MainWindow(QMainWindow):
         return worker
 
     def _imported(self, d):
-        self.set_design(d, None, layout=True)
-        if not needs_layout(d):
-            pass
-        self._settings_dirty = True
-        self._update_title()
+        self.set_design(d, None, layout=True, unsaved=True)
 
     def export(self, kind: str, path: str | None = None) -> str | None:
         filters = {"canvas_png": ("PNG image (*.png)", ".png"), "canvas_svg": ("SVG image (*.svg)", ".svg"),
@@ -738,50 +676,15 @@ class MainWindow(QMainWindow):
 
     # -- autosave / recovery -----------------------------------------------------------------
     def autosave(self) -> bool:
-        """Write the recovery file when something changed since the last one."""
-        if self.headless or (not self.dirty and self._autosaved_index is None):
-            return False
-        key = (self.stack.index(), self._settings_dirty, len(self.design.nodes))
-        if key == self._autosaved_index:
-            return False
-        try:
-            recovery.write(self.design, self.path)
-        except OSError:
-            return False
-        self._autosaved_index = key
-        return True
+        """Write the recovery file now (the document also does it shortly after every change)."""
+        return self.document.autosave()
 
-    def offer_recovery(self, ask=None) -> bool:
-        """After a crash: offer the newest autosave left behind. ``ask(rec) -> bool`` replaces the
-        question box (tests)."""
-        found = recovery.find()
-        if not found:
-            return False
-        rec = found[0]
-        if ask is None:
-            when = time.strftime("%Y-%m-%d %H:%M", time.localtime(rec.saved_at))
-            r = QMessageBox.question(self, "Recover unsaved work?",
-                                     f"memdesigner did not close properly. Recover “{rec.name}” from {when}?",
-                                     QMessageBox.Yes | QMessageBox.No, QMessageBox.Yes)
-            yes = r == QMessageBox.Yes
-        else:
-            yes = ask(rec)
-        if not yes:
-            for r in found:
-                recovery.discard(r)
-            return False
-        try:
-            d = recovery.load(rec)
-        except (OSError, ValueError) as err:
-            QMessageBox.warning(self, "Recovery failed", str(err))
-            return False
-        self.set_design(d, rec.source_path, layout=False)
-        self._settings_dirty = True  # recovered work is unsaved work
-        self._update_title()
-        for r in found:
-            recovery.discard(r)
-        self.statusBar().showMessage("Recovered unsaved work", 6000)
-        return True
+    def offer_recovery(self, ask=None) -> int:
+        """At start: offer every autosave a crashed instance left (_qt/recovery_prompt.py);
+        ``ask(rec) -> 'recover' | 'discard' | 'later'`` (or a bool) replaces the question box."""
+        from memdesigner._qt.recovery_prompt import offer
+
+        return offer(self, ask)
 
     # -- window state ------------------------------------------------------------------------
     def _restore_state(self):
@@ -791,15 +694,13 @@ class MainWindow(QMainWindow):
             self.restoreState(st)
         last = s.value("run_settings")
         if isinstance(last, dict):
-            self.settings_bar.apply_dict(last)
-            self._settings_dirty = False
-            self._update_title()
+            self.document.settings.set_all(last)  # the last session's settings, not an edit
 
     def _save_state(self):
         s = QSettings()
         s.setValue("window/geometry", self.saveGeometry())
         s.setValue("window/state", self.saveState())
-        s.setValue("run_settings", self.settings_bar.to_dict())
+        s.setValue("run_settings", self.document.settings.to_dict())
 
     def closeEvent(self, ev):
         if not self.maybe_save():
@@ -807,8 +708,7 @@ class MainWindow(QMainWindow):
             return
         if not self.headless:
             self._save_state()
-            recovery.clear()
-            self.autosave_timer.stop()
+        self.document.close()  # nothing left to recover: the user saved or discarded
         self.service.shutdown()
         ev.accept()
 

@@ -1,4 +1,5 @@
-"""Run settings (mode, batch, optimizer, dtype, AMP, checkpointing) and the device drop-down."""
+"""Run settings (mode, batch, optimizer, dtype, AMP, checkpointing) and the device drop-down: a
+view of the document's RunSettings model (memdesigner/model/run_settings.py), which holds the truth."""
 
 from __future__ import annotations
 
@@ -10,10 +11,12 @@ from memdesigner._qt.generate_options import GenerateOptions
 from memdesigner._qt.number_fields import RefusingSpinBox
 from memdesigner.engine import devices as devmod
 from memdesigner.engine.settings import DTYPES, MODES, OPTIMIZERS, Settings
+from memdesigner.model.run_settings import CORE, EXTRA_KEYS, FINETUNE_KEYS, GENERATE_KEYS, RunSettings, normalize
 from memdesigner.units import format_gib
 
-# run settings with no widget in the bar yet: carried through from the design unchanged
-EXTRA_KEYS = ("gpus", "strategy", "foreach", "offload")
+# the keys the bar's widgets write; the rest of the model's dict is carried through unchanged
+OWNED = (*CORE, "device", *GENERATE_KEYS, *FINETUNE_KEYS, "training")
+RENDER_DEFAULTS = {**CORE, "new_tokens": Settings().new_tokens, "kv_cache": "dynamic", "kv_dtype": "auto"}
 
 OPT_LABELS = {"none": "none", "sgd": "SGD", "momentum": "SGD + momentum", "adam": "Adam", "adamw": "AdamW",
               "adamw8bit": "AdamW 8-bit", "paged_adamw8bit": "Paged 8-bit", "adafactor": "Adafactor"}  # bnb, torch
@@ -29,7 +32,9 @@ class SettingsBar(QWidget):
 
     def __init__(self, parent=None):
         super().__init__(parent)
-        self.extra: dict = {}
+        self.model: RunSettings | None = None
+        self._edit = None
+        self._rendering = False
         lay = QHBoxLayout(self)
         lay.setContentsMargins(6, 2, 6, 2)
         lay.setSpacing(6)
@@ -79,6 +84,7 @@ class SettingsBar(QWidget):
         self.device.currentIndexChanged.connect(self._changed)
         self.generate.changed.connect(self._changed)
         self._sync_enabled()
+        self.bind(RunSettings())
 
     def reload_devices(self):
         current = self.device_id()
@@ -118,27 +124,65 @@ class SettingsBar(QWidget):
         self.generate.setVisible(self.mode.currentData() == "generate")
 
     def _changed(self, *_):
+        """A widget changed: the user edits the document's settings (one undo step when bound)."""
         self._sync_enabled()
+        if self._rendering:
+            return
+        old = self.model.to_dict()
+        new = {k: v for k, v in old.items() if k not in OWNED}
+        new.update(self._read())
+        if normalize(new) == old:
+            return
+        if self._edit is not None:
+            self._edit(old, new)
+        else:
+            self.model.set_all(new)
+
+    # -- the model ------------------------------------------------------------------------
+    def bind(self, model: RunSettings, edit=None) -> None:
+        """View ``model``; ``edit(old, new)`` applies a user change (the document pushes an undo
+        command); without it the bar sets the model directly."""
+        if self.model is not None:
+            self.model.unsubscribe(self._model_changed)
+        self.model, self._edit = model, edit
+        model.subscribe(self._model_changed)
+        self._render(model.to_dict())
+
+    def _model_changed(self, d: dict) -> None:
+        self._render(d)
         self.changed.emit()
+
+    def _render(self, d: dict) -> None:
+        """Show ``d`` in full (keys it lacks show their defaults), then let the model take the
+        bar's spelling of the same settings (e.g. the Training choice a LoRA rank implies)."""
+        self._rendering = True
+        try:
+            self._put({**RENDER_DEFAULTS, **d})
+            if "device" not in d:
+                self.device.blockSignals(True)
+                self.device.setCurrentIndex(0)
+                self.device.blockSignals(False)
+        finally:
+            self._rendering = False
+        canon = {k: v for k, v in d.items() if k not in OWNED}
+        canon.update(self._read())
+        self.model.adopt(canon)
+
+    def _read(self) -> dict:
+        """The settings the widgets show, in the design file's spelling."""
+        mode, dtype = self.mode.currentData(), self.dtype.currentData()
+        d = {"mode": mode, "batch": self.batch.value(), "optimizer": self.optimizer.currentData(), "dtype": dtype,
+             "amp": self.amp.isChecked() and dtype == "fp32", "checkpointing": self.ckpt.isChecked()}
+        if self.device_id():
+            d["device"] = self.device_id()
+        if mode == "generate":
+            d.update(self.generate.values())
+        d.update(self.finetune.to_dict())
+        return d
 
     # -- values ---------------------------------------------------------------------------
     def settings(self) -> Settings:
-        s = Settings(mode=self.mode.currentData(), batch=self.batch.value(),
-                     optimizer=self.optimizer.currentData() if self.mode.currentData() == "train" else "none",
-                     dtype=self.dtype.currentData(), amp=self.amp.isChecked() and self.dtype.currentData() == "fp32",
-                     checkpointing=self.ckpt.isChecked() and self.mode.currentData() == "train")
-        if s.mode == "generate":
-            s = s.with_(**self.generate.values())
-        try:  # settings the bar has no widget for yet (gpus, strategy): kept from the design, not lost
-            s = s.with_(**self.extra) if self.extra else s
-        except (TypeError, ValueError):
-            pass
-        if s.training:
-            try:
-                s = s.with_(**self.finetune.values())
-            except (TypeError, ValueError):
-                pass
-        return s
+        return self.model.settings()
 
     def device_id(self) -> str | None:
         return self.device.currentData() if self.device.count() else None
@@ -154,25 +198,28 @@ class SettingsBar(QWidget):
         return True
 
     def to_dict(self) -> dict:
-        s = self.settings()
-        d = {"mode": s.mode, "batch": s.batch, "optimizer": self.optimizer.currentData(), "dtype": s.dtype,
-             "amp": s.amp, "checkpointing": self.ckpt.isChecked()}
-        if self.device_id():
-            d["device"] = self.device_id()
-        if s.mode == "generate":
-            d.update(self.generate.values())
-        d.update(self.extra)
-        d.update(self.finetune.to_dict())
-        return d
+        return self.model.to_dict()
 
     def apply_dict(self, d: dict) -> None:
-        """Take settings from a design file or QSettings; unknown values are skipped, never fatal."""
-        extra = {k: d[k] for k in EXTRA_KEYS if k in d}
+        """Set the settings ``d`` names, as if the user chose them (one undo step when bound);
+        unknown values are skipped, never fatal; settings ``d`` does not name stay."""
+        self._rendering = True
         try:
-            Settings(**extra)
-            self.extra = extra
-        except (TypeError, ValueError):
-            self.extra = {}
+            self._put(d)
+        finally:
+            self._rendering = False
+        old = self.model.to_dict()
+        new = {k: v for k, v in old.items() if k not in OWNED}
+        new.update({k: d[k] for k in EXTRA_KEYS if k in d})
+        new.update(self._read())
+        if normalize(new) != old:
+            if self._edit is not None:
+                self._edit(old, new)
+            else:
+                self.model.set_all(new)
+
+    def _put(self, d: dict) -> None:
+        """Show the keys ``d`` has on the widgets (signals blocked)."""
         widgets = (self.mode, self.batch, self.optimizer, self.dtype, self.amp, self.ckpt, self.device)
         for w in widgets:
             w.blockSignals(True)
@@ -195,4 +242,3 @@ class SettingsBar(QWidget):
         self.generate.apply(d)
         self.finetune.apply_dict(d)
         self._sync_enabled()
-        self.changed.emit()

@@ -36,9 +36,11 @@ TEMPLATE_ICONS = {"mlp": "dense", "cnn": "convolution", "transformer": "attentio
 
 
 def recent_files(win) -> list[str]:
-    """The window's recent files that still exist (the one place the start view reads them: the
-    list lives with the window's file handling)."""
-    return [p for p in win._recent() if Path(p).exists()]
+    """The recent files that still exist (the one place the start view reads them: the list lives
+    in _qt/recent.py, absolute and de-duplicated; none in a headless window)."""
+    from memdesigner._qt import recent
+
+    return [] if getattr(win, "headless", False) else [p for p in recent.entries() if Path(p).exists()]
 
 
 def example_files() -> list:

@@ -313,12 +313,23 @@ def load_design(path) -> Design:
     return design_from_dict(parse_design_text(data, str(path)), str(path))
 
 
+def design_text(d: Design) -> str:
+    """The design file's text: the one serializer of save, autosave and (for a selection) the
+    clipboard."""
+    return json.dumps(design_to_dict(d), indent=2) + "\n"
+
+
 def save_design(d: Design, path) -> None:
-    """Write to a temporary file in the target's folder, then rename over the target. A symlink
-    is written through (its target is replaced, the link stays), and the file keeps its mode (a
-    new one gets the umask's default) rather than mkstemp's 0600."""
+    """Write the design file atomically (write_text_atomic)."""
+    write_text_atomic(path, design_text(d))
+
+
+def write_text_atomic(path, text: str, fsync: bool = True) -> None:
+    """Write to a temporary file in the target's folder, then rename over the target, so a crash
+    or kill at any moment leaves the old file or the new one, never a torn one. A symlink is
+    written through (its target is replaced, the link stays), and the file keeps its mode (a new
+    one gets the umask's default) rather than mkstemp's 0600."""
     path = Path(os.path.realpath(path))
-    text = json.dumps(design_to_dict(d), indent=2) + "\n"
     mode = _mode_for(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=str(path.parent))
     try:
@@ -327,7 +338,8 @@ def save_design(d: Design, path) -> None:
                 os.fchmod(f.fileno(), mode)
             f.write(text)
             f.flush()
-            os.fsync(f.fileno())
+            if fsync:
+                os.fsync(f.fileno())
         if not hasattr(os, "fchmod"):
             os.chmod(tmp, mode)
         os.replace(tmp, path)

@@ -34,7 +34,6 @@ def window(qtbot):
     win.show()
     yield win
     win.stack.setClean()
-    win._settings_dirty = False
     win.close()
     win.deleteLater()
 

@@ -7,7 +7,6 @@ import os
 from gui_helpers import load
 
 import memdesigner as md
-from memdesigner._qt import recovery
 from memdesigner.io.design_file import design_to_dict
 from memdesigner.model import block_edit, blocks
 from memdesigner.model.design import Design
@@ -127,7 +126,8 @@ def test_blocks_in_the_window(window, qtbot, tmp_path):
     # autosave carries the definitions
     window.stack.push(__import__("memdesigner._qt.commands", fromlist=["x"]).MoveNodesCmd(
         window.design, {"head": (window.design.nodes["head"].pos, (2000.0, 10.0))}))
-    auto = recovery.write(window.design, window.path)
+    assert window.autosave()
+    auto = window.document.slot.file
     assert json.loads(auto.read_text())["design"]["blocks"] == saved["blocks"]
 
     # copy/paste an instance: linked to the same definition

@@ -1,11 +1,9 @@
-"""Save / open round trip, autosave recovery, exports and the headless render."""
+"""Save / open round trip, exports and the headless render (recovery: test_gui_work_never_lost.py)."""
 
 import json
-import os
 
 from gui_helpers import load, small_cnn
 
-from memdesigner._qt import recovery
 from memdesigner.engine.settings import Settings
 from memdesigner.io.design_file import design_to_dict, load_design
 
@@ -34,26 +32,6 @@ def test_save_and_reopen_round_trip(window, qtbot, tmp_path):
     assert _strip(design_to_dict(window.design)) == _strip(saved)
     assert window.result.report.peak_bytes == peak
     assert load_design(path).nodes["conv"].props["out_channels"] == 24
-
-
-def test_recover_from_autosave(window, qtbot, tmp_path):
-    load(window, qtbot, small_cnn())
-    window.select_node("fc")
-    window.inspector.commit("out_features", 77)
-    assert window.autosave()
-    own = recovery.own_file()
-    assert own.exists()
-    crashed = own.with_name("autosave-999999.json")  # as if left by a process that died
-    os.replace(own, crashed)
-    window.stack.setClean()
-    with qtbot.waitSignal(window.result_applied, timeout=5000):
-        window.set_design(small_cnn(), None)
-    seen = []
-    assert window.offer_recovery(ask=lambda rec: seen.append(rec) or True)
-    assert seen[0].name == "small-cnn"
-    assert window.design.nodes["fc"].props["out_features"] == 77
-    assert window.dirty  # recovered work still needs saving
-    assert not crashed.exists()
 
 
 def test_exports(window, qtbot, tmp_path):

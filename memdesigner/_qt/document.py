@@ -1,0 +1,165 @@
+"""The open design as a document, apart from the window that views it: the design, its file
+path (absolute), the undo stack (dirty = not at the clean index), the run-settings model (with
+its own undo commands), the autosave that crash recovery reads, and save / open / recent files.
+
+Autosave: every change (graph edit, settings change, undo, redo) starts a single-shot timer of
+``autosave_delay_ms()`` unless one is already running, so the file is written at most that long
+after the first unsaved change, however busy the user is; a clean document has no autosave."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from PySide6.QtCore import QObject, QTimer, Signal
+from PySide6.QtGui import QUndoCommand, QUndoStack
+
+from memdesigner._qt import recent, recovery
+from memdesigner.io.design_file import load_design, save_design
+from memdesigner.model.design import Design
+from memdesigner.model.run_settings import RunSettings, normalize
+
+AUTOSAVE_MS = 1500
+
+
+def autosave_delay_ms() -> int:
+    """MEMDESIGNER_AUTOSAVE_MS overrides the delay (the crash test uses a short one)."""
+    try:
+        return max(10, int(os.environ.get("MEMDESIGNER_AUTOSAVE_MS", AUTOSAVE_MS)))
+    except ValueError:
+        return AUTOSAVE_MS
+
+
+class SetRunSettingsCmd(QUndoCommand):
+    """One change of the run settings (the whole dict before and after)."""
+
+    def __init__(self, model: RunSettings, old: dict, new: dict):
+        changed = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
+        what = changed[0] if len(changed) == 1 else "run settings"
+        text = f"Set {what} to {new[what]}" if len(changed) == 1 and what in new else f"Change {what}"
+        super().__init__(text)
+        self.model, self.old, self.new = model, dict(old), dict(new)
+
+    def redo(self):
+        self.model.set_all(self.new)
+
+    def undo(self):
+        self.model.set_all(self.old)
+
+
+class DesignDocument(QObject):
+    changed = Signal()  # the design or its settings changed (undo and redo included)
+    saved = Signal(str)  # the absolute path written
+
+    def __init__(self, parent=None, autosave: bool = True, remember: bool = True):
+        super().__init__(parent)
+        self.stack = QUndoStack(self)
+        self.settings = RunSettings()
+        self.design = Design()
+        self.path: str | None = None
+        self.remember = remember  # recent files (not for headless renders)
+        self.slot = recovery.Slot() if autosave else None
+        self._loading = False
+        self._timer = QTimer(self)
+        self._timer.setSingleShot(True)
+        self._timer.setInterval(autosave_delay_ms())
+        self._timer.timeout.connect(self.autosave)
+        self.stack.indexChanged.connect(self._touched)
+        self.settings.subscribe(self._settings_changed)
+        self.design.subscribe(self._design_event)
+
+    # -- state -------------------------------------------------------------------------------
+    @property
+    def dirty(self) -> bool:
+        return not self.stack.isClean()
+
+    def _design_event(self, event, payload):
+        self._touched()
+
+    def _settings_changed(self, d: dict):
+        self.design.settings = d  # every serializer of the design sees the current settings
+        self._touched()
+
+    def _touched(self, *_):
+        if self._loading:
+            return
+        self.changed.emit()
+        if self.slot is not None and not self._timer.isActive():
+            self._timer.start()
+
+    def edit_settings(self, old: dict, new: dict) -> None:
+        """A user change of the run settings: one undo step."""
+        if normalize(new) != self.settings.to_dict():
+            self.stack.push(SetRunSettingsCmd(self.settings, old, new))
+
+    # -- replacing the design ----------------------------------------------------------------
+    def replace(self, design: Design, path: str | None, unsaved: bool = False) -> None:
+        """Show another design. ``unsaved``: recovered or imported work, dirty until saved.
+        A design without settings keeps the current ones (today's behaviour of the window)."""
+        self._loading = True
+        try:
+            self.design.unsubscribe(self._design_event)
+            self.design = design
+            self.path = os.path.abspath(path) if path else None
+            self.stack.clear()
+            if design.settings:
+                self.settings.set_all(design.settings)
+            design.settings = self.settings.to_dict()
+            design.subscribe(self._design_event)
+        finally:
+            self._loading = False
+        if unsaved:
+            self.stack.resetClean()
+            self._touched()
+        elif self.slot is not None:
+            self._timer.stop()
+            self.slot.clear()
+
+    @staticmethod
+    def read(path: str) -> Design:
+        """A design file's design (DesignFileError, one line, when it cannot be read)."""
+        return load_design(path)
+
+    # -- saving ------------------------------------------------------------------------------
+    def save(self, path: str) -> str:
+        """Write the design with its settings to ``path`` (OSError when that fails); the document
+        is clean afterwards and its autosave gone."""
+        path = os.path.abspath(path)
+        self.design.settings = self.settings.to_dict()
+        if self.design.name in ("", "untitled"):
+            self.design.name = Path(path).stem
+        save_design(self.design, path)
+        self.path = path
+        self.stack.setClean()
+        self.discard_autosave()
+        if self.remember:
+            recent.add(path)
+        self.saved.emit(path)
+        return path
+
+    def autosave(self) -> bool:
+        """Write the recovery file now (only while there is unsaved work); a clean document
+        removes it instead."""
+        self._timer.stop()
+        if self.slot is None:
+            return False
+        if not self.dirty:
+            self.slot.clear()
+            return False
+        self.design.settings = self.settings.to_dict()
+        try:
+            self.slot.write(self.design, self.path)
+        except OSError:
+            return False
+        return True
+
+    def discard_autosave(self) -> None:
+        """Saved, or the user chose not to keep the changes: nothing to recover."""
+        self._timer.stop()
+        if self.slot is not None:
+            self.slot.clear()
+
+    def close(self) -> None:
+        self._timer.stop()
+        if self.slot is not None:
+            self.slot.release()
