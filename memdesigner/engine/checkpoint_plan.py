@@ -100,15 +100,17 @@ def check_units(s) -> None:
         raise ValueError("checkpoint_units: choose one of checkpointing, checkpoint_layers, checkpoint_units")
 
 
-def knapsack_min_cost(weights: list[int], costs: list[int], need: int, buckets: int = 4096) -> list[int] | None:
+def knapsack_min_cost(weights: list[int], costs: list[int], need: int, buckets: int = 4096,
+                      exact_below: int = 1 << 16) -> list[int] | None:
     """Indices of a subset with sum(weights) >= need at the least sum(costs): the 0/1 knapsack by
     dynamic programming over ``buckets`` memory buckets. Weights are rounded down to buckets, so the
-    subset found really meets ``need``; None when even all of them do not."""
+    subset found really meets ``need``; None when even all of them do not. A need of at most
+    ``exact_below`` is solved on the weights themselves (one bucket per unit)."""
     if need <= 0:
         return []
     if sum(weights) < need:
         return None
-    b = buckets
+    b = need if need <= exact_below else buckets
     w = [min(b, wi * b // need) for wi in weights]
     inf = float("inf")
     dp = np.full(b + 1, inf)
@@ -146,6 +148,7 @@ class CheckpointPlan:
     candidates: int  # layers considered
     runs: int  # engine runs the planning took
     method: str
+    gains: dict | None = None  # layer -> (saving, recompute FLOPs) as measured
 
 
 class _Planner:
@@ -156,18 +159,26 @@ class _Planner:
 
         if design.blocks:
             design, analysis = for_engine(design, analysis)
+        from memdesigner.engine import finetune
+
         self.design = design
         self.an = analysis or analyze(design)
         self.s = settings.with_(checkpointing=False, checkpoint_layers=False, checkpoint_units=())
+        self.given = (self.design, self.an, self.s)  # what the final plan is estimated with
+        if finetune.active(self.s):
+            # LoRA / QLoRA / frozen parts rewrite the design on every estimate: rewrite it once and
+            # plan on the result (the simulation is the same); the plan itself is re-estimated as given
+            self.design, self.an, _ = finetune.prepare(self.design, self.s, self.an)
+            self.s = self.s.with_(lora_r=0, base_bits=0, freeze=(), lora_targets=())
         self.dev = dev
         self.cap = dev.memory_bytes
         self._estimate = estimate
         self.runs = 0
         self._cache: dict[tuple, object] = {}
         in_edges: dict = {}
-        for e in design.edges:
+        for e in self.design.edges:
             in_edges.setdefault(e.dst, []).append(e)
-        found = units(self.an.order, design.nodes, in_edges)
+        found = units(self.an.order, self.design.nodes, in_edges)
         self.names = list(found)
         self.runs_of = found
 
@@ -191,25 +202,38 @@ class _Planner:
                             tuple(p.numel for p in info.params)))
         return tuple(sig)
 
-    def measure(self):
-        """(saving, recompute FLOPs) of each layer checkpointed alone; alike layers measured once."""
+    @staticmethod
+    def fb_peak(rep) -> int:
+        """The forward/backward peak: what checkpointing lowers (the optimizer step's is untouched)."""
+        return max(rep.phase_peaks.get("forward", 0), rep.phase_peaks.get("backward", 0))
+
+    def measure(self, gains: dict | None = None):
+        """(saving, recompute FLOPs) of each layer checkpointed alone: the drop of the forward/
+        backward peak, which no optimizer change moves; alike layers measured once."""
         base = self.run(())
+        if gains is not None and set(gains) == set(self.names):
+            return base, gains
+        fb = self.fb_peak(base)
         by_sig: dict[tuple, tuple] = {}
         out = {}
         for name in self.names:
             sig = self.signature(name)
             if sig not in by_sig:
                 rep = self.run((name,))
-                by_sig[sig] = (base.device_peak_bytes - rep.device_peak_bytes, rep.recompute_flops)
+                by_sig[sig] = (fb - self.fb_peak(rep), rep.recompute_flops)
             out[name] = by_sig[sig]
         return base, out
 
     def result(self, names, method) -> CheckpointPlan:
         rep = self.run(names)
         key = tuple(n for n in self.names if n in set(names))
+        if self.given[0] is not self.design:
+            d, an, s = self.given
+            self.runs += 1
+            rep = self._estimate(d, s.with_(checkpoint_units=key), device=self.dev, analysis=an)
         return CheckpointPlan(key, rep, rep.recompute_flops, self.fits(rep), len(self.names), self.runs, method)
 
-    def prune(self, chosen: list, gain: dict, tries: int = 8) -> list:
+    def prune(self, chosen: list, gain: dict, tries: int = 4) -> list:
         """Drop the most expensive layers the plan does not need, while it still fits."""
         for name in sorted(chosen, key=lambda n: (-gain[n][1], -self.names.index(n)))[:tries]:
             trial = [n for n in chosen if n != name]
@@ -218,27 +242,41 @@ class _Planner:
         return chosen
 
 
-def plan_checkpoints(design, settings, dev, analysis=None, method: str = "knapsack") -> CheckpointPlan | None:
+def plan_checkpoints(design, settings, dev, analysis=None, method: str = "knapsack", base=None,
+                     gains: dict | None = None) -> CheckpointPlan | None:
     """The cheapest set of layers to checkpoint so that ``design`` fits ``dev`` (a Device) with
-    ``settings`` (training); None when it fits without or no layer can be checkpointed. When no
-    set fits, the plan that checkpoints every layer that helps (``fits`` False)."""
+    ``settings`` (training); None when it fits without, or when no checkpointing can lower the
+    peak (it is in the optimizer step). When no set fits, the plan that checkpoints every layer
+    that helps (``fits`` False). ``base``: the report without checkpointing, when the caller has
+    it; ``gains``: the savings a plan for the same activations measured (``plan.gains``)."""
     if not settings.training:
         return None
     p = _Planner(design, settings, dev, analysis)
     if not p.names:
         return None
-    base, gain = p.measure()
+    if base is not None and not (settings.checkpointing or settings.checkpoint_layers or settings.checkpoint_units):
+        p._cache[()] = base
+    base, gain = p.measure(gains)
     if p.fits(base):
         return None
-    need = base.device_peak_bytes - p.cap
+    fb = p.fb_peak(base)
+    need = base.device_peak_bytes - p.cap - (base.peak_bytes - fb)  # what the forward/backward peak must lose
+    if fb < base.peak_bytes and base.device_peak_bytes - (base.peak_bytes - fb) <= p.cap:
+        need = 0
+    if base.phase_peaks.get("optimizer_step", 0) + base.device_peak_bytes - base.peak_bytes > p.cap:
+        return None  # the optimizer step's peak alone is too big: no recomputation helps
     useful = [n for n in p.names if gain[n][0] > 0]
     if not useful:
         return None
     if method == "greedy":
-        return _greedy(p, useful, gain, need)
-    singles = [n for n in useful if base.device_peak_bytes - gain[n][0] <= p.cap
-               and p.fits(p.run((n,)))]
-    best = min(singles, key=lambda n: gain[n][1]) if singles else None
+        plan = _greedy(p, useful, gain, need)
+    else:
+        plan = _knapsack(p, useful, gain, need)
+    plan.gains = gain
+    return plan
+
+
+def _knapsack(p: _Planner, useful: list, gain: dict, need: int) -> CheckpointPlan:
     extra = 0
     chosen = None
     for _ in range(5):
@@ -250,16 +288,12 @@ def plan_checkpoints(design, settings, dev, analysis=None, method: str = "knapsa
         if p.fits(rep):
             chosen = trial
             break
-        extra += rep.device_peak_bytes - p.cap
+        extra += rep.device_peak_bytes - p.cap  # additivity was optimistic: ask for the shortfall too
     if chosen is None and p.fits(p.run(useful)):
         chosen = useful
-    if chosen is not None:
-        chosen = p.prune(chosen, gain)
-    if best is not None and (chosen is None or gain[best][1] <= p.run(chosen).recompute_flops):
-        chosen = [best]
     if chosen is None:
         return p.result(useful, "knapsack")
-    return p.result(chosen, "knapsack")
+    return p.result(p.prune(chosen, gain), "knapsack")
 
 
 def _greedy(p: _Planner, useful: list, gain: dict, need: int) -> CheckpointPlan:

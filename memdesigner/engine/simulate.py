@@ -461,7 +461,7 @@ class Simulation:
                 self.affine = False
             records = m.records
             ckpt = records and nid in seg_of
-            if ckpt and nid == segments[seg_of[nid]][0]:
+            if ckpt and seg_of[nid] not in seg_base:  # the segment's first op that records
                 members = set(segments[seg_of[nid]])
                 ext = [val_sid[k] for m_ in segments[seg_of[nid]] for k in in_keys[m_]
                        if k[0] not in members and k in val_sid]
