@@ -12,7 +12,7 @@ from memdesigner.engine.settings import DTYPES, MODES, OPTIMIZERS, Settings
 from memdesigner.units import format_gib
 
 # run settings with no widget in the bar yet: carried through from the design unchanged
-EXTRA_KEYS = ("gpus", "strategy", "foreach", "offload")
+EXTRA_KEYS = ("gpus", "strategy", "foreach", "offload", "checkpoint_units")
 
 OPT_LABELS = {"none": "none", "sgd": "SGD", "momentum": "SGD + momentum", "adam": "Adam", "adamw": "AdamW",
               "adamw8bit": "AdamW 8-bit", "paged_adamw8bit": "Paged 8-bit", "adafactor": "Adafactor"}  # bnb, torch

@@ -321,3 +321,15 @@ def brute_force_plan(design, settings, dev, analysis=None, limit: int = 14) -> C
             if p.fits(rep) and (best is None or rep.recompute_flops < best[1]):
                 best = (combo, rep.recompute_flops)
     return p.result(best[0], "brute force") if best else None
+
+
+def check_design_units(design, names) -> None:
+    """Raise ValueError (one line naming it) for a layer name the design does not have."""
+    from memdesigner.model.analysis import analyze
+    from memdesigner.model.blocks import for_engine
+
+    d, an = for_engine(design, None) if design.blocks else (design, analyze(design))
+    in_edges: dict = {}
+    for e in d.edges:
+        in_edges.setdefault(e.dst, []).append(e)
+    unit_segments([n for n in an.order if n in d.nodes], d.nodes, names, in_edges)

@@ -191,7 +191,7 @@ def _sharding(ctx: _Ctx, base) -> int | None:
             extra = max(0, _comm_bytes(st, s.gpus, pbytes) - _comm_bytes(s.strategy, s.gpus, pbytes))
             ctx.add(ctx.est(s2), (st,), f"{st} (FSDP2 fully_shard) on the same {s.gpus} GPUs", s2,
                     [f"{'parameters, ' if st == 'zero3' else ''}gradients and optimizer state sharded over "
-                     f"{s.gpus} ranks; {extra} more bytes received per rank per step"], communication_bytes=extra)
+                     f"{s.gpus} ranks"], communication_bytes=extra)
     if s.strategy in ("zero2", "zero3") and s.offload == "none":
         _offload(ctx, s.with_(offload="params"), ("offload",), s.gpus)
     if s.gpus != 1:
@@ -208,8 +208,8 @@ def _sharding(ctx: _Ctx, base) -> int | None:
     comm = _comm_bytes("zero3", n, pbytes)
     s2 = s.with_(gpus=n, strategy="zero3")
     ctx.add(reps[n], ("gpus",), f"{n} GPUs with zero3 (FSDP2 fully_shard), batch {s.batch} per GPU (the fewest)",
-            s2, [f"{n} x {dev.name}; the global batch grows {n}x unless the per-GPU batch shrinks; "
-                 f"{comm} bytes received per rank per step"], communication_bytes=comm)
+            s2, [f"{n} x {dev.name}; the global batch grows {n}x unless the per-GPU batch shrinks"],
+            communication_bytes=comm)
     # with the shards, gradients and optimizer step on the host: the fewest GPUs for that
     off = {}
 
@@ -229,10 +229,15 @@ def _offload(ctx: _Ctx, s2: Settings, kinds, world: int, rep=None) -> None:
     host = max((r.get("host_bytes", 0) for r in rep.per_rank), default=0)
     pbytes = _param_bytes(rep, s2)
     pcie = 2 * pbytes // world  # the shards to the device for each all-gather, the gradient shards back
-    where = f"zero3 on {world} GPU{'s' if world > 1 else ''} + " if "gpus" in kinds or world == 1 else ""
-    ctx.add(rep, kinds, f"{where}CPU offload of the shards, gradients and optimizer (CPUOffloadPolicy)", s2,
-            [f"{host} bytes of host RAM per rank; {pcie} bytes over PCIe per rank per step; the optimizer "
-             "step runs on the CPU"], host_bytes=host, pcie_bytes=pcie,
+    if ctx.s.strategy in ("zero2", "zero3"):
+        label = f"CPU offload (FSDP2 CPUOffloadPolicy) on the same {world} GPUs"
+    elif world == 1:
+        label = "CPU offload: FSDP2 on 1 GPU with CPUOffloadPolicy"
+    else:
+        label = f"{world} GPUs with zero3 + CPU offload (CPUOffloadPolicy)"
+    ctx.add(rep, kinds, label, s2,
+            ["every all-gather copies the unit's shards to the device and every gradient shard goes "
+             "back; the optimizer step runs on the CPU"], host_bytes=host, pcie_bytes=pcie,
             communication_bytes=_comm_bytes("zero3", world, pbytes) if world > 1 else 0)
 
 
