@@ -105,6 +105,12 @@ def test_cli_exit_codes_and_json(capsys):
     assert main(["fit", f]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--device" in err
+    assert main(["fit", f, "--device", "rtx3080-10gb", "--mode", "train", "--checkpoint-units", "conv9"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "'conv9' is no layer" in err
+    assert main(["estimate", f, "--mode", "train", "--optimizer", "sgd", "--checkpoint-units", "conv1,dense1",
+                 "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["settings"]["checkpoint_units"] == ["conv1", "dense1"]
 
 
 @pytest.mark.parametrize("name", ["lstm_classifier", "transformer_encoder", "mobilenet_v2"])

@@ -129,8 +129,11 @@ class SettingsBar(QWidget):
                      checkpointing=self.ckpt.isChecked() and self.mode.currentData() == "train")
         if s.mode == "generate":
             s = s.with_(**self.generate.values())
+        extra = self.extra
+        if "checkpoint_units" in extra and (s.checkpointing or self.finetune.values().get("checkpoint_layers")):
+            extra = {k: v for k, v in extra.items() if k != "checkpoint_units"}  # a ticked box wins over a plan
         try:  # settings the bar has no widget for yet (gpus, strategy): kept from the design, not lost
-            s = s.with_(**self.extra) if self.extra else s
+            s = s.with_(**extra) if extra else s
         except (TypeError, ValueError):
             pass
         if s.training:

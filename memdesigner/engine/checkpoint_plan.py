@@ -234,11 +234,19 @@ class _Planner:
         return CheckpointPlan(key, rep, rep.recompute_flops, self.fits(rep), len(self.names), self.runs, method)
 
     def prune(self, chosen: list, gain: dict, tries: int = 4) -> list:
-        """Drop the most expensive layers the plan does not need, while it still fits."""
-        for name in sorted(chosen, key=lambda n: (-gain[n][1], -self.names.index(n)))[:tries]:
+        """Drop the most expensive layers the plan does not need, while it still fits: only those
+        whose measured saving the plan's headroom could spare are tried."""
+        headroom = self.cap - self.run(chosen).device_peak_bytes
+        for name in sorted(chosen, key=lambda n: (-gain[n][1], -self.names.index(n))):
+            if tries <= 0:
+                break
+            if gain[name][0] > headroom:
+                continue
+            tries -= 1
             trial = [n for n in chosen if n != name]
-            if self.fits(self.run(trial)):
-                chosen = trial
+            rep = self.run(trial)
+            if self.fits(rep):
+                chosen, headroom = trial, self.cap - rep.device_peak_bytes
         return chosen
 
 

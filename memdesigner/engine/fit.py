@@ -69,6 +69,7 @@ class FitAdvice:
     min_gpus: int | None = None  # the fewest GPUs that fit with zero3 (training on one GPU); None: none up to MAX_GPUS
     max_sequence: int | None = None  # the longest sequence that fits (token models); None: not a token model
     engine_runs: int = 0  # estimates the advice took
+    candidates: int = 0  # changes estimated (before those that do not lower the peak are dropped)
 
     def to_dict(self) -> dict:
         return {"device": self.device, "capacity_bytes": self.capacity_bytes, "fits_as_given": self.fits_as_given,
@@ -397,6 +398,9 @@ def make_it_fit(design: Design, settings: Settings | None = None, *, device, **k
     bigger = sorted((d for d in all_devices() if d.kind == dev.kind and d.memory_bytes > dev.memory_bytes),
                     key=lambda d: d.memory_bytes)
     for d in bigger:
+        if d.allocator_rounding == dev.allocator_rounding and \
+                base.device_peak_bytes - dev.runtime_overhead_bytes + d.runtime_overhead_bytes > d.memory_bytes:
+            continue  # the same step on this device: only its runtime overhead differs, and it does not fit
         rep = ctx.est(s, dev=d)
         if rep.device["fits"]:
             ctx.add(rep, ("device",), f"a device with more memory: {d.name}", s,
@@ -413,7 +417,7 @@ def make_it_fit(design: Design, settings: Settings | None = None, *, device, **k
         out.append(g)
     return FitAdvice(device=dev.id, capacity_bytes=dev.memory_bytes, fits_as_given=base.device["fits"],
                      device_peak_bytes=base.device_peak_bytes, max_batch=max_batch, suggestions=out,
-                     min_gpus=min_gpus, max_sequence=max_seq, engine_runs=ctx.runs)
+                     min_gpus=min_gpus, max_sequence=max_seq, engine_runs=ctx.runs, candidates=len(ctx.out))
 
 
 def _overrides(s2: Settings, s: Settings) -> dict:
