@@ -3,8 +3,10 @@
 Every suggestion is a complete set of run settings (and, for a shorter sequence, one design
 edit) that the engine estimated: re-estimating ``suggestion.settings`` gives ``peak_bytes``
 exactly. Nothing here is a rule of thumb; the price says what the change costs besides memory:
-recomputed FLOPs, a different optimizer's or precision's numerics, a smaller batch per step,
-or other hardware.
+recomputed FLOPs (checkpointing is planned layer by layer: engine/checkpoint_plan.py),
+communication per step, host RAM and PCIe traffic, a different optimizer's or precision's
+numerics, fine-tuning adapters instead of full training, a smaller batch per step, or other
+hardware. Fewest GPUs, largest batch and longest sequence are exact searches on the engine.
 """
 
 from __future__ import annotations
@@ -197,15 +199,18 @@ def _sharding(ctx: _Ctx, base) -> int | None:
         _offload(ctx, s.with_(offload="params"), ("offload",), s.gpus)
     if s.gpus != 1:
         return None
+    if base.device["fits"]:
+        return 1
     reps = {}
 
     def fits(n):
-        reps[n] = ctx.est(s.with_(gpus=n, strategy="zero3"))
+        if n not in reps:
+            reps[n] = ctx.est(s.with_(gpus=n, strategy="zero3"))
         return reps[n].device["fits"]
 
-    n = _fewest(fits, 2, MAX_GPUS)
-    if n is None:
+    if not fits(MAX_GPUS):  # the peak only falls with more ranks: if the most do not fit, none do
         return None
+    n = _fewest(fits, 2, MAX_GPUS)
     comm = _comm_bytes("zero3", n, pbytes)
     s2 = s.with_(gpus=n, strategy="zero3")
     ctx.add(reps[n], ("gpus",), f"{n} GPUs with zero3 (FSDP2 fully_shard), batch {s.batch} per GPU (the fewest)",
@@ -215,7 +220,8 @@ def _sharding(ctx: _Ctx, base) -> int | None:
     off = {}
 
     def fits_off(m):
-        off[m] = ctx.est(s.with_(gpus=m, strategy="zero3", offload="params"))
+        if m not in off:
+            off[m] = ctx.est(s.with_(gpus=m, strategy="zero3", offload="params"))
         return off[m].device["fits"]
 
     m = _fewest(fits_off, 1, n)
@@ -309,9 +315,10 @@ def _longest_sequence(ctx: _Ctx, nid: str):
 def _plan_on(ctx: _Ctx, s2: Settings, kinds, label: str, notes: list, base=None) -> Suggestion | None:
     """Planned selective checkpointing on top of ``s2``: the cheapest layers to recompute."""
     if s2.checkpointing or s2.checkpoint_layers or s2.checkpoint_units:
-        return None
+        base = None  # planned from scratch: the all-or-nothing choice replaced by a planned one
     # what checkpointing saves depends on the activations, not on the optimizer: measured once per kind
-    akey = (s2.dtype, s2.amp, s2.batch, s2.lora_r, s2.base_bits, s2.master_weights, s2.freeze, s2.lora_targets)
+    # (QLoRA's 4-bit base keeps LoRA's activations: the plan is re-simulated, so a shared guess is safe)
+    akey = (s2.dtype, s2.amp, s2.batch, bool(s2.lora_r), s2.master_weights, s2.freeze, s2.lora_targets)
     plan = plan_checkpoints(ctx.design, s2, ctx.dev, analysis=ctx.an, base=base, gains=ctx.gains.get(akey))
     if plan is None:
         return None
@@ -320,7 +327,7 @@ def _plan_on(ctx: _Ctx, s2: Settings, kinds, label: str, notes: list, base=None)
     k = len(plan.units)
     shown = ", ".join(plan.units[:4]) + (", ..." if k > 4 else "")
     what = f"checkpoint {k} of {plan.candidates} layers ({shown})"
-    s3 = s2.with_(checkpoint_units=plan.units)
+    s3 = s2.with_(checkpointing=False, checkpoint_layers=False, checkpoint_units=plan.units)
     return ctx.add(plan.report, tuple(kinds) + ("checkpointing",), f"{label} + {what}" if label else what, s3,
                    list(notes) + [f"torch.utils.checkpoint(use_reentrant=False) on {k} layers, chosen by a "
                                   "0/1 knapsack on the engine's savings: their forward runs again in backward"],
