@@ -87,3 +87,12 @@ def test_applying_a_suggestion_is_one_undo_step(window, qtbot):
     window.stack.redo()
     assert window.settings_bar.settings().amp
     dlg.close()
+
+
+def test_a_planned_checkpoint_set_is_kept_with_the_design(window):
+    bar = window.settings_bar
+    bar.apply_dict({"mode": "train", "optimizer": "sgd", "batch": 4, "checkpoint_units": ["fc1", "fc4"]})
+    assert bar.settings().checkpoint_units == ("fc1", "fc4")
+    assert bar.to_dict()["checkpoint_units"] == ["fc1", "fc4"]  # what the design file saves
+    bar.ckpt.setChecked(True)  # ticking all-or-nothing checkpointing wins over the plan
+    assert bar.settings().checkpointing and bar.settings().checkpoint_units == ()
