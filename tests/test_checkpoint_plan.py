@@ -123,3 +123,35 @@ def test_checkpoint_units_settings():
         Settings(mode="train", checkpointing=True, checkpoint_units=("a",))
     with pytest.raises(ValueError, match="'conv9' is no layer"):
         md.estimate(md.load_design(EXAMPLES / "vgg16.json"), mode="train", checkpoint_units=("conv9",))
+
+
+def test_knapsack_at_least_as_good_as_torchs_selective_checkpointing_solvers():
+    """On the same additive instances, torch's SAC memory-budget solvers (greedy, DP and, with
+    scipy, ILP: torch/_functorch/_activation_checkpointing/knapsack.py) recompute no less."""
+    import random
+
+    k = pytest.importorskip("torch._functorch._activation_checkpointing.knapsack")
+    exact = [k.dp_knapsack]  # torch's DP takes seconds a call: two instances
+    try:
+        import scipy.optimize  # noqa: F401
+
+        exact.append(k.ilp_knapsack)
+    except ImportError:
+        pass
+    rng = random.Random(9)
+    strictly_better = 0
+    for i in range(40):
+        solvers = [k.greedy_knapsack] + (exact if i < 2 else [])
+        n = rng.randint(3, 12)
+        mem = [rng.randint(1, 500) for _ in range(n)]
+        run = [rng.randint(1, 500) for _ in range(n)]
+        budget = rng.randint(0, sum(mem))  # what may stay saved; the rest is recomputed
+        ours = knapsack_min_cost(mem, run, sum(mem) - budget)
+        ours_cost = sum(run[i] for i in ours)
+        assert sum(mem) - sum(mem[i] for i in ours) <= budget
+        for solve in solvers:
+            _, saved, recomputed = solve([float(m) for m in mem], [float(r) for r in run], float(budget))
+            theirs = sum(run[i] for i in recomputed)
+            assert ours_cost <= theirs, (solve.__name__, mem, run, budget)
+            strictly_better += ours_cost < theirs
+    assert strictly_better > 0  # greedy's ratio order loses somewhere

@@ -251,28 +251,38 @@ class _Planner:
 
 
 def plan_checkpoints(design, settings, dev, analysis=None, method: str = "knapsack", base=None,
-                     gains: dict | None = None) -> CheckpointPlan | None:
+                     gains: dict | None = None, runs: list | None = None) -> CheckpointPlan | None:
     """The cheapest set of layers to checkpoint so that ``design`` fits ``dev`` (a Device) with
     ``settings`` (training); None when it fits without, or when no checkpointing can lower the
     peak (it is in the optimizer step). When no set fits, the plan that checkpoints every layer
     that helps (``fits`` False). ``base``: the report without checkpointing, when the caller has
-    it; ``gains``: the savings a plan for the same activations measured (``plan.gains``)."""
+    it; ``gains``: the savings a plan for the same activations measured (``plan.gains``);
+    ``runs``: a list the number of engine runs is appended to."""
     if not settings.training:
         return None
     p = _Planner(design, settings, dev, analysis)
-    if not p.names:
-        return None
     if base is not None and not (settings.checkpointing or settings.checkpoint_layers or settings.checkpoint_units):
         p._cache[()] = base
-    base, gain = p.measure(gains)
+    try:
+        return _plan(p, method, gains)
+    finally:
+        if runs is not None:
+            runs.append(p.runs)
+
+
+def _plan(p: _Planner, method: str, gains: dict | None) -> CheckpointPlan | None:
+    if not p.names:
+        return None
+    base = p.run(())
     if p.fits(base):
         return None
+    if base.phase_peaks.get("optimizer_step", 0) + base.device_peak_bytes - base.peak_bytes > p.cap:
+        return None  # the optimizer step's peak alone is too big: no recomputation helps
+    base, gain = p.measure(gains)
     fb = p.fb_peak(base)
     need = base.device_peak_bytes - p.cap - (base.peak_bytes - fb)  # what the forward/backward peak must lose
     if fb < base.peak_bytes and base.device_peak_bytes - (base.peak_bytes - fb) <= p.cap:
         need = 0
-    if base.phase_peaks.get("optimizer_step", 0) + base.device_peak_bytes - base.peak_bytes > p.cap:
-        return None  # the optimizer step's peak alone is too big: no recomputation helps
     useful = [n for n in p.names if gain[n][0] > 0]
     if not useful:
         return None

@@ -319,11 +319,13 @@ def _plan_on(ctx: _Ctx, s2: Settings, kinds, label: str, notes: list, base=None)
     # what checkpointing saves depends on the activations, not on the optimizer: measured once per kind
     # (QLoRA's 4-bit base keeps LoRA's activations: the plan is re-simulated, so a shared guess is safe)
     akey = (s2.dtype, s2.amp, s2.batch, bool(s2.lora_r), s2.master_weights, s2.freeze, s2.lora_targets)
-    plan = plan_checkpoints(ctx.design, s2, ctx.dev, analysis=ctx.an, base=base, gains=ctx.gains.get(akey))
+    runs = []
+    plan = plan_checkpoints(ctx.design, s2, ctx.dev, analysis=ctx.an, base=base, gains=ctx.gains.get(akey),
+                            runs=runs)
+    ctx.runs += sum(runs)
     if plan is None:
         return None
     ctx.gains[akey] = plan.gains
-    ctx.runs += plan.runs - (base is not None)
     k = len(plan.units)
     shown = ", ".join(plan.units[:4]) + (", ..." if k > 4 else "")
     what = f"checkpoint {k} of {plan.candidates} layers ({shown})"
