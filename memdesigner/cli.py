@@ -127,7 +127,12 @@ def _settings_from(args, design):
         kw["foreach"] = args.foreach == "true"
     kw.update(cli_finetune.settings_kw(args, base))
     try:
-        return Settings(**kw)
+        s = Settings(**kw)
+        if s.checkpoint_units and design is not None:
+            from memdesigner.engine.checkpoint_plan import check_design_units
+
+            check_design_units(design, s.checkpoint_units)
+        return s
     except (TypeError, ValueError) as err:
         raise CliError(str(err)) from None
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 KEYS = ("freeze", "lora_r", "lora_alpha", "lora_dropout", "lora_targets", "base_bits", "grad_accum",
-        "checkpoint_layers", "master_weights")
+        "checkpoint_layers", "master_weights", "checkpoint_units")
 
 
 def _names(text: str) -> tuple:
@@ -32,6 +32,8 @@ def add_args(p: argparse.ArgumentParser) -> None:
                    help="gradient accumulation: K micro-batches of --batch per optimizer step")
     g.add_argument("--checkpoint-layers", dest="checkpoint_layers", action="store_true", default=None,
                    help="checkpoint every repeated layer (<prefix>.<k>) as HF's gradient_checkpointing_enable()")
+    g.add_argument("--checkpoint-units", dest="checkpoint_units", type=_names, default=None, metavar="LAYER[,LAYER...]",
+                   help="checkpoint only these layers (selective; `memdesigner fit` plans the cheapest set)")
     g.add_argument("--master-weights", dest="master_weights", action="store_true", default=None,
                    help="with --dtype bf16/fp16: an fp32 master copy and fp32 optimizer state")
 

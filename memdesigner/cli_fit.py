@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+from memdesigner.reports.suggestions import price_text
 from memdesigner.units import format_bytes
 
 
@@ -13,6 +14,10 @@ def render_fit(advice, design, dev) -> str:
     verdict = "fits" if advice.fits_as_given else "DOES NOT FIT"
     lines = [f"{design.name} on {dev.name}: needs {need} of {format_bytes(dev.memory_bytes, 2)} -> {verdict}",
              "largest batch that fits these settings: " + (str(advice.max_batch) if advice.max_batch else "none")]
+    if advice.min_gpus:
+        lines.append(f"fewest GPUs that fit (zero3): {advice.min_gpus}")
+    if advice.max_sequence is not None:
+        lines.append("longest sequence that fits: " + (str(advice.max_sequence) if advice.max_sequence else "none"))
     if not advice.suggestions:
         lines.append("no change found that lowers the peak")
         return "\n".join(lines)
@@ -20,9 +25,7 @@ def render_fit(advice, design, dev) -> str:
     w = max(len(s.change) for s in advice.suggestions)
     lines.append(f"  #  {'change':<{w}}  {'needs':>11}  {'verdict':<12} price")
     for i, s in enumerate(advice.suggestions, 1):
-        price = "; ".join(s.cost["notes"])
-        if s.cost.get("recompute_pct"):
-            price = f"+{s.cost['recompute_pct']:.1f} % step FLOPs recomputed; " + price
+        price = price_text(s)
         v = "fits" if s.fits else "still too big"
         lines.append(f"  {i:<2} {s.change:<{w}}  {format_bytes(s.device_peak_bytes, 2):>11}  {v:<12} {price}")
     return "\n".join(lines)

@@ -16,6 +16,7 @@ from PySide6.QtWidgets import (
 )
 
 from memdesigner.engine.fit import make_it_fit
+from memdesigner.reports.suggestions import price_text
 from memdesigner.units import format_bytes
 
 COLUMNS = ("Change", "Needs", "Verdict", "Price")
@@ -45,9 +46,7 @@ class FitDialog(QDialog):
         self.table.setSelectionBehavior(QTableWidget.SelectRows)
         self.table.setSelectionMode(QTableWidget.SingleSelection)
         for i, s in enumerate(a.suggestions):
-            price = "; ".join(s.cost["notes"])
-            if s.cost.get("recompute_pct"):
-                price = f"+{s.cost['recompute_pct']:.1f} % of the step's FLOPs recomputed; " + price
+            price = price_text(s)
             cells = [s.change, format_bytes(s.device_peak_bytes, 2), "fits" if s.fits else "still too big", price]
             for j, text in enumerate(cells):
                 item = QTableWidgetItem(text)

@@ -637,12 +637,9 @@ class MainWindow(QMainWindow):
         return dlg
 
     def _apply_fit(self, settings: dict, design_change) -> None:
-        if design_change:
-            from memdesigner._qt.commands import SetPropCmd
+        from memdesigner._qt.fit_apply import apply_suggestion
 
-            self.stack.push(SetPropCmd(self.design, design_change["node"], design_change["prop"],
-                                       design_change["value"]))
-        self.settings_bar.apply_dict(settings)
+        apply_suggestion(self, settings, design_change)  # one undo step
         self.statusBar().showMessage("Applied the suggestion", 4000)
 
     def measure(self):

@@ -3,27 +3,34 @@
 Every suggestion is a complete set of run settings (and, for a shorter sequence, one design
 edit) that the engine estimated: re-estimating ``suggestion.settings`` gives ``peak_bytes``
 exactly. Nothing here is a rule of thumb; the price says what the change costs besides memory:
-recomputed FLOPs, a different optimizer's or precision's numerics, a smaller batch per step,
-or other hardware.
+recomputed FLOPs (checkpointing is planned layer by layer: engine/checkpoint_plan.py),
+communication per step, host RAM and PCIe traffic, a different optimizer's or precision's
+numerics, fine-tuning adapters instead of full training, a smaller batch per step, or other
+hardware. Fewest GPUs, largest batch and longest sequence are exact searches on the engine.
 """
 
 from __future__ import annotations
 
-import copy
 import itertools
 from dataclasses import dataclass, field
 
+import numpy as np
+
+from memdesigner.engine.checkpoint_plan import plan_checkpoints
 from memdesigner.engine.devices import Device, all_devices
 from memdesigner.engine.estimate import _resolve, estimate, largest_batch
 from memdesigner.engine.settings import Settings
 from memdesigner.model.analysis import analyze
+from memdesigner.model.blocks import for_engine
 from memdesigner.model.design import Design
 
-# what each kind of change costs besides memory, for ranking (lower is cheaper)
-_PRICE = {"checkpointing": 1.0, "amp": 1.5, "batch": 2.0, "sequence": 2.5, "momentum": 3.0, "sgd": 3.5,
-          "bf16": 4.0, "device": 5.0, "zero1": 2.2, "zero2": 2.4, "zero3": 2.8, "gpus": 4.5,
-          "offload": 3.2}
+# what each kind of change costs besides memory, for ranking (lower is cheaper); planned
+# checkpointing adds its recomputed share of the step's FLOPs
+_PRICE = {"checkpointing": 1.0, "amp": 1.5, "accum": 1.8, "zero1": 2.2, "zero2": 2.4, "sequence": 2.5,
+          "batch": 2.6, "adamw8bit": 2.6, "bf16_master": 2.7, "zero3": 2.8, "momentum": 3.0, "offload": 3.2,
+          "adafactor": 3.2, "sgd": 3.5, "lora": 3.8, "bf16": 4.0, "qlora": 4.2, "gpus": 4.5, "device": 5.0}
 STAGES = ("ddp", "zero1", "zero2", "zero3")
+MAX_GPUS = 64  # the fewest-GPU search stops here
 
 
 @dataclass
@@ -52,6 +59,7 @@ class Suggestion:
         return d
 
 
+
 @dataclass
 class FitAdvice:
     device: str
@@ -60,30 +68,69 @@ class FitAdvice:
     device_peak_bytes: int
     max_batch: int  # the largest batch that fits with the given settings (0: not even 1)
     suggestions: list  # list[Suggestion], fitting ones first, cheapest first
+    min_gpus: int | None = None  # the fewest GPUs that fit with zero3 (training on one GPU); None: none up to MAX_GPUS
+    max_sequence: int | None = None  # the longest sequence that fits (token models); None: not a token model
+    engine_runs: int = 0  # estimates the advice took
+    candidates: int = 0  # changes estimated (before those that do not lower the peak are dropped)
 
     def to_dict(self) -> dict:
         return {"device": self.device, "capacity_bytes": self.capacity_bytes, "fits_as_given": self.fits_as_given,
                 "device_peak_bytes": self.device_peak_bytes, "max_batch": self.max_batch,
+                "min_gpus": self.min_gpus, "max_sequence": self.max_sequence,
                 "suggestions": [s.to_dict() for s in self.suggestions]}
 
 
-def _single_changes(s: Settings) -> list[tuple[str, dict, str, str]]:
+class _Ctx:
+    """The design expanded and analysed once; every estimate of the advice goes through ``est``."""
+
+    def __init__(self, design: Design, s: Settings, dev: Device):
+        an = analyze(design)
+        if not an.ok:
+            raise ValueError(str(an.issues[0]))
+        self.design, self.an = for_engine(design, an) if design.blocks else (design, an)
+        self.s, self.dev = s, dev
+        self.runs = 0
+        self.out: list[Suggestion] = []
+        self.reports: dict[str, object] = {}  # suggestion change -> its report (for plans on top)
+        self.gains: dict[tuple, dict] = {}
+
+    def est(self, s2: Settings, dev: Device | None = None):
+        self.runs += 1
+        return estimate(self.design, s2, device=dev or self.dev, analysis=self.an)
+
+    def add(self, rep, kinds, change, s2, notes, dev=None, design_change=None, **cost) -> Suggestion:
+        g = _suggestion(rep, kinds, change, s2, dev or self.dev, notes, design_change)
+        g.cost.update(cost)
+        self.reports[change] = rep
+        self.out.append(g)
+        return g
+
+
+def _knobs(s: Settings, llm: bool) -> list[tuple[str, dict, str, str]]:
     """(kind, settings overrides, label, price note) for every one-knob change that can lower the peak."""
     out = []
     if s.training:
-        if not s.checkpointing:
-            out.append(("checkpointing", {"checkpointing": True}, "activation checkpointing",
-                        "checkpoint_sequential in sqrt(n) segments: the same result, the segments' forward runs "
-                        "again in backward"))
         if not s.amp and s.dtype == "fp32":
             out.append(("amp", {"amp": True}, "mixed precision (AMP)",
                         "autocast: low-precision activations and matmuls, fp32 weights"))
         if s.optimizer in ("adam", "adamw"):
+            out.append(("adamw8bit", {"optimizer": "adamw8bit"}, "optimizer 8-bit AdamW (bitsandbytes)",
+                        "blockwise-quantised 8-bit moments: Adam's numerics to within quantisation"))
+            out.append(("adafactor", {"optimizer": "adafactor"}, "optimizer Adafactor",
+                        "factored second moment (row and column statistics), no first moment; retune"))
             out.append(("momentum", {"optimizer": "momentum"}, "optimizer SGD with momentum",
                         "one state tensor per weight instead of Adam's two; retune the learning rate"))
-        if s.optimizer in ("adam", "adamw", "momentum"):
+        if s.optimizer not in ("sgd", "none"):
             out.append(("sgd", {"optimizer": "sgd"}, "optimizer SGD",
                         "no optimizer state; retune the learning rate"))
+        if s.dtype == "fp32" and not s.amp:
+            out.append(("bf16_master", {"dtype": "bf16", "master_weights": True}, "bf16 with fp32 master weights",
+                        "bf16 weights, activations and gradients; an fp32 master copy and fp32 optimizer state"))
+        if llm and not s.lora_r:
+            out.append(("lora", {"lora_r": 16}, "LoRA r 16 (peft, all linear layers)",
+                        "fine-tuning: the base weights are frozen, only the adapters train"))
+            out.append(("qlora", {"lora_r": 16, "base_bits": 4}, "QLoRA: 4-bit NF4 base + LoRA r 16",
+                        "fine-tuning: frozen base weights stored in 4 bits (bitsandbytes), adapters train"))
     if s.dtype == "fp32" and not s.amp:
         out.append(("bf16", {"dtype": "bf16"}, "bf16 weights",
                     "bf16 weights, gradients and optimizer state: no fp32 master copy, updates lose precision"
@@ -109,50 +156,96 @@ def _comm_bytes(strategy: str, world: int, param_bytes: int) -> int:
     return factor * param_bytes * (world - 1) // world
 
 
-def _sharding(design: Design, s: Settings, dev: Device, an) -> list[Suggestion]:
-    """A higher ZeRO stage on the same GPUs, or, on one GPU, zero3 over the fewest GPUs (2, 4, 8)
-    that fit; the price is the extra communication per step."""
+def _param_bytes(rep, s: Settings) -> int:
+    return rep.params * (2 if s.dtype in ("fp16", "bf16") else 4)
+
+
+def _fewest(fits, lo: int, hi: int) -> int | None:
+    """The smallest n in [lo, hi] with fits(n) (fits monotone in n): doubling, then bisection."""
+    bad, n = lo - 1, lo
+    while not fits(n):
+        if n >= hi:
+            return None
+        bad, n = n, min(hi, max(n + 1, n * 2))
+    while n - bad > 1:
+        mid = (bad + n) // 2
+        if fits(mid):
+            n = mid
+        else:
+            bad = mid
+    return n
+
+
+def _sharding(ctx: _Ctx, base) -> int | None:
+    """A higher ZeRO stage on the same GPUs, CPU offload, or, on one GPU, zero3 over the fewest
+    GPUs that fit (exact); the price is the extra communication per step. Returns the fewest GPUs."""
+    s, dev = ctx.s, ctx.dev
     if not s.training:
-        return []
-    out = []
-    pbytes = None
+        return None
+    pbytes = _param_bytes(base, s)
     if s.gpus > 1 and s.strategy in STAGES:
         for st in STAGES[STAGES.index(s.strategy) + 1:]:
             if st == "zero1":
                 continue  # zero2 shards the same state and the gradients too
-            s2 = s.with_(strategy=st)
-            rep = estimate(design, s2, device=dev, analysis=an)
-            pbytes = pbytes or rep.params * (2 if s.dtype in ("fp16", "bf16") else 4)
-            extra = _comm_bytes(st, s.gpus, pbytes) - _comm_bytes(s.strategy, s.gpus, pbytes)
-            sug = _suggestion(rep, (st,), f"{st} (FSDP2 fully_shard) on the same {s.gpus} GPUs", s2, dev,
-                              [f"{'parameters, ' if st == 'zero3' else ''}gradients and optimizer state sharded "
-                               f"over {s.gpus} ranks; {max(0, extra)} more bytes received per rank per step"])
-            sug.cost["communication_bytes"] = max(0, extra)
-            out.append(sug)
+            try:
+                s2 = s.with_(strategy=st)
+            except ValueError:
+                continue
+            extra = max(0, _comm_bytes(st, s.gpus, pbytes) - _comm_bytes(s.strategy, s.gpus, pbytes))
+            ctx.add(ctx.est(s2), (st,), f"{st} (FSDP2 fully_shard) on the same {s.gpus} GPUs", s2,
+                    [f"{'parameters, ' if st == 'zero3' else ''}gradients and optimizer state sharded over "
+                     f"{s.gpus} ranks"], communication_bytes=extra)
     if s.strategy in ("zero2", "zero3") and s.offload == "none":
-        s2 = s.with_(offload="params")
-        rep = estimate(design, s2, device=dev, analysis=an)
-        host = max(r.get("host_bytes", 0) for r in rep.per_rank)
-        sug = _suggestion(rep, ("offload",), "CPU offload of the shards, gradients and optimizer (CPUOffloadPolicy)",
-                          s2, dev, [f"{host} bytes of host RAM per rank; every all-gather copies the unit's shards "
-                                    "to the device and every gradient shard goes back over PCIe; the optimizer "
-                                    "step runs on the CPU"])
-        sug.cost["host_bytes"] = host
-        out.append(sug)
-    elif s.gpus == 1:
-        for n in (2, 4, 8):
-            s2 = s.with_(gpus=n, strategy="zero3")
-            rep = estimate(design, s2, device=dev, analysis=an)
-            if rep.device["fits"] or n == 8:
-                pbytes = rep.params * (2 if s.dtype in ("fp16", "bf16") else 4)
-                comm = _comm_bytes("zero3", n, pbytes)
-                sug = _suggestion(rep, ("gpus",), f"{n} GPUs with zero3 (FSDP2 fully_shard), batch {s.batch} per GPU",
-                                  s2, dev, [f"{n} x {dev.name}; the global batch grows {n}x unless the per-GPU "
-                                            f"batch shrinks; {comm} bytes received per rank per step"])
-                sug.cost["communication_bytes"] = comm
-                out.append(sug)
-                break
-    return out
+        _offload(ctx, s.with_(offload="params"), ("offload",), s.gpus)
+    if s.gpus != 1:
+        return None
+    if base.device["fits"]:
+        return 1
+    reps = {}
+
+    def fits(n):
+        if n not in reps:
+            reps[n] = ctx.est(s.with_(gpus=n, strategy="zero3"))
+        return reps[n].device["fits"]
+
+    if not fits(MAX_GPUS):  # the peak only falls with more ranks: if the most do not fit, none do
+        return None
+    n = _fewest(fits, 2, MAX_GPUS)
+    comm = _comm_bytes("zero3", n, pbytes)
+    s2 = s.with_(gpus=n, strategy="zero3")
+    ctx.add(reps[n], ("gpus",), f"{n} GPUs with zero3 (FSDP2 fully_shard), batch {s.batch} per GPU (the fewest)",
+            s2, [f"{n} x {dev.name}; the global batch grows {n}x unless the per-GPU batch shrinks"],
+            communication_bytes=comm)
+    # with the shards, gradients and optimizer step on the host: the fewest GPUs for that
+    off = {}
+
+    def fits_off(m):
+        if m not in off:
+            off[m] = ctx.est(s.with_(gpus=m, strategy="zero3", offload="params"))
+        return off[m].device["fits"]
+
+    m = _fewest(fits_off, 1, n)
+    if m is not None:
+        _offload(ctx, s.with_(gpus=m, strategy="zero3", offload="params"), ("gpus", "offload") if m > 1
+                 else ("offload",), m, off[m])
+    return n
+
+
+def _offload(ctx: _Ctx, s2: Settings, kinds, world: int, rep=None) -> None:
+    rep = rep or ctx.est(s2)
+    host = max((r.get("host_bytes", 0) for r in rep.per_rank), default=0)
+    pbytes = _param_bytes(rep, s2)
+    pcie = 2 * pbytes // world  # the shards to the device for each all-gather, the gradient shards back
+    if ctx.s.strategy in ("zero2", "zero3"):
+        label = f"CPU offload (FSDP2 CPUOffloadPolicy) on the same {world} GPUs"
+    elif world == 1:
+        label = "CPU offload: FSDP2 on 1 GPU with CPUOffloadPolicy"
+    else:
+        label = f"{world} GPUs with zero3 + CPU offload (CPUOffloadPolicy)"
+    ctx.add(rep, kinds, label, s2,
+            ["every all-gather copies the unit's shards to the device and every gradient shard goes "
+             "back; the optimizer step runs on the CPU"], host_bytes=host, pcie_bytes=pcie,
+            communication_bytes=_comm_bytes("zero3", world, pbytes) if world > 1 else 0)
 
 
 def _sequence_input(design: Design, an) -> str | None:
@@ -166,29 +259,81 @@ def _sequence_input(design: Design, an) -> str | None:
     return None
 
 
-def _longest_sequence(design: Design, s: Settings, dev: Device, nid: str) -> tuple[int, Design] | None:
-    """The longest sequence below the design's that fits, by bisection on the engine's peak."""
-    length = int(design.nodes[nid].props["shape"][0])
+def _longest_sequence(ctx: _Ctx, nid: str):
+    """The longest sequence below the design's that fits (exact: the peak grows with the length):
+    the crossing of the capacity predicted from a quadratic through the bracket's peaks (attention
+    is quadratic in the length), each prediction tested with its neighbour, bisection as fallback."""
+    length = int(ctx.design.nodes[nid].props["shape"][0])
+    cap = ctx.dev.memory_bytes
+    seen: dict[int, object] = {}
 
     def trial(n):
-        d = copy.deepcopy(design)
-        d.nodes[nid].props = dict(d.nodes[nid].props, shape=[n])
-        d.nodes[nid].rev += 1
-        an = analyze(d)
-        if not an.ok:
-            return None, d
-        return estimate(d, s, device=dev, analysis=an), d
+        if n not in seen:
+            d = ctx.design.detached_copy()
+            d.nodes[nid].props = dict(d.nodes[nid].props, shape=[n])
+            an = analyze(d)
+            ctx.runs += 1
+            seen[n] = estimate(d, ctx.s, device=ctx.dev, analysis=an) if an.ok else None
+        return seen[n]
 
-    lo, hi = 0, length
-    best = None
+    def peak(n):
+        rep = trial(n)
+        return rep.device_peak_bytes if rep is not None else 2 * cap
+
+    lo, hi = 1, length  # lo fits, hi does not
+    if peak(lo) > cap:
+        return None
     while hi - lo > 1:
-        mid = (lo + hi) // 2
-        rep, d = trial(mid)
-        if rep is not None and rep.device["fits"]:
-            lo, best = mid, (mid, d)
+        pts = sorted(seen)
+        xs = [lo, hi] + [x for x in pts if x not in (lo, hi)][-1:]
+        guess = (lo + hi) // 2
+        if len(xs) == 3:
+            c = np.polyfit(xs, [peak(x) - cap for x in xs], 2)
+            roots = [r.real for r in np.roots(c) if abs(r.imag) < 1e-9 and lo < r.real < hi]
+            if roots:
+                guess = int(min(roots))
+        elif peak(hi) > peak(lo):
+            guess = lo + int((cap - peak(lo)) * (hi - lo) / (peak(hi) - peak(lo)))
+        guess = min(hi - 1, max(lo + 1, guess))
+        if peak(guess) <= cap:
+            lo = guess
+            if guess + 1 < hi:
+                if peak(guess + 1) <= cap:
+                    lo = guess + 1
+                else:
+                    hi = guess + 1
         else:
-            hi = mid
-    return best
+            hi = guess
+            if guess - 1 > lo:
+                if peak(guess - 1) <= cap:
+                    lo = guess - 1
+                else:
+                    hi = guess - 1
+    return lo, trial(lo)
+
+
+def _plan_on(ctx: _Ctx, s2: Settings, kinds, label: str, notes: list, base=None) -> Suggestion | None:
+    """Planned selective checkpointing on top of ``s2``: the cheapest layers to recompute."""
+    if s2.checkpointing or s2.checkpoint_layers or s2.checkpoint_units:
+        base = None  # planned from scratch: the all-or-nothing choice replaced by a planned one
+    # what checkpointing saves depends on the activations, not on the optimizer: measured once per kind
+    # (QLoRA's 4-bit base keeps LoRA's activations: the plan is re-simulated, so a shared guess is safe)
+    akey = (s2.dtype, s2.amp, s2.batch, bool(s2.lora_r), s2.master_weights, s2.freeze, s2.lora_targets)
+    runs = []
+    plan = plan_checkpoints(ctx.design, s2, ctx.dev, analysis=ctx.an, base=base, gains=ctx.gains.get(akey),
+                            runs=runs)
+    ctx.runs += sum(runs)
+    if plan is None:
+        return None
+    ctx.gains[akey] = plan.gains
+    k = len(plan.units)
+    shown = ", ".join(plan.units[:4]) + (", ..." if k > 4 else "")
+    what = f"checkpoint {k} of {plan.candidates} layers ({shown})"
+    s3 = s2.with_(checkpointing=False, checkpoint_layers=False, checkpoint_units=plan.units)
+    return ctx.add(plan.report, tuple(kinds) + ("checkpointing",), f"{label} + {what}" if label else what, s3,
+                   list(notes) + [f"torch.utils.checkpoint(use_reentrant=False) on {k} layers, chosen by a "
+                                  "0/1 knapsack on the engine's savings: their forward runs again in backward"],
+                   checkpoint_units=list(plan.units))
 
 
 def make_it_fit(design: Design, settings: Settings | None = None, *, device, **kw) -> FitAdvice:
@@ -196,70 +341,95 @@ def make_it_fit(design: Design, settings: Settings | None = None, *, device, **k
     s, dev = _resolve(settings, device, kw)
     if dev is None:
         raise ValueError("device: make-it-fit needs a device")
-    an = analyze(design)
-    if not an.ok:
-        raise ValueError(str(an.issues[0]))
-    base = estimate(design, s, device=dev, analysis=an)
-    out: list[Suggestion] = []
-    singles = _single_changes(s)
+    ctx = _Ctx(design, s, dev)
+    base = ctx.est(s)
+    seq = _sequence_input(ctx.design, ctx.an)
+    knobs = []
+    for kind, over, label, note in _knobs(s, llm=seq is not None):
+        try:
+            knobs.append((kind, s.with_(**over), label, note))
+        except ValueError:
+            continue
     results = {}
-    for kind, over, label, note in singles:
-        s2 = s.with_(**over)
-        rep = estimate(design, s2, device=dev, analysis=an)
-        results[kind] = rep
-        out.append(_suggestion(rep, (kind,), label, s2, dev, [note]))
-    # useful combinations: two or three knobs where no part alone is enough
-    for r in (2, 3):
-        for combo in itertools.combinations(singles, r):
-            kinds = [c[0] for c in combo]
-            if {"sgd", "momentum"} <= set(kinds) or {"amp", "bf16"} <= set(kinds):
-                continue
-            if any(results.get(k) is not None and results[k].device["fits"] for k in kinds):
-                continue
-            over = {}
-            for c in combo:
-                over.update(c[1])
-            try:
-                s2 = s.with_(**over)
-            except ValueError:
-                continue
-            rep = estimate(design, s2, device=dev, analysis=an)
-            out.append(_suggestion(rep, kinds, " + ".join(c[2] for c in combo), s2, dev, [c[3] for c in combo]))
-    out.extend(_sharding(design, s, dev, an))
-    # a smaller batch per step
+    for kind, s2, label, note in knobs:
+        results[kind] = ctx.add(ctx.est(s2), (kind,), label, s2, [note])
+    if s.training:
+        _plan_on(ctx, s, (), "", [], base=base)
+    # useful pairs: a precision and an optimizer change where neither alone is enough
+    prec = [k for k in knobs if k[0] in ("amp", "bf16_master")]
+    opts = [k for k in knobs if k[0] in ("adamw8bit", "adafactor", "momentum", "sgd")]
+    pairs = []
+    for a, b in itertools.product(prec, opts):
+        if results[a[0]].fits or results[b[0]].fits:
+            continue
+        try:
+            s2 = s.with_(**{**_overrides(a[1], s), **_overrides(b[1], s)})
+        except ValueError:
+            continue
+        pairs.append(ctx.add(ctx.est(s2), (a[0], b[0]), f"{a[2]} + {b[2]}", s2, [a[3], b[3]]))
+    # planned checkpointing on top of the changes that come closest without fitting
+    if s.training:
+        near = sorted((g for g in list(results.values()) + pairs if not g.fits and g.kinds[0] != "bf16"),
+                      key=lambda g: g.device_peak_bytes)[:2]
+        for g in near:
+            _plan_on(ctx, Settings(**g.settings), g.kinds, g.change, g.cost["notes"], base=ctx.reports[g.change])
+    min_gpus = _sharding(ctx, base)
+    # a smaller batch per step, and the same global batch by gradient accumulation
+    max_batch = largest_batch(ctx.design, s, dev, ctx.an)
     if s.batch > 1:
-        b = largest_batch(design, s, dev, an)
-        if 0 < b < s.batch:
-            s2 = s.with_(batch=b)
-            rep = estimate(design, s2, device=dev, analysis=an)
-            k = -(-s.batch // b)
-            note = (f"batch {b} per step instead of {s.batch}" +
-                    (f"; keeping the global batch needs {k} accumulation steps (gradient accumulation is not "
-                     "modelled yet: its persistent gradients are not in this peak)" if s.training else ""))
-            out.append(_suggestion(rep, ("batch",), f"batch {b} (the largest that fits)", s2, dev, [note]))
+        if 0 < max_batch < s.batch:
+            s2 = s.with_(batch=max_batch)
+            ctx.add(ctx.est(s2), ("batch",), f"batch {max_batch} (the largest that fits)", s2,
+                    [f"batch {max_batch} per step instead of {s.batch}: the global batch shrinks"])
+        if s.training:
+            acc = s.with_(grad_accum=max(2, s.grad_accum))
+            b_max = largest_batch(ctx.design, acc, dev, ctx.an)
+            b = next((d for d in range(min(b_max, s.batch - 1), 0, -1) if s.batch % d == 0), 0)
+            if b:
+                k = s.batch // b
+                s2 = s.with_(batch=b, grad_accum=s.grad_accum * k)
+                ctx.add(ctx.est(s2), ("accum",), f"batch {b} x {k} gradient-accumulation steps", s2,
+                        [f"the same global batch ({s.batch * s.grad_accum}) in {k} micro-batches of {b}: the "
+                         "same FLOPs in more, smaller kernels; .grad persists between micro-steps"],
+                        global_batch=s.batch * s.grad_accum, micro_steps=s.grad_accum * k)
     # a shorter sequence for token models
-    seq = _sequence_input(design, an)
+    max_seq = None
     if seq is not None:
-        best = _longest_sequence(design, s, dev, seq)
+        length = ctx.design.nodes[seq].props["shape"][0]
+        best = None if base.device["fits"] else _longest_sequence(ctx, seq)
+        max_seq = length if base.device["fits"] else (best[0] if best else 0)
         if best is not None:
-            n, d2 = best
-            rep = estimate(d2, s, device=dev)
-            out.append(_suggestion(rep, ("sequence",), f"sequence length {n} (the longest that fits)", s, dev,
-                                   [f"input {seq!r}: {n} tokens instead of "
-                                    f"{design.nodes[seq].props['shape'][0]}"],
-                                   design_change={"node": seq, "prop": "shape", "value": [n]}))
+            n, rep = best
+            ctx.add(rep, ("sequence",), f"sequence length {n} (the longest that fits)", s,
+                    [f"input {seq!r}: {n} tokens instead of {length}"],
+                    design_change={"node": seq, "prop": "shape", "value": [n]})
     # other hardware: the smallest shipped or user device of the same kind that fits as given
     bigger = sorted((d for d in all_devices() if d.kind == dev.kind and d.memory_bytes > dev.memory_bytes),
                     key=lambda d: d.memory_bytes)
     for d in bigger:
-        rep = estimate(design, s, device=d, analysis=an)
+        if d.allocator_rounding == dev.allocator_rounding and \
+                base.device_peak_bytes - dev.runtime_overhead_bytes + d.runtime_overhead_bytes > d.memory_bytes:
+            continue  # the same step on this device: only its runtime overhead differs, and it does not fit
+        rep = ctx.est(s, dev=d)
         if rep.device["fits"]:
-            out.append(_suggestion(rep, ("device",), f"a device with more memory: {d.name}", s, d,
-                                   [f"the smallest {d.kind} profile ({d.memory_bytes / 1e9:.0f} GB) that fits the design as given"]))
+            ctx.add(rep, ("device",), f"a device with more memory: {d.name}", s,
+                    [f"the smallest {d.kind} profile ({d.memory_bytes / 1e9:.0f} GB) that fits the design as given"],
+                    dev=d)
             break
-    # a change that does not lower the peak is no suggestion
-    out = [g for g in out if g.fits or g.device_peak_bytes < base.device_peak_bytes]
-    out.sort(key=lambda g: (not g.fits, g.price, g.device_peak_bytes))
-    mb = largest_batch(design, s, dev, an)
+    # a change that does not lower the peak is no suggestion; the same settings once
+    out, seen = [], set()
+    for g in sorted(ctx.out, key=lambda g: (not g.fits, g.price, g.device_peak_bytes)):
+        key = (repr(sorted(g.settings.items())), g.device, repr(g.design_change))
+        if key in seen or not (g.fits or g.device_peak_bytes < base.device_peak_bytes):
+            continue
+        seen.add(key)
+        out.append(g)
     return FitAdvice(device=dev.id, capacity_bytes=dev.memory_bytes, fits_as_given=base.device["fits"],
-                     device_peak_bytes=base.device_peak_bytes, max_batch=mb, suggestions=out)
+                     device_peak_bytes=base.device_peak_bytes, max_batch=max_batch, suggestions=out,
+                     min_gpus=min_gpus, max_sequence=max_seq, engine_runs=ctx.runs, candidates=len(ctx.out))
+
+
+def _overrides(s2: Settings, s: Settings) -> dict:
+    """The fields where ``s2`` differs from ``s``."""
+    a, b = s2.to_dict(), s.to_dict()
+    return {k: v for k, v in a.items() if b.get(k) != v}

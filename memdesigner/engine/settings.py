@@ -43,6 +43,7 @@ class Settings:
     grad_accum: int = 1  # micro-steps per optimizer step (gradients persist between them)
     checkpoint_layers: bool = False  # HF gradient_checkpointing_enable(): every repeated layer, non-reentrant
     master_weights: bool = False  # bf16/fp16 weights and gradients, fp32 master copy + fp32 optimizer state
+    checkpoint_units: tuple = ()  # selective checkpointing: only these layers (engine/checkpoint_plan.py)
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -80,6 +81,9 @@ class Settings:
         from memdesigner.engine.finetune import check_settings
 
         check_settings(self)
+        from memdesigner.engine.checkpoint_plan import check_units
+
+        check_units(self)
         if self.amp and dt != "fp32":
             raise ValueError("amp: mixed precision keeps fp32 weights; use dtype fp32 with amp")
 

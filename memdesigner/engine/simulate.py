@@ -376,12 +376,15 @@ class Simulation:
         # the last recomputed in backward; a checkpointed segment keeps only its input
         seg_of: dict[str, int] = {}
         segments: list = []
-        if train and s.checkpoint_layers:
+        layerwise = train and (s.checkpoint_layers or bool(s.checkpoint_units))  # non-reentrant, per layer
+        if layerwise:
             # transformers' gradient_checkpointing_enable(): each decoder layer (a scope <prefix>.<k>)
-            # is one checkpoint, the last one included
+            # is one checkpoint, the last one included; checkpoint_units: only the layers named
+            from memdesigner.engine.checkpoint_plan import unit_segments
             from memdesigner.engine.finetune import layer_segments
 
-            segments = layer_segments(order, nodes)
+            segments = unit_segments(order, nodes, s.checkpoint_units, in_edges) if s.checkpoint_units \
+                else layer_segments(order, nodes)
             for si, seg in enumerate(segments):
                 for nid in seg:
                     seg_of[nid] = si
@@ -460,7 +463,7 @@ class Simulation:
                 self.affine = False
             records = m.records
             ckpt = records and nid in seg_of
-            if ckpt and nid == segments[seg_of[nid]][0]:
+            if ckpt and seg_of[nid] not in seg_base:  # the segment's first op that records
                 members = set(segments[seg_of[nid]])
                 ext = [val_sid[k] for m_ in segments[seg_of[nid]] for k in in_keys[m_]
                        if k[0] not in members and k in val_sid]
@@ -505,7 +508,7 @@ class Simulation:
             if ckpt:  # the segment's intermediates at this op: its recomputation makes them again
                 si_ = seg_of[nid]
                 live_ = mem.cur - seg_base[si_]
-                if s.checkpoint_layers:
+                if layerwise:
                     # a value an earlier op of the rerun saved and that is still alive here is
                     # one storage, counted once (the rerun's kept bytes already hold it)
                     for key in layer_saved.get(si_, ()):
@@ -625,7 +628,7 @@ class Simulation:
                 _release(mem, saved_of.pop(nid, []))
                 last = nid == segments[seg_of[nid]][-1]
                 row["recompute"] = kept + (0 if last else out_bytes)
-                if s.checkpoint_layers:
+                if layerwise:
                     # non-reentrant checkpoint: the recomputation keeps only what the layer's ops
                     # save (their extras and the saved outputs of its own ops); the rest dies
                     # as it would in a no-grad forward
@@ -645,7 +648,7 @@ class Simulation:
                     row["recompute"] = kept
             if fs is not None:
                 fs.after_op(mem, nid, position[nid])
-        if s.checkpoint_layers:
+        if layerwise:
             for si, savers in layer_saved.items():
                 for key, saver in savers.items():
                     if key in new_out and key[0] in seg_of and seg_of[key[0]] == si:

@@ -13,7 +13,7 @@ CORE = {"mode": "inference", "batch": 1, "optimizer": "adam", "dtype": "fp32", "
 GENERATE_KEYS = ("new_tokens", "kv_cache", "kv_dtype")
 FINETUNE_KEYS = ("freeze", "lora_r", "lora_alpha", "lora_dropout", "lora_targets", "base_bits", "grad_accum",
                  "checkpoint_layers", "master_weights")
-EXTRA_KEYS = ("gpus", "strategy", "foreach", "offload")  # no widget in the bar yet: carried unchanged
+EXTRA_KEYS = ("gpus", "strategy", "foreach", "offload", "checkpoint_units")  # no widget in the bar yet: carried
 
 
 def _valid(key: str, v) -> bool:
@@ -46,7 +46,10 @@ def to_settings(d: dict) -> Settings:
     train = d["mode"] == "train"
     s = Settings(mode=d["mode"], batch=d["batch"], optimizer=d["optimizer"] if train else "none", dtype=d["dtype"],
                  amp=d["amp"] and d["dtype"] == "fp32", checkpointing=d["checkpointing"] and train)
-    groups = [{k: d[k] for k in EXTRA_KEYS if k in d}]
+    extra = {k: tuple(d[k]) if isinstance(d[k], list) else d[k] for k in EXTRA_KEYS if k in d}
+    if "checkpoint_units" in extra and (s.checkpointing or d.get("checkpoint_layers")):
+        del extra["checkpoint_units"]  # a ticked checkpointing box wins over a planned set
+    groups = [extra]
     if d["mode"] == "generate":
         groups.insert(0, {k: d[k] for k in GENERATE_KEYS if k in d})
     if train:

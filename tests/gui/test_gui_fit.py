@@ -40,3 +40,59 @@ def test_make_it_fit_without_a_device_says_so(window, qtbot):
     window.settings_bar.device.setCurrentIndex(-1)
     assert window.make_it_fit() is None
     assert "needs a device" in window.statusBar().currentMessage()
+
+
+def _token_model() -> Design:
+    """Token ids -> Embedding -> Linear: the logits grow with the sequence, so a shorter one fits."""
+    d = Design("tokens")
+    d.add_node("Input", {"shape": (16384,), "dtype": "int64"}, id="ids")
+    d.add_node("Embedding", {"num_embeddings": 1000, "embedding_dim": 512}, id="emb", pos=(270, 0))
+    d.add_node("Linear", {"out_features": 8000}, id="head", pos=(540, 0))
+    d.add_edge("ids", "emb")
+    d.add_edge("emb", "head")
+    d.settings = {"mode": "train", "optimizer": "sgd", "batch": 1, "device": "small"}
+    return d
+
+
+def test_applying_a_suggestion_is_one_undo_step(window, qtbot):
+    design = _token_model()
+    window.set_design(design, None, layout=False)
+    with qtbot.waitSignal(window.result_applied, timeout=5000):
+        window.settings_bar.apply_dict(design.settings)
+    assert window.result.report.device["fits"] is False
+    before = window.settings_bar.to_dict()
+    dlg = window.make_it_fit()
+    rows = {s.kinds: i for i, s in enumerate(dlg.advice.suggestions)}
+    n0 = window.stack.index()
+    # a shorter sequence: the design edit and the settings in one step
+    seq = dlg.advice.suggestions[rows[("sequence",)]]
+    dlg.table.selectRow(rows[("sequence",)])
+    with qtbot.waitSignal(window.result_applied, timeout=5000):
+        dlg.apply_selected()
+    assert window.stack.index() == n0 + 1
+    assert list(window.design.nodes["ids"].props["shape"]) == seq.design_change["value"]
+    assert window.result.report.device_peak_bytes == seq.device_peak_bytes
+    window.stack.undo()
+    assert list(window.design.nodes["ids"].props["shape"]) == [16384]
+    # settings only (AMP): applied and undone as one step, the bar back to what it was
+    amp = dlg.advice.suggestions[rows[("amp",)]]
+    dlg.table.selectRow(rows[("amp",)])
+    with qtbot.waitSignal(window.result_applied, timeout=5000):
+        dlg.apply_selected()
+    assert window.stack.index() == n0 + 1 and window.settings_bar.settings().amp
+    assert window.result.report.device_peak_bytes == amp.device_peak_bytes
+    with qtbot.waitSignal(window.result_applied, timeout=5000):
+        window.stack.undo()
+    assert window.settings_bar.to_dict() == before and window.stack.index() == n0
+    window.stack.redo()
+    assert window.settings_bar.settings().amp
+    dlg.close()
+
+
+def test_a_planned_checkpoint_set_is_kept_with_the_design(window):
+    bar = window.settings_bar
+    bar.apply_dict({"mode": "train", "optimizer": "sgd", "batch": 4, "checkpoint_units": ["fc1", "fc4"]})
+    assert bar.settings().checkpoint_units == ("fc1", "fc4")
+    assert bar.to_dict()["checkpoint_units"] == ["fc1", "fc4"]  # what the design file saves
+    bar.ckpt.setChecked(True)  # ticking all-or-nothing checkpointing wins over the plan
+    assert bar.settings().checkpointing and bar.settings().checkpoint_units == ()
