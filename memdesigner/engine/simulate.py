@@ -39,6 +39,8 @@ class Event(NamedTuple):
     device_bytes: int = 0  # with allocator rounding
 
 
+_tuple_new = tuple.__new__  # Event(...) without the NamedTuple's Python-level __new__
+
 # memoised memory rules: (type, props identity, inputs, settings) -> (MemCtx, OpMem, props, outputs,
 # params, _Compiled)
 _RULES: dict = {}
@@ -233,11 +235,23 @@ class _Mem:
                 ev.append(Event(where[0], where[1], self.label(where[1]), cur, tuple(self.by), self.rcur))
 
     def event(self, phase: str, node, label: str) -> None:
-        """The op's own timeline point (always a new event), after checking the moment."""
-        ev, self.events = self.events, None
-        self.mark((phase, node))
-        self.events = ev
-        ev.append(Event(phase, node, label, self.cur, tuple(self.by), self.rcur))
+        """The op's own timeline point (always a new event), after checking the moment (mark()
+        without its timeline part, inlined: this runs once per op and per backward op)."""
+        cur, rcur = self.cur, self.rcur
+        if cur > self.ppeak:
+            self.ppeak = cur
+        if rcur > self.rpeak:
+            self.rpeak = rcur
+        by = tuple(self.by)
+        if cur > self.peak:
+            self.peak = cur
+            self.peak_by = by
+            self.peak_at = (phase, node)
+        if self.capture is not None and cur == self.capture and self.captured is None:
+            self.captured = [(self.what[i], self.nb[i], self.cat[i]) for i in range(len(self.nb)) if self.rc[i] > 0]
+        if self.trace is not None:
+            self.trace.append((cur, rcur, self.slack))
+        self.events.append(_tuple_new(Event, (phase, node, label, cur, by, rcur)))
 
 
 def _release(mem, saved: list) -> None:
@@ -259,6 +273,68 @@ def _param_bytes(p, dtype: str, bits: int | None) -> int:
     if p.kind == "bias":
         return p.numel * (bits // 8 if bits >= 16 else 4)
     return (p.numel * bits + 7) // 8
+
+
+_FACTS: dict = {}
+
+
+def _param_facts(params: list, pdtype: str, bits: int | None) -> list:
+    """Per parameter: (spec, numel, trainable, requires_grad, bytes), memoised per parameter list
+    (analysis hands the same list to every estimate until the layer is edited)."""
+    key = (id(params), pdtype, bits)
+    hit = _FACTS.get(key)
+    if hit is not None and hit[0] is params:
+        return hit[1]
+    facts = [(p, p.numel, p.trainable, p.requires_grad, _param_bytes(p, pdtype, bits)) for p in params]
+    if len(_FACTS) > 20000:
+        _FACTS.clear()
+    _FACTS[key] = (params, facts)
+    return facts
+
+
+class _Structure:
+    """What a run reads from the graph alone (valid order, inputs, consumers, sinks, module-call
+    holds): the same for every run over one analysis (a batch curve's probes, the ranks of a
+    distributed step, the window's re-estimates of an unchanged expansion)."""
+
+    def __init__(self, design: Design, an: Analysis):
+        nodes = design.nodes
+        self.order = order = [n for n in an.order if an.nodes[n].ok]
+        self.valid = valid = set(order)
+        self.in_edges = in_edges = {n: [] for n in order}
+        self.n_cons = n_cons = {}
+        for e in design.edges:
+            if e.dst in valid and e.src in valid:
+                in_edges[e.dst].append(e)
+                n_cons[(e.src, e.src_port)] = n_cons.get((e.src, e.src_port), 0) + 1
+        for lst in in_edges.values():
+            if len(lst) > 1:
+                lst.sort(key=lambda e: e.dst_port)
+        self.in_keys = {nid: [(e.src, e.src_port) for e in lst] for nid, lst in in_edges.items()}
+        self.has_loss_node = any(nodes[n].type == "Loss" for n in order)
+        # the model's outputs: nodes none of whose outputs feed anything (an op whose first output
+        # is ignored but whose second is used, like `_, h_n = gru(x)`, is not one)
+        self.sinks = {n for n in order if nodes[n].type != "Input"
+                      and (nodes[n].output
+                           or not any(n_cons.get((n, j), 0) for j in range(max(1, len(an.nodes[n].outputs)))))}
+        # inference of a fused group (TransformerEncoderLayer): every op but its last
+        last_of: dict[str, str] = {}
+        for n in order:
+            if nodes[n].fused:
+                last_of[nodes[n].fused] = n
+        self.fused_inner = {n for n in order if nodes[n].fused and last_of[nodes[n].fused] != n}
+        self.holds_at, self.release_at = Simulation._scope_holds(order, nodes, in_edges)
+        self.position = {n: i for i, n in enumerate(order)}
+
+
+def _structure(design: Design, an: Analysis) -> _Structure:
+    """The graph's structure for ``an``, kept on the analysis for the next run over it."""
+    memo = an.__dict__.get("_sim_structure")
+    if memo is not None and memo[0] is design and memo[1] == len(design.edges):
+        return memo[2]
+    st = _Structure(design, an)
+    an.__dict__["_sim_structure"] = (design, len(design.edges), st)
+    return st
 
 
 class Simulation:
@@ -305,23 +381,10 @@ class Simulation:
         mem.label = lambda nid: design.nodes[nid].name if nid in design.nodes else "step"
         batch = s.batch
 
-        order = [n for n in an.order if an.nodes[n].ok]
-        valid = set(order)
+        st = _structure(design, an)
+        order, n_cons, in_keys = st.order, st.n_cons, st.in_keys
+        has_loss_node, sinks = st.has_loss_node, st.sinks
         nodes = design.nodes
-        in_edges: dict[str, list] = {n: [] for n in order}
-        n_cons: dict[tuple, int] = {}
-        for e in design.edges:
-            if e.dst in valid and e.src in valid:
-                in_edges[e.dst].append(e)
-                n_cons[(e.src, e.src_port)] = n_cons.get((e.src, e.src_port), 0) + 1
-        for lst in in_edges.values():
-            lst.sort(key=lambda e: e.dst_port)
-        has_loss_node = any(nodes[n].type == "Loss" for n in order)
-        # the model's outputs: nodes none of whose outputs feed anything (an op whose first output
-        # is ignored but whose second is used, like `_, h_n = gru(x)`, is not one)
-        sinks = {n for n in order if nodes[n].type != "Input"
-                 and (nodes[n].output
-                      or not any(n_cons.get((n, j), 0) for j in range(max(1, len(an.nodes[n].outputs)))))}
 
         # -- weights, buffers, optimizer state (steady state) --------------------------------
         trainable: list[tuple[str, int, int]] = []  # (node, bytes, numel) per trainable tensor
@@ -349,26 +412,25 @@ class Simulation:
             bits = nodes[nid].bits
             tied = nodes[nid].tied
             pb = bb = n_p = n_nt = n_rg = 0
-            for p in info.params:
-                if p.name in tied:  # the same tensor as another layer's parameter: counted there
+            params = info.params
+            for p, numel, trainable_, requires_grad, nb in (_param_facts(params, pdtype, bits) if params else ()):
+                if tied and p.name in tied:  # the same tensor as another layer's parameter: counted there
                     continue
-                nb = _param_bytes(p, pdtype, bits)
-                if fs is not None and p.trainable:
+                if fs is not None and trainable_:
                     nb = fs.add_param(uscope[nid], p.shape, pitem)  # this rank's padded shard
-                if p.trainable:
+                if trainable_:
                     pb += nb
-                    n_p += p.numel
+                    n_p += numel
                 else:
                     bb += nb
                     # a float buffer is a non-trainable parameter in Keras's sense (moving statistics);
                     # an int64 step counter (num_batches_tracked) is not
-                    n_nt += p.numel if p.dtype is None else 0
+                    n_nt += numel if p.dtype is None else 0
                 weights_total += nb
                 weights_r += nb if rnd <= 1 else -(-nb // rnd) * rnd
-                if p.requires_grad:
-                    n_rg += p.numel
-                    tb = p.numel * pitem
-                    numel = p.numel
+                if requires_grad:
+                    n_rg += numel
+                    tb = numel * pitem
                     if fs is not None:  # the optimizer state follows the rank's own rows
                         numel = fsdp.sharded_numel(p.shape, s.gpus, self.rank or 0)
                         tb = numel * pitem
@@ -446,7 +508,6 @@ class Simulation:
         val_sid: dict[tuple, int] = {}
         # per value: (full shape, dtype, requires grad, strides): what the next op's rule reads
         val_spec: dict[tuple, tuple] = {}
-        in_keys = {nid: [(e.src, e.src_port) for e in lst] for nid, lst in in_edges.items()}
         saved_of: dict[str, list[int]] = {}
         grad_mode: dict[str, OpMem] = {}
         ctx_of: dict[str, _Compiled] = {}
@@ -485,16 +546,10 @@ class Simulation:
         new_out: dict[tuple, int] = {}  # checkpoint_layers: bytes of each new output
         settings_key = (dtype, train, s.backend, amp, batch)
 
-        fused_inner = None
-        if not train and not amp:
-            last_of: dict[str, str] = {}
-            for n in order:
-                if nodes[n].fused:
-                    last_of[nodes[n].fused] = n
-            fused_inner = {n for n in order if nodes[n].fused and last_of[nodes[n].fused] != n}
-        holds_at, release_at = self._scope_holds(order, nodes, in_edges)
+        fused_inner = st.fused_inner if not train and not amp else None
+        holds_at, release_at = st.holds_at, st.release_at
         held = set()
-        position = {n: i for i, n in enumerate(order)}
+        position = st.position
         local_release: dict[str, list] = {}
         if fs is not None:
             fs.forward_begin(mem, fcats)
