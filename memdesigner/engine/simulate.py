@@ -407,6 +407,7 @@ class Simulation:
         uscope = fsdp.unit_scopes(nodes) if fs is not None else {}
         host_shards = 0
         self.host_bytes = 0  # host RAM this rank needs for offloaded state (zero2/zero3 offload params)
+        t_p = t_nt = t_rg = t_pb = t_bb = 0
         for nid in order:
             info = an.nodes[nid]
             bits = nodes[nid].bits
@@ -456,6 +457,13 @@ class Simulation:
                         state_r += mb if rnd <= 1 else -(-mb // rnd) * rnd
             self.rows[nid] = {"params": n_p, "non_trainable": n_nt, "param_bytes": pb, "buffer_bytes": bb,
                               "activation_bytes": 0, "kept_bytes": 0, "requires_grad": n_rg}
+            t_p += n_p
+            t_nt += n_nt
+            t_rg += n_rg
+            t_pb += pb
+            t_bb += bb
+        self.totals = (t_p, t_nt, t_rg, t_pb, t_bb)  # over all valid nodes: params, non-trainable, requiring
+        # grad, parameter bytes, buffer bytes
         if fs is not None:
             fs.finish_layout(order, uscope)
         fcats = (W, G, K)
