@@ -75,7 +75,7 @@ def _run(design: Design, an: Analysis, settings: Settings, dev: Device | None) -
     batch = settings.batch
     lower = 0
     infos = an.nodes
-    valid = [nid for nid in an.order if infos[nid].ok]
+    valid = sim.order  # the nodes without a problem, in order
     params, non_trainable, n_rg, pbytes, bbytes = sim.totals
     flops = sum([infos[nid].flops for nid in valid]) * batch
 

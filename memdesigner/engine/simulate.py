@@ -13,6 +13,7 @@ step; inference is ``with torch.no_grad(): out = model(x)``.
 from __future__ import annotations
 
 import math
+from types import MappingProxyType
 from typing import NamedTuple
 
 from memdesigner.engine import distributed, fsdp, optim_state
@@ -39,6 +40,7 @@ class Event(NamedTuple):
     device_bytes: int = 0  # with allocator rounding
 
 
+_NONE = MappingProxyType({})  # an empty, read-only stand-in for per-op lists and dicts most ops leave empty
 _tuple_new = tuple.__new__  # Event(...) without the NamedTuple's Python-level __new__
 
 # memoised memory rules: (type, props identity, inputs, settings) -> (MemCtx, OpMem, props, outputs,
@@ -58,7 +60,7 @@ class _Compiled:
     repetition of a layer and every re-estimate after an edit elsewhere)."""
 
     __slots__ = ("records", "temps", "outs", "extras", "kept", "saved", "vals", "bwd_temps", "grads_in",
-                 "casts", "pgrads", "stages")
+                 "casts", "pgrads", "stages", "specs", "affine", "late")
 
     def __init__(self, m: MemCtx, op: OpMem, outputs, params, pitem: int):
         self.records = m.records
@@ -102,6 +104,10 @@ class _Compiled:
                     st = src if in_shapes[o.i] == oshape else contiguous_strides(oshape)
             vals.append((dt, oshape, st, dt in FLOATS))
         self.vals = vals
+        # the value each output becomes, (shape, dtype, requires grad, strides): [without grad, with]
+        self.specs = [((oshape, dt, False, st), (oshape, dt, flt, st)) for dt, oshape, st, flt in vals]
+        self.affine = op.affine
+        self.late = op.late_outputs
         self.bwd_temps = [(_nbytes(t), t.what) for t in op.bwd_temps]
         # per input that requires grad: (index, kind, bytes, what)
         gi = []
@@ -299,7 +305,8 @@ class _Structure:
 
     def __init__(self, design: Design, an: Analysis):
         nodes = design.nodes
-        self.order = order = [n for n in an.order if an.nodes[n].ok]
+        infos = an.nodes
+        self.order = order = [n for n in an.order if infos[n].issue is None and infos[n].blocked_by is None]
         self.valid = valid = set(order)
         self.in_edges = in_edges = {n: [] for n in order}
         self.n_cons = n_cons = {}
@@ -314,9 +321,18 @@ class _Structure:
         self.has_loss_node = any(nodes[n].type == "Loss" for n in order)
         # the model's outputs: nodes none of whose outputs feed anything (an op whose first output
         # is ignored but whose second is used, like `_, h_n = gru(x)`, is not one)
-        self.sinks = {n for n in order if nodes[n].type != "Input"
-                      and (nodes[n].output
-                           or not any(n_cons.get((n, j), 0) for j in range(max(1, len(an.nodes[n].outputs)))))}
+        self.sinks = sinks = set()
+        for n in order:
+            node = nodes[n]
+            if node.type == "Input":
+                continue
+            if not node.output:
+                if (n, 0) in n_cons:  # (a count is never 0)
+                    continue
+                k = len(infos[n].outputs)
+                if k > 1 and any((n, j) in n_cons for j in range(1, k)):
+                    continue
+            sinks.add(n)
         # inference of a fused group (TransformerEncoderLayer): every op but its last
         last_of: dict[str, str] = {}
         for n in order:
@@ -383,6 +399,7 @@ class Simulation:
 
         st = _structure(design, an)
         order, n_cons, in_keys = st.order, st.n_cons, st.in_keys
+        self.order = order  # the valid nodes, in execution order
         has_loss_node, sinks = st.has_loss_node, st.sinks
         nodes = design.nodes
 
@@ -564,6 +581,7 @@ class Simulation:
         rules = _RULES
         ncons_get = n_cons.get
         alloc, incref, decref = mem.alloc, mem.incref, mem.decref
+        an_nodes = an.nodes
         for nid in order:
             keys = in_keys[nid]
             if fs is not None:
@@ -574,16 +592,16 @@ class Simulation:
                     if hk[1] in val_sid:
                         incref(val_sid[hk[1]])
                         held.add(hk)
-            info = an.nodes[nid]
+            info = an_nodes[nid]
             node = nodes[nid]
-            lt = node.layer
             specs = tuple([val_spec[k] for k in keys])
             props, outputs, params = info.props, info.outputs, info.params
-            mkey = (lt.name, id(props), id(outputs), id(params), specs, settings_key)
+            mkey = (node.type, id(props), id(outputs), id(params), specs, settings_key)
             hit = rules.get(mkey)
             if hit is not None and hit[2] is props and hit[3] is outputs and hit[4] is params:
-                m, op, c = hit[0], hit[1], hit[5]
+                op, c = hit[1], hit[5]
             else:
+                lt = node.layer
                 m = MemCtx(
                     props=props, in_shapes=[sp[0] for sp in specs], in_dtypes=[sp[1] for sp in specs],
                     out_shapes=[(batch,) + o.shape for o in outputs], out_kinds=[o.kind for o in outputs],
@@ -595,7 +613,7 @@ class Simulation:
                 if len(rules) > 20000:
                     rules.clear()
                 rules[mkey] = (m, op, props, outputs, params, c)
-            if not op.affine:
+            if not c.affine:
                 self.affine = False
             records = c.records
             ckpt = records and nid in seg_of
@@ -608,19 +626,21 @@ class Simulation:
                 seg_inputs[seg_of[nid]] = ext
                 seg_base[seg_of[nid]] = mem.cur
             # autocast's weight cache: one low-precision copy per parameter per region
-            cast_sid = {}
-            for k, nb, what in c.casts:
-                key = (nid, k)
-                if key not in cast_cache:
-                    cast_cache[key] = alloc(nb, A, 1, what)
-                cast_sid[k] = cast_cache[key]
+            cast_sid = _NONE
+            if c.casts:
+                cast_sid = {}
+                for k, nb, what in c.casts:
+                    key = (nid, k)
+                    if key not in cast_cache:
+                        cast_cache[key] = alloc(nb, A, 1, what)
+                    cast_sid[k] = cast_cache[key]
             # inside a fused kernel (inference of a TransformerEncoderLayer) only the group's last
             # op makes a tensor of its own: the rest lives and dies inside the kernel
             hidden = fused_inner is not None and nid in fused_inner
-            tmp_sids = [] if hidden else [alloc(nb, K, 1, what) for nb, what in c.temps]
+            tmp_sids = [alloc(nb, K, 1, what) for nb, what in c.temps] if c.temps and not hidden else _NONE
             out_sids = []
             out_bytes = 0
-            late = op.late_outputs
+            late = c.late
             for j, o in enumerate(c.outs):
                 if late and j in late:
                     out_sids.append(None)  # made after the op's transients are gone (below)
@@ -632,10 +652,8 @@ class Simulation:
                     src_sid = val_sid[keys[o]]
                     incref(src_sid)
                     out_sids.append(src_sid)
-            extra_sids = {}
             kept = c.kept
-            for tid, nb, what in c.extras:
-                extra_sids[tid] = alloc(nb, A, 1, (nid, what))
+            extra_sids = {tid: alloc(nb, A, 1, (nid, what)) for tid, nb, what in c.extras} if c.extras else _NONE
             mem.event("forward", nid, node.name)
             if ckpt:  # the segment's intermediates at this op: its recomputation makes them again
                 si_ = seg_of[nid]
@@ -693,7 +711,7 @@ class Simulation:
                 local_release.setdefault(ku, []).append(out_sids[0])
             # outputs become values; each consumer holds one reference
             is_input = node.type == "Input"
-            grads_here = records or nid == input_grads_at
+            grads_here = 1 if records or nid == input_grads_at else 0
             for j, sid in enumerate(out_sids):
                 key = (nid, j)
                 refs = ncons_get(key, 0)
@@ -704,10 +722,12 @@ class Simulation:
                 if is_input:
                     refs += 1  # the caller keeps the batch alive
                 val_sid[key] = sid
-                dt, oshape, st, flt = c.vals[j]
-                val_spec[key] = (oshape, dt, grads_here and flt, st)
-                incref(sid, refs)
-                decref(sid)  # drop the op's own reference
+                val_spec[key] = c.specs[j][grads_here]
+                # each consumer's reference, less the op's own
+                if refs == 0:
+                    decref(sid)
+                elif refs > 1:
+                    incref(sid, refs - 1)
             for k in keys:
                 decref(val_sid[k])
             if nid in local_release:
