@@ -341,6 +341,7 @@ class _Structure:
         self.fused_inner = {n for n in order if nodes[n].fused and last_of[nodes[n].fused] != n}
         self.holds_at, self.release_at = Simulation._scope_holds(order, nodes, in_edges)
         self.position = {n: i for i, n in enumerate(order)}
+        self.out_keys = {n: [(n, j) for j in range(len(infos[n].outputs))] for n in order}
 
 
 def _structure(design: Design, an: Analysis) -> _Structure:
@@ -836,6 +837,9 @@ class Simulation:
                 if fs is not None:
                     fs.grad_made(nid, sid)
             return transient
+        out_keys = st.out_keys
+        grads_pop = grads.pop
+        alloc, incref, decref = mem.alloc, mem.incref, mem.decref
         for nid in reversed(order):
             if fs is not None:
                 fs.where = ("backward", nid)
@@ -845,7 +849,7 @@ class Simulation:
             op = grad_mode[nid]
             c = ctx_of[nid]
             node = nodes[nid]
-            g_out = [grads.pop((nid, j), None) for j in range(len(an.nodes[nid].outputs))]
+            g_out = [grads_pop(k, None) for k in out_keys[nid]]
             if loss_node_ones and node.type == "Loss":
                 g_out = [ones]
                 mem.incref(ones)
@@ -874,10 +878,11 @@ class Simulation:
                     mem.decref(t_)
             rsid = recomputed[si].pop(nid, None) if si is not None else None
             keys = in_keys[nid]
-            tmp = [mem.alloc(nb, K, 1, what) for nb, what in c.bwd_temps]
-            done_params: set = set()
+            tmp = [alloc(nb, K, 1, what) for nb, what in c.bwd_temps]
+            done_params = _NONE
             stage_tmp: list = []
             if c.stages:
+                done_params = set()
                 # a multi-layer op (stacked LSTM) runs its backward layer by layer: each stage
                 # makes that layer's gradients, then releases what that layer kept
                 sv = saved_of.get(nid, [])
@@ -898,42 +903,46 @@ class Simulation:
             for i, kind, nb, what in c.grads_in:
                 k = keys[i]
                 if kind == _G_ALIAS:
-                    mem.incref(g0)
+                    incref(g0)
                     new_grads.append((k, g0))
                 elif kind == _G_STAGE and stage_tmp:
                     # the last backward stage already made this input's gradient (its first temp)
                     new_grads.append((k, stage_tmp.pop(0)))
                 elif kind == _G_T:
-                    new_grads.append((k, mem.alloc(nb, G, 1, what)))
+                    new_grads.append((k, alloc(nb, G, 1, what)))
                 else:
-                    new_grads.append((k, mem.alloc(nb, G, 1, (k[0], "gradient"))))
-            tmp += stage_tmp
+                    new_grads.append((k, alloc(nb, G, 1, (k[0], "gradient"))))
+            if stage_tmp:
+                tmp += stage_tmp
             # parameter gradients (AccumulateGrad keeps them as p.grad). Under autocast the op
             # makes low-precision gradients; ToCopyBackward0 casts them to fp32 after the op's
             # saved tensors and incoming gradient are released.
-            halves = []
+            halves = _NONE
             if op.param_grads and c.pgrads:
                 pg = [e for e in c.pgrads if e[0] not in done_params] if done_params else c.pgrads
                 if amp:
+                    halves = []
                     for _, name, nb, numel in pg:
                         halves.append((mem.alloc(numel * DTYPE_BYTES[amp], G, 1, "low-precision grad"), nb, name))
                 else:
                     tmp += param_grads(nid, node.tied, pg)
             mem.event("backward", nid, node.name)
             for sid in tmp:
-                mem.decref(sid)
+                decref(sid)
             if rsid is not None:
-                mem.decref(rsid)
+                decref(rsid)
             if si is not None and nid == segments[si][0]:
                 for sid in recomputed[si].values():
                     mem.decref(sid)
                 recomputed[si] = {}
                 for sid in seg_inputs.pop(si, []):
                     mem.decref(sid)
-            _release(mem, saved_of.pop(nid, []))
+            for sid in saved_of.pop(nid, _NONE):
+                if sid is not None:
+                    decref(sid)
             for g in g_out:
                 if g is not None:
-                    mem.decref(g)
+                    decref(g)
             for half, nb, pname in halves:
                 pkey = node.tied.get(pname) or f"{nid}.{pname}"
                 if accum:  # cast to fp32, added into .grad in place
