@@ -76,22 +76,23 @@ def _run(design: Design, an: Analysis, settings: Settings, dev: Device | None) -
     lower = 0
     infos = an.nodes
     valid = sim.order  # the nodes without a problem, in order
+    rows = sim.rows  # (the report's lazy layer rows hold these, not the simulation and its live set)
     params, non_trainable, n_rg, pbytes, bbytes = sim.totals
     flops = sum([infos[nid].flops for nid in valid]) * batch
 
     def layer_rows():
-        rows = []
+        out = []
         for nid in valid:
             info = an.nodes[nid]
             node = design.nodes[nid]
-            r = sim.rows[nid]
+            r = rows[nid]
             # in the source framework's order (Keras: channels last); the first output only: the
             # others (an RNN's h_n) are not laid out as images
             outs = [shown_shape(design, nid, o.shape) if i == 0 else o.shape for i, o in enumerate(info.outputs)]
             shape = [[batch, *o] for o in outs] if len(outs) > 1 else [batch, *outs[0]]
-            rows.append(LayerRow(nid, node.name, node.type, shape, r["params"], r["param_bytes"],
-                                 r["activation_bytes"], r["kept_bytes"], info.flops * batch, r["non_trainable"]))
-        return rows
+            out.append(LayerRow(nid, node.name, node.type, shape, r["params"], r["param_bytes"],
+                                r["activation_bytes"], r["kept_bytes"], info.flops * batch, r["non_trainable"]))
+        return out
 
     # textbook lower bound: parameters + the largest pair of adjacent feature maps
     out_bytes = {}
@@ -123,7 +124,7 @@ def _run(design: Design, an: Analysis, settings: Settings, dev: Device | None) -
         }
     warnings, unruled, traced = [], [], []
     if peak >= ABSURD_BYTES:
-        absurd = absurd_size_warning(peak, {nid: sim.rows[nid] for nid in valid},
+        absurd = absurd_size_warning(peak, {nid: rows[nid] for nid in valid},
                                      {n: design.nodes[n].name for n in valid})
         if absurd:
             warnings.append(absurd)
@@ -146,7 +147,7 @@ def _run(design: Design, an: Analysis, settings: Settings, dev: Device | None) -
         issues=list(an.issues), warnings=warnings, device=device, unruled_ops=unruled, traced_ops=traced,
         runtime_overhead_bytes=dev.runtime_overhead_bytes if dev else 0, non_trainable_params=non_trainable,
         recompute_flops=sum(an.nodes[n].flops for n in sim.recomputed) * batch, per_rank=per_rank,
-        blocks=instance_totals(design, sim.rows),
+        blocks=instance_totals(design, rows),
         trainable_params=n_rg if n_rg != params else None,
         paged_optimizer_bytes=getattr(sim, "paged_optimizer_bytes", 0),
     )

@@ -318,30 +318,38 @@ class _Structure:
             if len(lst) > 1:
                 lst.sort(key=lambda e: e.dst_port)
         self.in_keys = {nid: [(e.src, e.src_port) for e in lst] for nid, lst in in_edges.items()}
-        self.has_loss_node = any(nodes[n].type == "Loss" for n in order)
-        # the model's outputs: nodes none of whose outputs feed anything (an op whose first output
-        # is ignored but whose second is used, like `_, h_n = gru(x)`, is not one)
+        # one pass over the nodes: the model's outputs (sinks: nodes none of whose outputs feed
+        # anything; an op whose first output is ignored but whose second is used, like
+        # `_, h_n = gru(x)`, is not one), a Loss node, fused groups, positions, output keys
         self.sinks = sinks = set()
-        for n in order:
+        self.position = position = {}
+        self.out_keys = out_keys = {}
+        has_loss = scoped = False
+        last_of: dict[str, str] = {}
+        for i, n in enumerate(order):
             node = nodes[n]
-            if node.type == "Input":
+            position[n] = i
+            k = len(infos[n].outputs)
+            out_keys[n] = [(n, j) for j in range(k)]
+            if node.fused:
+                last_of[node.fused] = n
+            if node.scope:
+                scoped = True
+            t = node.type
+            if t == "Loss":
+                has_loss = True
+            elif t == "Input":
                 continue
             if not node.output:
                 if (n, 0) in n_cons:  # (a count is never 0)
                     continue
-                k = len(infos[n].outputs)
                 if k > 1 and any((n, j) in n_cons for j in range(1, k)):
                     continue
             sinks.add(n)
+        self.has_loss_node = has_loss
         # inference of a fused group (TransformerEncoderLayer): every op but its last
-        last_of: dict[str, str] = {}
-        for n in order:
-            if nodes[n].fused:
-                last_of[nodes[n].fused] = n
-        self.fused_inner = {n for n in order if nodes[n].fused and last_of[nodes[n].fused] != n}
-        self.holds_at, self.release_at = Simulation._scope_holds(order, nodes, in_edges)
-        self.position = {n: i for i, n in enumerate(order)}
-        self.out_keys = {n: [(n, j) for j in range(len(infos[n].outputs))] for n in order}
+        self.fused_inner = {n for n in order if nodes[n].fused and last_of[nodes[n].fused] != n} if last_of else set()
+        self.holds_at, self.release_at = Simulation._scope_holds(order, nodes, in_edges) if scoped else ({}, {})
 
 
 def _structure(design: Design, an: Analysis) -> _Structure:
