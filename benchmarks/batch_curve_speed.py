@@ -20,9 +20,10 @@ sys.path.insert(0, str(Path(__file__).parent))
 from engine_speed import make_design  # noqa: E402
 
 import memdesigner as md  # noqa: E402
-from memdesigner.engine.batch_curve import _bisect, batch_curve  # noqa: E402
+from memdesigner.engine.batch_curve import batch_curve  # noqa: E402
 from memdesigner.engine.devices import get_device  # noqa: E402
 from memdesigner.engine.estimate import peak_for_batch  # noqa: E402
+from memdesigner.engine.search import largest_fitting  # noqa: E402
 from memdesigner.engine.settings import Settings  # noqa: E402
 from memdesigner.model.analysis import analyze  # noqa: E402
 
@@ -46,7 +47,7 @@ def _search(design, s, dev, an, count):
         def fits(b):
             count[0] += 1
             return peak_for_batch(design, s, dev, an, b) <= dev.memory_bytes
-        return _bisect(fits, 1 << 24)
+        return largest_fitting(fits, 1, 1 << 24)
     return run
 
 

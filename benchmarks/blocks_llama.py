@@ -98,6 +98,9 @@ def _clear_caches():
     analysis._CACHE.clear()
     analysis._PROPS.clear()
     simulate._RULES.clear()
+    for memo in (getattr(simulate, "_FACTS", None), getattr(blocks, "_VIEWS", None)):  # (newer engines)
+        if memo is not None:
+            memo.clear()
 
 
 def _time(fn, repeat: int, cold: bool) -> float:

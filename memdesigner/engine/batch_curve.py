@@ -52,10 +52,15 @@ class BatchCurve:
         return self.device.runtime_overhead_bytes if self.device is not None else 0
 
     def device_peak(self, batch: int) -> int:
-        """Exact device peak (rounded live bytes + runtime) at ``batch``: one simulation."""
-        self.runs += 1
-        sim = Simulation(self.design, self.analysis, self.settings.with_(batch=batch), self._rounding).run()
-        return sim.mem.rpeak + self._overhead
+        """Exact device peak (rounded live bytes + runtime) at ``batch``: one simulation, once per
+        batch (the window's sweep asks again for the largest batch and the one after it, which the
+        largest-batch search has just simulated)."""
+        memo = self.__dict__.setdefault("_exact", {})
+        if batch not in memo:
+            self.runs += 1
+            sim = Simulation(self.design, self.analysis, self.settings.with_(batch=batch), self._rounding).run()
+            memo[batch] = sim.mem.rpeak + self._overhead
+        return memo[batch]
 
     def raw_peak(self, batch: int) -> int:
         """Live tensor bytes at the peak, from the envelope (exact where the curve is affine)."""

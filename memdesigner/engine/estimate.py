@@ -6,9 +6,10 @@ import math
 
 from memdesigner.engine import finetune
 from memdesigner.engine.devices import Device, get_device
+from memdesigner.engine.gc_pause import gc_paused
 from memdesigner.engine.per_rank import run_ranks
 from memdesigner.engine.report import LayerRow, Report
-from memdesigner.engine.sanity import absurd_size_warning
+from memdesigner.engine.sanity import ABSURD_BYTES, absurd_size_warning
 from memdesigner.engine.settings import Settings
 from memdesigner.engine.simulate import CATS, Simulation
 from memdesigner.model.analysis import Analysis, analyze
@@ -40,6 +41,11 @@ def estimate(design: Design, settings: Settings | None = None, *, device=None, m
              analysis: Analysis | None = None, **kw) -> Report:
     """Estimate one step. Keyword settings (mode, batch, optimizer, dtype, amp, checkpointing,
     backend, foreach, gpus, strategy) override ``settings``; a device's kind sets the backend."""
+    with gc_paused():
+        return _estimate(design, settings, device, max_batch, analysis, kw)
+
+
+def _estimate(design, settings, device, max_batch, analysis, kw) -> Report:
     settings, dev = _resolve(settings, device, kw)
     if design.blocks:  # the engine runs on the flat network (model/blocks.py)
         design, analysis = for_engine(design, analysis)
@@ -67,42 +73,43 @@ def _run(design: Design, an: Analysis, settings: Settings, dev: Device | None) -
     sim, per_rank = run_ranks(design, an, settings, rounding)
     mem = sim.mem
     batch = settings.batch
-    params = non_trainable = pbytes = bbytes = flops = lower = n_rg = 0
-    valid = [nid for nid in an.order if an.nodes[nid].ok]
-    for nid in valid:
-        r = sim.rows[nid]
-        params += r["params"]
-        non_trainable += r["non_trainable"]
-        n_rg += r["requires_grad"]
-        pbytes += r["param_bytes"]
-        bbytes += r["buffer_bytes"]
-        flops += an.nodes[nid].flops * batch
+    lower = 0
+    infos = an.nodes
+    valid = sim.order  # the nodes without a problem, in order
+    rows = sim.rows  # (the report's lazy layer rows hold these, not the simulation and its live set)
+    params, non_trainable, n_rg, pbytes, bbytes = sim.totals
+    flops = sum([infos[nid].flops for nid in valid]) * batch
 
     def layer_rows():
-        rows = []
+        out = []
         for nid in valid:
             info = an.nodes[nid]
             node = design.nodes[nid]
-            r = sim.rows[nid]
+            r = rows[nid]
             # in the source framework's order (Keras: channels last); the first output only: the
             # others (an RNN's h_n) are not laid out as images
             outs = [shown_shape(design, nid, o.shape) if i == 0 else o.shape for i, o in enumerate(info.outputs)]
             shape = [[batch, *o] for o in outs] if len(outs) > 1 else [batch, *outs[0]]
-            rows.append(LayerRow(nid, node.name, node.type, shape, r["params"], r["param_bytes"],
-                                 r["activation_bytes"], r["kept_bytes"], info.flops * batch, r["non_trainable"]))
-        return rows
+            out.append(LayerRow(nid, node.name, node.type, shape, r["params"], r["param_bytes"],
+                                r["activation_bytes"], r["kept_bytes"], info.flops * batch, r["non_trainable"]))
+        return out
 
     # textbook lower bound: parameters + the largest pair of adjacent feature maps
     out_bytes = {}
     el = DTYPE_BYTES[settings.torch_dtype]
-    for nid in an.order:
-        info = an.nodes[nid]
-        if info.ok and info.outputs:
-            o = info.outputs[0]
-            out_bytes[nid] = batch * math.prod(o.shape) * (DTYPE_BYTES["int64"] if o.kind == "int64" else el)
+    el64 = DTYPE_BYTES["int64"]
+    prod = math.prod
+    for nid in valid:
+        outs = infos[nid].outputs
+        if outs:
+            o = outs[0]
+            out_bytes[nid] = batch * prod(o.shape) * (el64 if o.kind == "int64" else el)
     for e in design.edges:
-        if e.src in out_bytes and e.dst in out_bytes:
-            lower = max(lower, out_bytes[e.src] + out_bytes[e.dst])
+        a = out_bytes.get(e.src)
+        if a is not None:
+            b = out_bytes.get(e.dst)
+            if b is not None and a + b > lower:
+                lower = a + b
     lower += pbytes + bbytes
     peak = mem.peak
     at_peak = dict(zip(CATS, mem.peak_by))
@@ -116,13 +123,16 @@ def _run(design: Design, an: Analysis, settings: Settings, dev: Device | None) -
             "fits": dpeak <= dev.memory_bytes, "headroom_bytes": dev.memory_bytes - dpeak,
         }
     warnings, unruled, traced = [], [], []
-    absurd = absurd_size_warning(peak, {nid: sim.rows[nid] for nid in valid}, {n: design.nodes[n].name for n in valid})
-    if absurd:
-        warnings.append(absurd)
-    for nid in an.order:
-        if design.nodes[nid].type == "Generic" and an.nodes[nid].ok:
-            op = an.nodes[nid].props.get("op")
-            (traced if an.nodes[nid].props.get("traced") else unruled).append(f"{nid} ({op})")
+    if peak >= ABSURD_BYTES:
+        absurd = absurd_size_warning(peak, {nid: rows[nid] for nid in valid},
+                                     {n: design.nodes[n].name for n in valid})
+        if absurd:
+            warnings.append(absurd)
+    nodes = design.nodes
+    for nid in valid:
+        if nodes[nid].type == "Generic":
+            op = infos[nid].props.get("op")
+            (traced if infos[nid].props.get("traced") else unruled).append(f"{nid} ({op})")
     if unruled:
         warnings.append(f"{len(unruled)} ops estimated without a rule: their memory may be off (each output is "
                         f"counted and its inputs are assumed kept): {', '.join(unruled[:8])}"
@@ -140,7 +150,7 @@ def _run(design: Design, an: Analysis, settings: Settings, dev: Device | None) -
         issues=list(an.issues), warnings=warnings, device=device, unruled_ops=unruled, traced_ops=traced,
         runtime_overhead_bytes=dev.runtime_overhead_bytes if dev else 0, non_trainable_params=non_trainable,
         recompute_flops=sum(an.nodes[n].flops for n in sim.recomputed) * batch, per_rank=per_rank,
-        blocks=instance_totals(design, sim.rows),
+        blocks=instance_totals(design, rows),
         trainable_params=n_rg if n_rg != params else None,
         paged_optimizer_bytes=getattr(sim, "paged_optimizer_bytes", 0),
     )

@@ -13,6 +13,7 @@ step; inference is ``with torch.no_grad(): out = model(x)``.
 from __future__ import annotations
 
 import math
+from types import MappingProxyType
 from typing import NamedTuple
 
 from memdesigner.engine import distributed, fsdp, optim_state
@@ -39,8 +40,98 @@ class Event(NamedTuple):
     device_bytes: int = 0  # with allocator rounding
 
 
-# memoised memory rules: (type, props identity, inputs, settings) -> (MemCtx, OpMem, props)
+_NONE = MappingProxyType({})  # an empty, read-only stand-in for per-op lists and dicts most ops leave empty
+_tuple_new = tuple.__new__  # Event(...) without the NamedTuple's Python-level __new__
+
+# memoised memory rules: (type, props identity, inputs, settings) -> (MemCtx, OpMem, props, outputs,
+# params, _Compiled)
 _RULES: dict = {}
+
+# saved-entry kinds of _Compiled.saved
+_S_EXTRA, _S_IN, _S_OUT, _S_PARAM, _S_NONE = range(5)
+# input-gradient kinds of _Compiled.grads_in
+_G_ALIAS, _G_STAGE, _G_T, _G_NEW = range(4)
+
+
+class _Compiled:
+    """One memory rule's answer turned into byte counts and small tuples, once per cached rule:
+    a run then walks plain numbers instead of re-reading T/In/Out objects and recomputing
+    sizes, strides and dtypes for every op of every estimate (the same rule serves every
+    repetition of a layer and every re-estimate after an edit elsewhere)."""
+
+    __slots__ = ("records", "temps", "outs", "extras", "kept", "saved", "vals", "bwd_temps", "grads_in",
+                 "casts", "pgrads", "stages", "specs", "affine", "late")
+
+    def __init__(self, m: MemCtx, op: OpMem, outputs, params, pitem: int):
+        self.records = m.records
+        self.temps = [(_nbytes(t), t.what) for t in op.temps]
+        # per output: (nbytes, what) for a new storage, or the input index it shares
+        self.outs = [(_nbytes(o), o.what) if isinstance(o, T) else o.i for o in op.outputs]
+        self.extras = [(id(t), _nbytes(t), t.what) for t in op.saved if isinstance(t, T)]
+        self.kept = sum(nb for _, nb, _ in self.extras)
+        saved = []
+        for t in op.saved:
+            if isinstance(t, T):
+                saved.append((_S_EXTRA, id(t)))
+            elif isinstance(t, In):
+                saved.append((_S_IN, t.i))
+            elif isinstance(t, Out):
+                saved.append((_S_OUT, t.j))
+            elif isinstance(t, Param):
+                saved.append((_S_PARAM, t.k))
+            else:
+                saved.append((_S_NONE, None))
+        self.saved = saved
+        # per output: (dtype, full shape, strides, is a float)
+        batch = m.batch
+        in_shapes, in_strides = m.in_shapes, m.in_strides
+        ostr = op.out_strides
+        vals = []
+        for j in range(len(op.outputs)):
+            dt = op.out_dtypes[min(j, len(op.out_dtypes) - 1)]
+            oshape = (batch,) + outputs[j].shape
+            if ostr is not None and ostr[j] is not None:
+                st = ostr[j]
+            else:
+                o = op.outputs[j]
+                if isinstance(o, T):
+                    if op.elementwise and in_strides and in_shapes[0] == oshape:
+                        st = dense_like(oshape, in_strides[0])
+                    else:
+                        st = contiguous_strides(oshape)
+                else:
+                    src = in_strides[o.i]
+                    st = src if in_shapes[o.i] == oshape else contiguous_strides(oshape)
+            vals.append((dt, oshape, st, dt in FLOATS))
+        self.vals = vals
+        # the value each output becomes, (shape, dtype, requires grad, strides): [without grad, with]
+        self.specs = [((oshape, dt, False, st), (oshape, dt, flt, st)) for dt, oshape, st, flt in vals]
+        self.affine = op.affine
+        self.late = op.late_outputs
+        self.bwd_temps = [(_nbytes(t), t.what) for t in op.bwd_temps]
+        # per input that requires grad: (index, kind, bytes, what)
+        gi = []
+        for i in range(len(m.in_shapes)):
+            if not m.in_rg[i]:
+                continue
+            how = op.grad_in[i] if op.grad_in and i < len(op.grad_in) else "new"
+            if how is None:
+                continue
+            new_nb = m.in_elems(i) * DTYPE_BYTES[m.in_dtypes[i]]
+            if how == "alias":
+                gi.append((i, _G_ALIAS, 0, None))
+            elif how == "stage":
+                gi.append((i, _G_STAGE, new_nb, None))  # a new gradient when no stage made it
+            elif isinstance(how, T):
+                gi.append((i, _G_T, _nbytes(how), how.what))
+            else:
+                gi.append((i, _G_NEW, new_nb, None))
+        self.grads_in = gi
+        self.casts = [(k, _nbytes(t), t.what) for k, t in op.casts]
+        # parameters that get gradients: (index, name, bytes at the parameter dtype)
+        self.pgrads = [(k, p.name, p.numel * pitem, p.numel) for k, p in enumerate(params) if p.requires_grad]
+        self.stages = [([(_nbytes(t), t.what) for t in temps_], pidx, release)
+                       for temps_, pidx, release in op.bwd_stages]
 
 
 class _Mem:
@@ -150,11 +241,23 @@ class _Mem:
                 ev.append(Event(where[0], where[1], self.label(where[1]), cur, tuple(self.by), self.rcur))
 
     def event(self, phase: str, node, label: str) -> None:
-        """The op's own timeline point (always a new event), after checking the moment."""
-        ev, self.events = self.events, None
-        self.mark((phase, node))
-        self.events = ev
-        ev.append(Event(phase, node, label, self.cur, tuple(self.by), self.rcur))
+        """The op's own timeline point (always a new event), after checking the moment (mark()
+        without its timeline part, inlined: this runs once per op and per backward op)."""
+        cur, rcur = self.cur, self.rcur
+        if cur > self.ppeak:
+            self.ppeak = cur
+        if rcur > self.rpeak:
+            self.rpeak = rcur
+        by = tuple(self.by)
+        if cur > self.peak:
+            self.peak = cur
+            self.peak_by = by
+            self.peak_at = (phase, node)
+        if self.capture is not None and cur == self.capture and self.captured is None:
+            self.captured = [(self.what[i], self.nb[i], self.cat[i]) for i in range(len(self.nb)) if self.rc[i] > 0]
+        if self.trace is not None:
+            self.trace.append((cur, rcur, self.slack))
+        self.events.append(_tuple_new(Event, (phase, node, label, cur, by, rcur)))
 
 
 def _release(mem, saved: list) -> None:
@@ -176,6 +279,87 @@ def _param_bytes(p, dtype: str, bits: int | None) -> int:
     if p.kind == "bias":
         return p.numel * (bits // 8 if bits >= 16 else 4)
     return (p.numel * bits + 7) // 8
+
+
+_FACTS: dict = {}
+
+
+def _param_facts(params: list, pdtype: str, bits: int | None) -> list:
+    """Per parameter: (spec, numel, trainable, requires_grad, bytes), memoised per parameter list
+    (analysis hands the same list to every estimate until the layer is edited)."""
+    key = (id(params), pdtype, bits)
+    hit = _FACTS.get(key)
+    if hit is not None and hit[0] is params:
+        return hit[1]
+    facts = [(p, p.numel, p.trainable, p.requires_grad, _param_bytes(p, pdtype, bits)) for p in params]
+    if len(_FACTS) > 20000:
+        _FACTS.clear()
+    _FACTS[key] = (params, facts)
+    return facts
+
+
+class _Structure:
+    """What a run reads from the graph alone (valid order, inputs, consumers, sinks, module-call
+    holds): the same for every run over one analysis (a batch curve's probes, the ranks of a
+    distributed step, the window's re-estimates of an unchanged expansion)."""
+
+    def __init__(self, design: Design, an: Analysis):
+        nodes = design.nodes
+        infos = an.nodes
+        self.order = order = [n for n in an.order if infos[n].issue is None and infos[n].blocked_by is None]
+        self.valid = valid = set(order)
+        self.in_edges = in_edges = {n: [] for n in order}
+        self.n_cons = n_cons = {}
+        for e in design.edges:
+            if e.dst in valid and e.src in valid:
+                in_edges[e.dst].append(e)
+                n_cons[(e.src, e.src_port)] = n_cons.get((e.src, e.src_port), 0) + 1
+        for lst in in_edges.values():
+            if len(lst) > 1:
+                lst.sort(key=lambda e: e.dst_port)
+        self.in_keys = {nid: [(e.src, e.src_port) for e in lst] for nid, lst in in_edges.items()}
+        # one pass over the nodes: the model's outputs (sinks: nodes none of whose outputs feed
+        # anything; an op whose first output is ignored but whose second is used, like
+        # `_, h_n = gru(x)`, is not one), a Loss node, fused groups, positions, output keys
+        self.sinks = sinks = set()
+        self.position = position = {}
+        self.out_keys = out_keys = {}
+        has_loss = scoped = False
+        last_of: dict[str, str] = {}
+        for i, n in enumerate(order):
+            node = nodes[n]
+            position[n] = i
+            k = len(infos[n].outputs)
+            out_keys[n] = [(n, j) for j in range(k)]
+            if node.fused:
+                last_of[node.fused] = n
+            if node.scope:
+                scoped = True
+            t = node.type
+            if t == "Loss":
+                has_loss = True
+            elif t == "Input":
+                continue
+            if not node.output:
+                if (n, 0) in n_cons:  # (a count is never 0)
+                    continue
+                if k > 1 and any((n, j) in n_cons for j in range(1, k)):
+                    continue
+            sinks.add(n)
+        self.has_loss_node = has_loss
+        # inference of a fused group (TransformerEncoderLayer): every op but its last
+        self.fused_inner = {n for n in order if nodes[n].fused and last_of[nodes[n].fused] != n} if last_of else set()
+        self.holds_at, self.release_at = Simulation._scope_holds(order, nodes, in_edges) if scoped else ({}, {})
+
+
+def _structure(design: Design, an: Analysis) -> _Structure:
+    """The graph's structure for ``an``, kept on the analysis for the next run over it."""
+    memo = an.__dict__.get("_sim_structure")
+    if memo is not None and memo[0] is design and memo[1] == len(design.edges):
+        return memo[2]
+    st = _Structure(design, an)
+    an.__dict__["_sim_structure"] = (design, len(design.edges), st)
+    return st
 
 
 class Simulation:
@@ -223,23 +407,11 @@ class Simulation:
         mem.label = lambda nid: design.nodes[nid].name if nid in design.nodes else "step"
         batch = s.batch
 
-        order = [n for n in an.order if an.nodes[n].ok]
-        valid = set(order)
+        st = _structure(design, an)
+        order, n_cons, in_keys = st.order, st.n_cons, st.in_keys
+        self.order = order  # the valid nodes, in execution order
+        has_loss_node, sinks = st.has_loss_node, st.sinks
         nodes = design.nodes
-        in_edges: dict[str, list] = {n: [] for n in order}
-        n_cons: dict[tuple, int] = {}
-        for e in design.edges:
-            if e.dst in valid and e.src in valid:
-                in_edges[e.dst].append(e)
-                n_cons[(e.src, e.src_port)] = n_cons.get((e.src, e.src_port), 0) + 1
-        for lst in in_edges.values():
-            lst.sort(key=lambda e: e.dst_port)
-        has_loss_node = any(nodes[n].type == "Loss" for n in order)
-        # the model's outputs: nodes none of whose outputs feed anything (an op whose first output
-        # is ignored but whose second is used, like `_, h_n = gru(x)`, is not one)
-        sinks = {n for n in order if nodes[n].type != "Input"
-                 and (nodes[n].output
-                      or not any(n_cons.get((n, j), 0) for j in range(max(1, len(an.nodes[n].outputs)))))}
 
         # -- weights, buffers, optimizer state (steady state) --------------------------------
         trainable: list[tuple[str, int, int]] = []  # (node, bytes, numel) per trainable tensor
@@ -262,31 +434,31 @@ class Simulation:
         uscope = fsdp.unit_scopes(nodes) if fs is not None else {}
         host_shards = 0
         self.host_bytes = 0  # host RAM this rank needs for offloaded state (zero2/zero3 offload params)
+        t_p = t_nt = t_rg = t_pb = t_bb = 0
         for nid in order:
             info = an.nodes[nid]
             bits = nodes[nid].bits
             tied = nodes[nid].tied
             pb = bb = n_p = n_nt = n_rg = 0
-            for p in info.params:
-                if p.name in tied:  # the same tensor as another layer's parameter: counted there
+            params = info.params
+            for p, numel, trainable_, requires_grad, nb in (_param_facts(params, pdtype, bits) if params else ()):
+                if tied and p.name in tied:  # the same tensor as another layer's parameter: counted there
                     continue
-                nb = _param_bytes(p, pdtype, bits)
-                if fs is not None and p.trainable:
+                if fs is not None and trainable_:
                     nb = fs.add_param(uscope[nid], p.shape, pitem)  # this rank's padded shard
-                if p.trainable:
+                if trainable_:
                     pb += nb
-                    n_p += p.numel
+                    n_p += numel
                 else:
                     bb += nb
                     # a float buffer is a non-trainable parameter in Keras's sense (moving statistics);
                     # an int64 step counter (num_batches_tracked) is not
-                    n_nt += p.numel if p.dtype is None else 0
+                    n_nt += numel if p.dtype is None else 0
                 weights_total += nb
                 weights_r += nb if rnd <= 1 else -(-nb // rnd) * rnd
-                if p.requires_grad:
-                    n_rg += p.numel
-                    tb = p.numel * pitem
-                    numel = p.numel
+                if requires_grad:
+                    n_rg += numel
+                    tb = numel * pitem
                     if fs is not None:  # the optimizer state follows the rank's own rows
                         numel = fsdp.sharded_numel(p.shape, s.gpus, self.rank or 0)
                         tb = numel * pitem
@@ -312,6 +484,13 @@ class Simulation:
                         state_r += mb if rnd <= 1 else -(-mb // rnd) * rnd
             self.rows[nid] = {"params": n_p, "non_trainable": n_nt, "param_bytes": pb, "buffer_bytes": bb,
                               "activation_bytes": 0, "kept_bytes": 0, "requires_grad": n_rg}
+            t_p += n_p
+            t_nt += n_nt
+            t_rg += n_rg
+            t_pb += pb
+            t_bb += bb
+        self.totals = (t_p, t_nt, t_rg, t_pb, t_bb)  # over all valid nodes: params, non-trainable, requiring
+        # grad, parameter bytes, buffer bytes
         if fs is not None:
             fs.finish_layout(order, uscope)
         fcats = (W, G, K)
@@ -362,14 +541,11 @@ class Simulation:
 
         # -- forward ---------------------------------------------------------------------
         val_sid: dict[tuple, int] = {}
-        val_dtype: dict[tuple, str] = {}
-        val_strides: dict[tuple, tuple] = {}
-        val_shape: dict[tuple, tuple] = {}
-        in_keys = {nid: [(e.src, e.src_port) for e in lst] for nid, lst in in_edges.items()}
-        val_rg: dict[tuple, bool] = {}
+        # per value: (full shape, dtype, requires grad, strides): what the next op's rule reads
+        val_spec: dict[tuple, tuple] = {}
         saved_of: dict[str, list[int]] = {}
         grad_mode: dict[str, OpMem] = {}
-        ctx_of: dict[str, MemCtx] = {}
+        ctx_of: dict[str, _Compiled] = {}
         cast_cache: dict[tuple, int] = {}  # (node, param index) -> sid (autocast weight cache)
         held_outputs: list[int] = []
         # activation checkpointing as checkpoint_sequential: ceil(sqrt(n)) segments, every one but
@@ -383,7 +559,7 @@ class Simulation:
             from memdesigner.engine.checkpoint_plan import unit_segments
             from memdesigner.engine.finetune import layer_segments
 
-            segments = unit_segments(order, nodes, s.checkpoint_units, in_edges) if s.checkpoint_units \
+            segments = unit_segments(order, nodes, s.checkpoint_units, st.in_edges) if s.checkpoint_units \
                 else layer_segments(order, nodes)
             for si, seg in enumerate(segments):
                 for nid in seg:
@@ -409,101 +585,91 @@ class Simulation:
         alias_of: dict[tuple, tuple] = {}  # checkpoint_layers: a view/no-op output -> the value it shares
         settings_key = (dtype, train, s.backend, amp, batch)
 
-        fused_inner = None
-        if not train and not amp:
-            last_of: dict[str, str] = {}
-            for n in order:
-                if nodes[n].fused:
-                    last_of[nodes[n].fused] = n
-            fused_inner = {n for n in order if nodes[n].fused and last_of[nodes[n].fused] != n}
-        holds_at, release_at = self._scope_holds(order, nodes, in_edges)
+        fused_inner = st.fused_inner if not train and not amp else None
+        holds_at, release_at = st.holds_at, st.release_at
         held = set()
-        position = {n: i for i, n in enumerate(order)}
+        position = st.position
         local_release: dict[str, list] = {}
         if fs is not None:
             fs.forward_begin(mem, fcats)
+        rules = _RULES
+        ncons_get = n_cons.get
+        alloc, incref, decref = mem.alloc, mem.incref, mem.decref
+        an_nodes = an.nodes
         for nid in order:
+            keys = in_keys[nid]
             if fs is not None:
                 fs.where = ("forward", nid)
-                fs.before_op(mem, nid, position[nid], fcats, any(val_rg[k] for k in in_keys[nid]))
-            for hk in holds_at.get(nid, ()):
-                if hk[1] in val_sid:
-                    mem.incref(val_sid[hk[1]])
-                    held.add(hk)
-            info = an.nodes[nid]
+                fs.before_op(mem, nid, position[nid], fcats, any(val_spec[k][2] for k in keys))
+            if nid in holds_at:
+                for hk in holds_at[nid]:
+                    if hk[1] in val_sid:
+                        incref(val_sid[hk[1]])
+                        held.add(hk)
+            info = an_nodes[nid]
             node = nodes[nid]
-            lt = node.layer
-            keys = in_keys[nid]
-            in_shapes = []
-            in_dtypes = []
-            in_rg = []
-            in_strides = []
-            for k in keys:
-                in_shapes.append(val_shape[k])
-                in_dtypes.append(val_dtype[k])
-                in_rg.append(val_rg[k])
-                in_strides.append(val_strides[k])
-            mkey = (lt.name, id(info.props), id(info.outputs), id(info.params), tuple(in_shapes), tuple(in_dtypes),
-                    tuple(in_rg), tuple(in_strides), settings_key)
-            hit = _RULES.get(mkey)
-            if hit is not None and hit[2] is info.props and hit[3] is info.outputs and hit[4] is info.params:
-                m, op = hit[0], hit[1]
+            specs = tuple([val_spec[k] for k in keys])
+            props, outputs, params = info.props, info.outputs, info.params
+            mkey = (node.type, id(props), id(outputs), id(params), specs, settings_key)
+            hit = rules.get(mkey)
+            if hit is not None and hit[2] is props and hit[3] is outputs and hit[4] is params:
+                op, c = hit[1], hit[5]
             else:
+                lt = node.layer
                 m = MemCtx(
-                    props=info.props, in_shapes=in_shapes, in_dtypes=in_dtypes,
-                    out_shapes=[(batch,) + o.shape for o in info.outputs], out_kinds=[o.kind for o in info.outputs],
-                    params=info.params, dtype=dtype, grad=train, training=train, in_rg=in_rg,
-                    backend=s.backend, amp=amp, batch=batch, in_strides=in_strides,
+                    props=props, in_shapes=[sp[0] for sp in specs], in_dtypes=[sp[1] for sp in specs],
+                    out_shapes=[(batch,) + o.shape for o in outputs], out_kinds=[o.kind for o in outputs],
+                    params=params, dtype=dtype, grad=train, training=train, in_rg=[sp[2] for sp in specs],
+                    backend=s.backend, amp=amp, batch=batch, in_strides=[sp[3] for sp in specs],
                 )
                 op = lt.memory(m)
-                if len(_RULES) > 20000:
-                    _RULES.clear()
-                _RULES[mkey] = (m, op, info.props, info.outputs, info.params)
-            if not op.affine:
+                c = _Compiled(m, op, outputs, params, pitem)
+                if len(rules) > 20000:
+                    rules.clear()
+                rules[mkey] = (m, op, props, outputs, params, c)
+            if not c.affine:
                 self.affine = False
-            records = m.records
+            records = c.records
             ckpt = records and nid in seg_of
             if ckpt and seg_of[nid] not in seg_base:  # the segment's first op that records
                 members = set(segments[seg_of[nid]])
                 ext = [val_sid[k] for m_ in segments[seg_of[nid]] for k in in_keys[m_]
                        if k[0] not in members and k in val_sid]
                 for sid in ext:
-                    mem.incref(sid)
+                    incref(sid)
                 seg_inputs[seg_of[nid]] = ext
                 seg_base[seg_of[nid]] = mem.cur
             # autocast's weight cache: one low-precision copy per parameter per region
-            cast_sid = {}
-            for k, t in op.casts:
-                key = (nid, k)
-                if key not in cast_cache:
-                    cast_cache[key] = mem.alloc(_nbytes(t), A, 1, t.what)
-                cast_sid[k] = cast_cache[key]
+            cast_sid = _NONE
+            if c.casts:
+                cast_sid = {}
+                for k, nb, what in c.casts:
+                    key = (nid, k)
+                    if key not in cast_cache:
+                        cast_cache[key] = alloc(nb, A, 1, what)
+                    cast_sid[k] = cast_cache[key]
             # inside a fused kernel (inference of a TransformerEncoderLayer) only the group's last
             # op makes a tensor of its own: the rest lives and dies inside the kernel
             hidden = fused_inner is not None and nid in fused_inner
-            tmp_sids = [] if hidden else [mem.alloc(_nbytes(t), K, 1, t.what) for t in op.temps]
+            tmp_sids = [alloc(nb, K, 1, what) for nb, what in c.temps] if c.temps and not hidden else _NONE
             out_sids = []
             out_bytes = 0
-            late = op.late_outputs
-            for j, o in enumerate(op.outputs):
+            late = c.late
+            for j, o in enumerate(c.outs):
                 if late and j in late:
                     out_sids.append(None)  # made after the op's transients are gone (below)
-                elif isinstance(o, T):
-                    nb = 0 if hidden else _nbytes(o)
+                elif o.__class__ is tuple:
+                    nb = 0 if hidden else o[0]
                     out_bytes += nb
-                    out_sids.append(mem.alloc(nb, A, 1, (nid, o.what)))
+                    out_sids.append(alloc(nb, A, 1, (nid, o[1])))
                 else:
-                    src_sid = val_sid[keys[o.i]]
-                    mem.incref(src_sid)
+                    src_sid = val_sid[keys[o]]
+                    incref(src_sid)
                     out_sids.append(src_sid)
                     if segments:
-                        alias_of[(nid, j)] = alias_of.get(keys[o.i], keys[o.i])
-            extra_sids = {}
-            kept = 0
-            for t in op.saved:
-                if isinstance(t, T):
-                    extra_sids[id(t)] = mem.alloc(_nbytes(t), A, 1, (nid, t.what))
-                    kept += _nbytes(t)
+                        alias_of[(nid, j)] = alias_of.get(keys[o], keys[o])
+            kept = c.kept
+            extra_sids = {tid: alloc(nb, A, 1, (nid, what)) for tid, nb, what in c.extras} if c.extras else _NONE
             mem.event("forward", nid, node.name)
             if ckpt:  # the segment's intermediates at this op: its recomputation makes them again
                 si_ = seg_of[nid]
@@ -517,50 +683,50 @@ class Simulation:
                             live_ -= new_out[key]
                 seg_live.setdefault(si_, []).append((nid, live_))
             for sid in tmp_sids:
-                mem.decref(sid)
+                decref(sid)
             own = carried.pop(nid, []) if op.releases_carried else []
             if own and late:
                 for sid in own[:len(own) // 2]:
-                    mem.decref(sid)
+                    decref(sid)
                 own = own[len(own) // 2:]
             if late:
                 for j in late:
-                    nb = _nbytes(op.outputs[j])
+                    nb = c.outs[j][0]
                     out_bytes += nb
-                    out_sids[j] = mem.alloc(nb, A, 1, (nid, op.outputs[j].what))
+                    out_sids[j] = alloc(nb, A, 1, (nid, c.outs[j][1]))
                 mem.mark(("forward", nid))
             for sid in own:
-                mem.decref(sid)
+                decref(sid)
             if op.persists:
                 self.persisted[nid] = [mem.nb[sid] for sid in out_sids if sid is not None]
                 for sid in out_sids:
                     if sid is not None:
-                        mem.incref(sid)
+                        incref(sid)
                         held_outputs.append(sid)
             # what autograd keeps
-            sv = []
             if records:
-                for t in op.saved:
-                    if isinstance(t, T):
-                        sv.append(extra_sids[id(t)])
-                    elif isinstance(t, In):
-                        sid = val_sid[keys[t.i]]
-                        mem.incref(sid)
+                sv = []
+                for kind, x in c.saved:
+                    if kind == _S_EXTRA:
+                        sv.append(extra_sids[x])
+                    elif kind == _S_IN:
+                        sid = val_sid[keys[x]]
+                        incref(sid)
                         sv.append(sid)
-                    elif isinstance(t, Out):
-                        mem.incref(out_sids[t.j])
-                        sv.append(out_sids[t.j])
-                    elif isinstance(t, Param) and t.k in cast_sid:
-                        mem.incref(cast_sid[t.k])
-                        sv.append(cast_sid[t.k])
+                    elif kind == _S_OUT:
+                        incref(out_sids[x])
+                        sv.append(out_sids[x])
+                    elif kind == _S_PARAM and x in cast_sid:
+                        incref(cast_sid[x])
+                        sv.append(cast_sid[x])
                     else:
                         sv.append(None)  # a parameter: kept anyway
                 saved_of[nid] = sv
                 grad_mode[nid] = op
-                ctx_of[nid] = m
+                ctx_of[nid] = c
             else:
                 for sid in extra_sids.values():
-                    mem.decref(sid)
+                    decref(sid)
             ku = node.keep_until
             if ku == GC_HELD:
                 # in a reference cycle: freed when Python's cyclic garbage collector runs, after
@@ -574,52 +740,43 @@ class Simulation:
             if ku and out_sids and position.get(ku, -1) > position[nid]:
                 # a Python variable in the model's code still refers to this output; taken while
                 # the op still holds it, so an output nothing reads (``_, h = gru(x)``) stays too
-                mem.incref(out_sids[0])
+                incref(out_sids[0])
                 local_release.setdefault(ku, []).append(out_sids[0])
             # outputs become values; each consumer holds one reference
-            ostr = op.out_strides
+            is_input = node.type == "Input"
+            grads_here = 1 if records or nid == input_grads_at else 0
             for j, sid in enumerate(out_sids):
                 key = (nid, j)
-                refs = n_cons.get(key, 0)
-                sink = j == 0 and nid in sinks and (refs == 0 or node.output)
-                if sink and (not has_loss_node or node.type == "Loss" or not train):
+                refs = ncons_get(key, 0)
+                if j == 0 and nid in sinks and (refs == 0 or node.output) and \
+                        (not has_loss_node or node.type == "Loss" or not train):
                     refs += 1
                     held_outputs.append(sid)
-                if nid in valid and node.type == "Input":
+                if is_input:
                     refs += 1  # the caller keeps the batch alive
                 val_sid[key] = sid
-                val_dtype[key] = op.out_dtypes[min(j, len(op.out_dtypes) - 1)]
-                oshape = (batch,) + info.outputs[j].shape
-                val_shape[key] = oshape
-                if ostr is not None and ostr[j] is not None:
-                    val_strides[key] = ostr[j]
-                else:
-                    o = op.outputs[j]
-                    if isinstance(o, T):
-                        if op.elementwise and in_strides and in_shapes[0] == oshape:
-                            val_strides[key] = dense_like(oshape, in_strides[0])
-                        else:
-                            val_strides[key] = contiguous_strides(oshape)
-                    else:
-                        src = in_strides[o.i]
-                        val_strides[key] = src if in_shapes[o.i] == oshape else contiguous_strides(oshape)
-                val_rg[key] = (records or nid == input_grads_at) and val_dtype[key] in FLOATS
-                mem.incref(sid, refs)
-                mem.decref(sid)  # drop the op's own reference
+                val_spec[key] = c.specs[j][grads_here]
+                # each consumer's reference, less the op's own
+                if refs == 0:
+                    decref(sid)
+                elif refs > 1:
+                    incref(sid, refs - 1)
             if nid == input_grads_at and out_sids and not records:
                 # requires_grad_() made the frozen embedding's output a leaf: its AccumulateGrad
                 # node holds it for as long as the graph lives (until the loss is dropped, after
                 # the step). An output that already had a grad_fn is no leaf: nothing holds it.
-                mem.incref(out_sids[0])
+                incref(out_sids[0])
                 held_outputs.append(out_sids[0])
             for k in keys:
-                mem.decref(val_sid[k])
-            for sid in local_release.pop(nid, ()):
-                mem.decref(sid)
-            for hk in release_at.get(nid, ()):
-                if hk in held:
-                    held.discard(hk)
-                    mem.decref(val_sid[hk[1]])
+                decref(val_sid[k])
+            if nid in local_release:
+                for sid in local_release.pop(nid):
+                    decref(sid)
+            if nid in release_at:
+                for hk in release_at[nid]:
+                    if hk in held:
+                        held.discard(hk)
+                        decref(val_sid[hk[1]])
             row = self.rows[nid]
             row["activation_bytes"] = out_bytes
             row["kept_bytes"] = kept
@@ -668,12 +825,11 @@ class Simulation:
         grads: dict[tuple, int] = {}
         if not has_loss_node:
             for nid in order:
-                for j in range(len(an.nodes[nid].outputs)):
-                    key = (nid, j)
-                    if nid in sinks and j == 0 and key in val_sid and val_rg.get(key):
-                        ldt = val_dtype[key]
-                        loss_sids.append(mem.alloc(DTYPE_BYTES[ldt], A, 1, "loss = out.mean()"))
-                        grads[key] = None  # filled in backward
+                key = (nid, 0)
+                if nid in sinks and an.nodes[nid].outputs and key in val_sid and val_spec[key][2]:
+                    ldt = val_spec[key][1]
+                    loss_sids.append(mem.alloc(DTYPE_BYTES[ldt], A, 1, "loss = out.mean()"))
+                    grads[key] = None  # filled in backward
         if amp:
             for sid in cast_cache.values():
                 mem.decref(sid)
@@ -686,7 +842,7 @@ class Simulation:
         for key in list(grads):
             shape = an.nodes[key[0]].outputs[key[1]].shape
             n = batch * math.prod(shape)
-            grads[key] = mem.alloc(n * DTYPE_BYTES[val_dtype[key]], G, 1, "MeanBackward0 gradient")
+            grads[key] = mem.alloc(n * DTYPE_BYTES[val_spec[key][1]], G, 1, "MeanBackward0 gradient")
         mem.event("backward", None, "loss backward")
         loss_node_ones = has_loss_node
         grad_owned: set = set()  # "node.param" keys whose .grad exists (shared parameters)
@@ -695,27 +851,23 @@ class Simulation:
             fs.where = ("backward", None)
             fs.backward_begin(mem, fcats)
 
-        def param_grads(nid, node, info, indices) -> list:
+        def param_grads(nid, tied, entries) -> list:
             """The gradients AccumulateGrad keeps as p.grad (one block per layer). For a shared
             parameter that already has .grad the contribution and its sum are transients,
-            returned for the caller to free after the op."""
+            returned for the caller to free after the op. ``entries``: _Compiled.pgrads."""
             raw = rsum = 0
             transient = []
-            for k in indices:
-                p = info.params[k]
-                if not p.requires_grad:
-                    continue
-                nb = p.numel * pitem
-                pkey = node.tied.get(p.name) or f"{nid}.{p.name}"
+            for _, name, nb, _ in entries:
                 if accum:  # .grad exists: this gradient is added into it in place, then freed
-                    transient.append(mem.alloc(nb, K, 1, (nid, p.name + " gradient (added to .grad)")))
+                    transient.append(mem.alloc(nb, K, 1, (nid, name + " gradient (added to .grad)")))
                     continue
+                pkey = tied.get(name) or f"{nid}.{name}"
                 if pkey in grad_owned:
                     # a shared parameter already has .grad: AccumulateGrad sums this contribution
                     # into a new tensor (out of place, as the tracked reference run shows), which
                     # replaces the old .grad; the contribution and the old .grad die
-                    transient.append(mem.alloc(nb, K, 1, (nid, p.name + " gradient contribution")))
-                    transient.append(mem.alloc(nb, K, 1, (nid, p.name + " gradient sum")))
+                    transient.append(mem.alloc(nb, K, 1, (nid, name + " gradient contribution")))
+                    transient.append(mem.alloc(nb, K, 1, (nid, name + " gradient sum")))
                     continue
                 grad_owned.add(pkey)
                 raw += nb
@@ -725,6 +877,9 @@ class Simulation:
                 if fs is not None:
                     fs.grad_made(nid, sid)
             return transient
+        out_keys = st.out_keys
+        grads_pop = grads.pop
+        alloc, incref, decref = mem.alloc, mem.incref, mem.decref
         for nid in reversed(order):
             if fs is not None:
                 fs.where = ("backward", nid)
@@ -732,15 +887,16 @@ class Simulation:
             if nid not in grad_mode:
                 continue
             op = grad_mode[nid]
-            m = ctx_of[nid]
-            info = an.nodes[nid]
+            c = ctx_of[nid]
             node = nodes[nid]
-            out_keys = [(nid, j) for j in range(len(info.outputs))]
-            g_out = [grads.pop(k, None) for k in out_keys]
-            if node.type == "Loss" and loss_node_ones:
+            g_out = [grads_pop(k, None) for k in out_keys[nid]]
+            if loss_node_ones and node.type == "Loss":
                 g_out = [ones]
                 mem.incref(ones)
-            if all(g is None for g in g_out):
+            for g0 in g_out:
+                if g0 is not None:
+                    break
+            else:
                 _release(mem, saved_of.pop(nid, []))
                 continue
             si = seg_of.get(nid)
@@ -762,17 +918,19 @@ class Simulation:
                     mem.decref(t_)
             rsid = recomputed[si].pop(nid, None) if si is not None else None
             keys = in_keys[nid]
-            tmp = [mem.alloc(_nbytes(t), K, 1, t.what) for t in op.bwd_temps]
-            done_params: set = set()
+            tmp = [alloc(nb, K, 1, what) for nb, what in c.bwd_temps]
+            done_params = _NONE
             stage_tmp: list = []
-            if op.bwd_stages:
+            if c.stages:
+                done_params = set()
                 # a multi-layer op (stacked LSTM) runs its backward layer by layer: each stage
                 # makes that layer's gradients, then releases what that layer kept
                 sv = saved_of.get(nid, [])
-                for temps_, pidx, release in op.bwd_stages:
-                    st_tmp = [mem.alloc(_nbytes(t), G, 1, t.what) for t in temps_]
+                for temps_, pidx, release in c.stages:
+                    st_tmp = [mem.alloc(nb, G, 1, what) for nb, what in temps_]
                     done_params.update(pidx)
-                    st_tmp += param_grads(nid, node, info, pidx)
+                    pg_at = {e[0]: e for e in c.pgrads}
+                    st_tmp += param_grads(nid, node.tied, [pg_at[k] for k in pidx if k in pg_at])
                     mem.event("backward", nid, node.name)
                     for sid in stage_tmp:
                         mem.decref(sid)
@@ -782,71 +940,68 @@ class Simulation:
                             mem.decref(sv[idx])
                             sv[idx] = None
             new_grads = []
-            g0 = next(g for g in g_out if g is not None)
-            for i, k in enumerate(keys):
-                if not m.in_rg[i]:
-                    continue
-                how = op.grad_in[i] if op.grad_in and i < len(op.grad_in) else "new"
-                if how is None:
-                    continue
-                if how == "alias":
-                    mem.incref(g0)
+            for i, kind, nb, what in c.grads_in:
+                k = keys[i]
+                if kind == _G_ALIAS:
+                    incref(g0)
                     new_grads.append((k, g0))
-                elif how == "stage" and stage_tmp:
+                elif kind == _G_STAGE and stage_tmp:
                     # the last backward stage already made this input's gradient (its first temp)
                     new_grads.append((k, stage_tmp.pop(0)))
-                elif isinstance(how, T):
-                    new_grads.append((k, mem.alloc(_nbytes(how), G, 1, how.what)))
+                elif kind == _G_T:
+                    new_grads.append((k, alloc(nb, G, 1, what)))
                 else:
-                    nb = m.in_elems(i) * DTYPE_BYTES[m.in_dtypes[i]]
-                    new_grads.append((k, mem.alloc(nb, G, 1, (k[0], "gradient"))))
-            tmp += stage_tmp
+                    new_grads.append((k, alloc(nb, G, 1, (k[0], "gradient"))))
+            if stage_tmp:
+                tmp += stage_tmp
             # parameter gradients (AccumulateGrad keeps them as p.grad). Under autocast the op
             # makes low-precision gradients; ToCopyBackward0 casts them to fp32 after the op's
             # saved tensors and incoming gradient are released.
-            halves = []
-            if op.param_grads:
+            halves = _NONE
+            if op.param_grads and c.pgrads:
+                pg = [e for e in c.pgrads if e[0] not in done_params] if done_params else c.pgrads
                 if amp:
-                    for k_, p in enumerate(info.params):
-                        if p.requires_grad and k_ not in done_params:
-                            halves.append((mem.alloc(p.numel * DTYPE_BYTES[amp], G, 1, "low-precision grad"),
-                                           p.numel * pitem, p))
+                    halves = []
+                    for _, name, nb, numel in pg:
+                        halves.append((mem.alloc(numel * DTYPE_BYTES[amp], G, 1, "low-precision grad"), nb, name))
                 else:
-                    tmp += param_grads(nid, node, info, [k for k in range(len(info.params)) if k not in done_params])
+                    tmp += param_grads(nid, node.tied, pg)
             mem.event("backward", nid, node.name)
             for sid in tmp:
-                mem.decref(sid)
+                decref(sid)
             if rsid is not None:
-                mem.decref(rsid)
+                decref(rsid)
             if si is not None and nid == segments[si][0]:
                 for sid in recomputed[si].values():
                     mem.decref(sid)
                 recomputed[si] = {}
                 for sid in seg_inputs.pop(si, []):
                     mem.decref(sid)
-            _release(mem, saved_of.pop(nid, []))
+            for sid in saved_of.pop(nid, _NONE):
+                if sid is not None:
+                    decref(sid)
             for g in g_out:
                 if g is not None:
-                    mem.decref(g)
-            for half, nb, p in halves:
-                pkey = node.tied.get(p.name) or f"{nid}.{p.name}"
+                    decref(g)
+            for half, nb, pname in halves:
+                pkey = node.tied.get(pname) or f"{nid}.{pname}"
                 if accum:  # cast to fp32, added into .grad in place
-                    part = mem.alloc(nb, G, 1, (nid, p.name + " gradient (added to .grad)"))
+                    part = mem.alloc(nb, G, 1, (nid, pname + " gradient (added to .grad)"))
                     mem.mark(("backward", nid))
                     mem.decref(half)
                     mem.decref(part)
                     continue
                 if pkey in grad_owned:  # a shared parameter: summed into a new .grad, as in fp32
-                    part = mem.alloc(nb, G, 1, (nid, p.name + " gradient contribution"))
+                    part = mem.alloc(nb, G, 1, (nid, pname + " gradient contribution"))
                     mem.mark(("backward", nid))
                     mem.decref(half)  # cast to fp32: the low-precision gradient is gone
-                    total = mem.alloc(nb, G, 1, (nid, p.name + " gradient sum"))
+                    total = mem.alloc(nb, G, 1, (nid, pname + " gradient sum"))
                     mem.mark(("backward", nid))
                     mem.decref(part)
                     mem.decref(total)
                     continue
                 grad_owned.add(pkey)
-                gsid = mem.alloc(nb, G, 1, (nid, p.name + ".grad"))
+                gsid = mem.alloc(nb, G, 1, (nid, pname + ".grad"))
                 if fs is not None:
                     fs.grad_made(nid, gsid)
                 mem.mark(("backward", nid))

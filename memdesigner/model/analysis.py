@@ -119,16 +119,20 @@ def analyze(design: Design) -> Analysis:
         ins[e.dst].append(e)
     infos: dict[str, NodeInfo] = {}
     issues: list[Issue] = []
+    nodes = design.nodes
+    types: dict = {}  # type name -> LayerType, looked up once per estimate
     for nid in order:
-        node = design.nodes[nid]
+        node = nodes[nid]
         info = NodeInfo(nid)
         infos[nid] = info
-        try:
-            lt = node.layer
-        except KeyError:
-            info.issue = Issue(nid, "type", f"unknown layer type {node.type!r}")
-            issues.append(info.issue)
-            continue
+        lt = types.get(node.type)
+        if lt is None:
+            try:
+                lt = types[node.type] = node.layer
+            except KeyError:
+                info.issue = Issue(nid, "type", f"unknown layer type {node.type!r}")
+                issues.append(info.issue)
+                continue
         try:
             info.props = _coerced(lt, node.props, node)
         except LayerError as err:
@@ -139,8 +143,12 @@ def analyze(design: Design) -> Analysis:
         if len(edges) > 1:
             edges.sort(key=lambda e: e.dst_port)
         n_in = len(edges)
-        ports = [e.dst_port for e in edges]
-        if n_in < lt.min_inputs or ports != list(range(n_in)):
+        if n_in == 1:
+            gap = edges[0].dst_port != 0
+        else:
+            gap = n_in > 1 and [e.dst_port for e in edges] != list(range(n_in))
+        if n_in < lt.min_inputs or gap:
+            ports = [e.dst_port for e in edges]
             need = lt.min_inputs if lt.max_inputs == lt.min_inputs else f"at least {lt.min_inputs}"
             msg = f"needs {need} connected input(s), has {n_in}" if n_in < lt.min_inputs else \
                 f"input ports {ports} leave a gap"
@@ -154,7 +162,7 @@ def analyze(design: Design) -> Analysis:
         specs = []
         for e in edges:
             src = infos.get(e.src)
-            if src is None or not src.ok:
+            if src is None or src.issue is not None or src.blocked_by is not None:
                 info.blocked_by = e.src if src is None or src.issue else src.blocked_by
                 break
             if e.src_port >= len(src.outputs):

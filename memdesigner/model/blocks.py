@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from memdesigner.model.analysis import Analysis, NodeInfo, analyze
+from memdesigner.model.analysis import Analysis, NodeInfo, _freeze, analyze
 from memdesigner.model.design import Design, Edge, Node
 from memdesigner.model.registry import Issue, LayerError
 
@@ -344,10 +344,54 @@ def _inner_issue(m: InstanceMeta, infos: dict, flat: Design) -> Issue | None:
     return None
 
 
+_VIEWS: dict = {}  # content of a design with blocks -> (flat design, analysis)
+_VIEWS_MAX = 4
+
+
+def _content(g: Design) -> tuple:
+    """Everything about a graph that its expansion and analysis read (not canvas positions)."""
+    nodes = tuple((n.id, n.type, n.name, _freeze(n.props), n.bits, n.scope, n.keep_until, _freeze(n.tied),
+                   n.fused, n.layout, n.output, n.trainable) for n in g.nodes.values())
+    return g.name, g.channels_last, nodes, tuple(g.edges)
+
+
+def _private_copy(design: Design) -> Design:
+    """The design and its definitions detached, so a cached expansion shares no dict with a
+    design that may be edited in place later."""
+    d = design.detached_copy()
+    d.blocks = {}
+    for name, bd in (design.blocks or {}).items():
+        g = bd.graph.detached_copy()
+        g.blocks = d.blocks
+        d.blocks[name] = BlockDef(name, g, bd.stack)
+    return d
+
+
 def engine_view(design: Design) -> tuple[Design, Analysis]:
     """The flat design and its analysis, with each instance's own problems (unknown or
     recursive definition, a repeat that does not chain) marking its nodes and everything
-    downstream invalid, so the engine refuses what the canvas refuses."""
+    downstream invalid, so the engine refuses what the canvas refuses.
+
+    Remembered per content (the top-level graph and every definition): the window re-estimates
+    a snapshot of the same blocks after every settings change or edit outside them, and a
+    Llama-3-8B's 32 layers cost more to expand and analyse than the whole top level does to
+    compare. The result is shared: callers do not modify it (fine-tuning works on a copy)."""
+    if getattr(design, "instances", None) is not None:
+        return _engine_view(design)
+    try:
+        key = (_content(design), tuple((n, bd.stack, _content(bd.graph)) for n, bd in (design.blocks or {}).items()))
+        hit = _VIEWS.get(key)
+    except TypeError:  # a prop value that cannot be hashed: no memo
+        return _engine_view(design)
+    if hit is None:
+        hit = _engine_view(_private_copy(design))
+        if len(_VIEWS) >= _VIEWS_MAX:
+            _VIEWS.pop(next(iter(_VIEWS)))
+        _VIEWS[key] = hit
+    return hit
+
+
+def _engine_view(design: Design) -> tuple[Design, Analysis]:
     flat = design if getattr(design, "instances", None) is not None else expand(design)
     an = analyze(flat)
     metas = getattr(flat, "instances", {}) or {}
