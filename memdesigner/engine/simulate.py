@@ -777,7 +777,7 @@ class Simulation:
                 if amp:
                     for k_, p in enumerate(info.params):
                         if p.requires_grad and k_ not in done_params:
-                            halves.append((mem.alloc(p.numel * DTYPE_BYTES[amp], G, 1, "low-precision grad"),
+                            halves.append((mem.alloc(p.numel * DTYPE_BYTES[amp], G, 1, (nid, "low-precision grad")),
                                            p.numel * pitem, p))
                 else:
                     tmp += param_grads(nid, node, info, [k for k in range(len(info.params)) if k not in done_params])

@@ -203,6 +203,11 @@ def test_reimporting_a_changed_file_uses_the_new_code(window, qtbot, tmp_path):
     window.import_torch(str(path), _answer("Tok", "12"))
     qtbot.waitUntil(lambda: window.result is not None and window.result.report is not None
                     and window.result.report.params == 3300, timeout=60000)
+    import importlib.util
+    import py_compile
+
+    # the bytecode Python caches for the old source (this test machine sets PYTHONDONTWRITEBYTECODE)
+    py_compile.compile(str(path), cfile=importlib.util.cache_from_source(str(path)), doraise=True)
     st = os.stat(path)
     path.write_text(TOKENS.replace("nn.Linear(16, 100)", "nn.Linear(16, 900)"))
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
