@@ -47,3 +47,10 @@ def test_the_header_names_amp_and_checkpointing():
     assert run_header(Settings(mode="train", batch=2)) == \
         "train, batch 2, fp32, adam, AMP off, checkpointing off, cuda semantics"
     assert run_header(Settings(mode="inference")) == "inference, batch 1, fp32, cuda semantics"
+
+
+def test_checkpoint_recomputations_are_named_as_such():
+    d = _mlp()
+    rows = explain_peak(d, Settings(mode="train", batch=64, optimizer="sgd", checkpointing=True))
+    rec = [r for r in rows if r["tensor"].startswith("recomputed for backward")]
+    assert rec and all(r["why"].startswith("recomputed by activation checkpointing") for r in rec)

@@ -40,7 +40,8 @@ class Task(QObject):
         self.outcome: str | None = None  # "succeeded" | "failed" | "cancelled"
         self.dialog: QProgressDialog | None = None
         if progress:
-            dlg = QProgressDialog(label, "Cancel", 0, 0, parent)
+            dlg = QProgressDialog(f"{label}\nCancel stops it; the open design stays as it is.", "Cancel", 0, 0, parent)
+            dlg.setMinimumWidth(420)
             dlg.setWindowTitle(title)
             dlg.setWindowModality(Qt.WindowModal)  # the document must not change under the job
             dlg.setMinimumDuration(SHOW_AFTER_MS)

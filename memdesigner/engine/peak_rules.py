@@ -27,6 +27,9 @@ def why_alive(row: dict, node) -> str:
         return "an activation gradient: freed once the op that made the tensor has run its backward"
     if node is None:
         return shared_rule(cat)
+    if tensor.startswith("recomputed for backward"):
+        return ("recomputed by activation checkpointing when its segment's backward began; freed once that "
+                "segment's backward has run")
     if tensor == "input batch":
         return "the batch stays alive for the whole step"
     if tensor == "output":

@@ -44,3 +44,15 @@ def test_a_guess_is_named_when_it_does_not_fit_either(qtbot):
     assert rep.device["fits"] is False
     panel.set_report(rep)
     assert panel.verdict.text().startswith("⚠ Does not fit") and "1 layer not modelled" in panel.verdict.text()
+
+
+def test_no_phantom_loss_seed_without_anything_to_train(qtbot):
+    """Nothing requires grad, so there is no loss to seed (PyTorch's backward would refuse): the
+    empty design peaked at a phantom 4-byte ones_like(loss), the lone Input at its 32 B + 4 B."""
+    rep = md.estimate(Design("empty"), mode="train", optimizer="adam", device="h200")
+    assert rep.peak_bytes == 0
+    d = Design("input only")
+    d.add_node("Input", {"shape": (8,)}, id="x")
+    assert md.estimate(d, mode="train", optimizer="adam").peak_bytes == 8 * 4
+    panel = _panel(qtbot, Design("empty"), mode="train", optimizer="adam")
+    assert "Fits" not in panel.verdict.text()
