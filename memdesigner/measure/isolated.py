@@ -28,7 +28,8 @@ def torch_available() -> bool:
 
 
 def measure_isolated(design, settings, *, cancel=None, timeout: float | None = None) -> dict:
-    """``measure_design(design, settings)`` in a child process; returns its result dict.
+    """``measure_design(design, settings)`` in a child process; returns its result dict (without
+    the harness's raw ``record``).
     ImportError without torch, MeasureError (one line) when it fails, torch_isolated.Cancelled
     once ``cancel`` (a threading.Event) is set (the child is killed)."""
     from memdesigner.importers.torch_isolated import _context, _exit_reason, _main_hidden, wait_for_child
@@ -74,11 +75,10 @@ def _child(conn, request: dict) -> None:
         from memdesigner.measure.torch_measure import measure_design
 
         res = measure_design(design_from_dict(request["design"], "the design"), request["settings"])
-        try:
-            payload = pickle.dumps({"ok": True, "result": res}, protocol=4)
-        except Exception:  # noqa: BLE001 - the harness's raw record may hold what pickle cannot take
-            res.pop("record", None)
-            payload = pickle.dumps({"ok": True, "result": res}, protocol=4)
+        # the harness's raw record holds torch objects (dtypes): unpickling it would import torch
+        # into the caller, which is what running here avoids
+        res.pop("record", None)
+        payload = pickle.dumps({"ok": True, "result": res}, protocol=4)
     except BaseException as err:  # noqa: BLE001 - one line back to the window, whatever happened
         payload = pickle.dumps({"ok": False, "error": f"{type(err).__name__}: {first_line(err)}"}, protocol=4)
     try:
