@@ -68,3 +68,17 @@ def test_open_a_file_with_an_absurd_position_is_one_message(window, qtbot, tmp_p
         assert window.open_path(str(p)) is False
         assert "nodes[1].pos:" in shown[-1] and "\n" not in shown[-1]
     assert len(shown) == 2
+
+
+def test_open_a_file_with_an_absurd_batch_setting_opens_it(window, qtbot, tmp_path):
+    """settings.batch = 2**63 raised OverflowError out of File -> Open (the batch field is a
+    32-bit spin box): an out-of-range setting is skipped like any unknown one (fuzz mutants)."""
+    import json
+
+    data = design_to_dict(small_cnn())
+    data["settings"] = {"mode": "train", "batch": 2**63}
+    p = tmp_path / "huge_batch.json"
+    p.write_text(json.dumps(data))
+    batch = window.settings_bar.batch.value()
+    assert window.open_path(str(p)) is True
+    assert window.settings_bar.batch.value() == batch and window.settings_bar.settings().mode == "train"
