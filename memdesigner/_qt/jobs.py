@@ -33,6 +33,8 @@ def error_line(err) -> str:
     text = first_line(err)
     if not isinstance(err, (ValueError, MeasureError, hooks.MissingFeature)):  # ours say what failed already
         text = f"{type(err).__name__}: {text}"
+    if text.endswith("pass --input-shape"):  # an importer's command-line hint (ONNX): the window's words
+        text = text[: -len("pass --input-shape")] + "enter an input shape"
     if "indices" in text and ("Long" in text or "int64" in text.lower()):
         text += " (the input looks like token ids: choose int64 as the input dtype)"
     return text
