@@ -6,6 +6,11 @@ resources/examples/*.json with a fixed seed, so a run is reproducible:
 
     python benchmarks/fuzz_designs.py                 # 10,500 mutants
     python benchmarks/fuzz_designs.py -n 2000 --seed 7 --show 5
+    python benchmarks/fuzz_designs.py --api --window  # also memdesigner.load_design and File -> Open
+
+``--api``: ``memdesigner.load_design`` must raise only ``memdesigner.DesignFileError`` (one line)
+for a file the CLI rejects. ``--window``: File -> Open (``MainWindow.open_path``, offscreen) must
+show exactly one message box of one line, naming the file, and keep the open design.
 
 The mutations are those people's files go through: type swaps, deleted keys and items, huge /
 NaN / infinite / negative numbers, deep nesting, non-UTF-8 bytes, UTF-16, truncation, duplicate
@@ -195,14 +200,81 @@ def classify(code, err: str) -> str:
     return "exit 2, one line"
 
 
+def run_api(path: str) -> str:
+    """memdesigner.load_design(PATH): "ok", "DesignFileError, one line" or what went wrong."""
+    import memdesigner
+
+    limit = sys.getrecursionlimit()
+    try:
+        memdesigner.load_design(path)
+    except memdesigner.DesignFileError as err:
+        msg = str(err)
+        return "DesignFileError, one line" if msg and "\n" not in msg and path in msg else "DesignFileError, bad text"
+    except BaseException as exc:  # noqa: BLE001
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        return f"raised {type(exc).__name__}"
+    finally:
+        sys.setrecursionlimit(limit)
+    return "ok"
+
+
+class WindowOpen:
+    """File -> Open in one offscreen MainWindow: the message boxes it shows are counted."""
+
+    def __init__(self):
+        import os
+
+        os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+        from PySide6.QtWidgets import QApplication, QMessageBox
+
+        from memdesigner._qt.main_window import MainWindow
+
+        self.app = QApplication.instance() or QApplication([])
+        self.shown: list = []
+        QMessageBox.warning = staticmethod(lambda parent, title, text, *a, **k: self.shown.append((title, text)))
+        self.win = MainWindow(headless=False)
+        self.win.autosave_timer.stop()
+        self.keep = self.win.design
+
+    def close(self) -> None:
+        self.win.close()
+        self.win.service.shutdown()
+
+    def open(self, path: str) -> str:
+        self.shown.clear()
+        limit = sys.getrecursionlimit()
+        try:
+            ok = self.win.open_path(path, remember=False)
+        except BaseException as exc:  # noqa: BLE001
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            return f"raised {type(exc).__name__}"
+        finally:
+            sys.setrecursionlimit(limit)
+        if ok:
+            self.win.stack.setClean()
+            self.win._settings_dirty = False
+            return "opened" if not self.shown else "opened, with a message"
+        if len(self.shown) != 1:
+            return f"{len(self.shown)} message boxes"
+        text = self.shown[0][1]
+        return "one message, one line" if "\n" not in text and path in text else "one message, bad text"
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("-n", type=int, default=10_500)
     ap.add_argument("--seed", type=int, default=10)
     ap.add_argument("--show", type=int, default=3, help="examples to print per bad outcome")
+    ap.add_argument("--api", action="store_true", help="also memdesigner.load_design on every mutant")
+    ap.add_argument("--window", action="store_true", help="also File -> Open in an offscreen window")
     args = ap.parse_args(argv)
     counts = collections.Counter()
+    api_counts, win_counts = collections.Counter(), collections.Counter()
     shown = collections.defaultdict(list)
+    window = WindowOpen() if args.window else None
+    bad = 0
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "design.json"
@@ -211,17 +283,44 @@ def main(argv=None) -> int:
             code, err = run_cli(str(path))
             kind = classify(code, err)
             counts[kind] += 1
-            if not kind.startswith(("valid", "exit 2, one")) and len(shown[kind]) < args.show:
+            good = kind.startswith(("valid", "exit 2, one"))
+            if not good and len(shown[kind]) < args.show:
                 shown[kind].append(f"{what} -> {err.strip()[:300]!r}")
+            bad += not good
+            if args.api:
+                a = run_api(str(path))
+                api_counts[a] += 1
+                # "ok" where the CLI said exit 2: a loadable design the engine rejects (a cycle)
+                ok_a = a in ("DesignFileError, one line", "ok")
+                bad += not ok_a
+                if not ok_a and len(shown["api " + a]) < args.show:
+                    shown["api " + a].append(what)
+            if window is not None:
+                w = window.open(str(path))
+                win_counts[w] += 1
+                ok_w = w in ("one message, one line", "opened")
+                bad += not ok_w
+                if not ok_w and len(shown["window " + w]) < args.show:
+                    shown["window " + w].append(f"{what} -> {window.shown[:2]!r}"[:300])
     dt = time.perf_counter() - t0
+    if window is not None:
+        window.close()
     print(f"{args.n} mutants (seed {args.seed}) in {dt:.1f} s")
+    print("memdesigner estimate:")
     for kind, c in counts.most_common():
         print(f"  {c:>6}  {kind}")
+    if args.api:
+        print("memdesigner.load_design:")
+        for kind, c in api_counts.most_common():
+            print(f"  {c:>6}  {kind}")
+    if window is not None:
+        print("File -> Open:")
+        for kind, c in win_counts.most_common():
+            print(f"  {c:>6}  {kind}")
     for kind, rows in shown.items():
         print(f"{kind}:")
         for r in rows:
             print(f"    {r}")
-    bad = sum(c for k, c in counts.items() if not k.startswith(("valid", "exit 2, one")))
     return 1 if bad else 0
 
 

@@ -67,8 +67,12 @@ def _one_line(tmp_path, capsys, content: bytes) -> str:
     (GOOD_TEXT.replace("[8]", "[8.5]").encode(), "nodes[0].props.shape: [8.5] is not a valid shape"),
     (GOOD_TEXT.replace('"out_features": 4', '"out_features": 1e300').encode(), "out_features: 1e+300 is too large"),
     (GOOD_TEXT.replace('"to": "fc"', '"to": "fc", "to_port": 1e300').encode(), "edges[0].to_port: 1e+300 is not"),
+    (GOOD_TEXT.replace('"props": {"shape": [8]}', '"props": {"shape": [8]}, "pos": [1e308, 0]').encode(),
+     "nodes[0].pos: (1e+308, 0) is not a canvas position"),
+    (GOOD_TEXT.replace('"props": {"shape": [8]}', '"props": {"shape": [8]}, "pos": [0, ' + "9" * 400 + ']').encode(),
+     "... is not a canvas position (finite numbers within"),
 ], ids=["latin-1", "0xff", "nesting-100000", "nesting-500", "Infinity", "NaN", "1e400", "1e300", "5000-digits",
-        "fraction", "huge-prop", "huge-port"])
+        "fraction", "huge-prop", "huge-port", "pos-1e308", "pos-400-digits"])
 def test_byte_and_number_cases_one_line(tmp_path, capsys, content, expected):
     assert expected in _one_line(tmp_path, capsys, content)
 

@@ -200,3 +200,22 @@ def test_a_calling_script_without_a_main_guard_runs_once(model):
                       "print(len(import_file_isolated('model.py:good').nodes))\n")
     r = subprocess.run([sys.executable, str(script)], cwd=model.parent, capture_output=True, text=True, timeout=300)
     assert (r.returncode, r.stdout, r.stderr) == (0, "script ran\n3\n", "")
+
+
+def test_the_window_process_never_imports_torch(tmp_path):
+    """The window's import and Measure with PyTorch (hooks) run torch only in child processes:
+    importing torch in the window's own process held the GIL and froze it for seconds."""
+    model = tmp_path / "m.py"
+    model.write_text("import torch.nn as nn\n\ndef make():\n    return nn.Sequential(nn.Linear(4, 3)), (4,)\n")
+    code = f"""
+import sys
+from memdesigner._qt import hooks
+from memdesigner.engine.settings import Settings
+d = hooks.import_torch({str(model) + ':make'!r})
+r = hooks.measure(d, Settings(mode="train", optimizer="sgd", batch=2, backend="cpu"))
+assert r["device"] == "cpu" and r["peak_bytes"] > 0, r
+print(sorted(m for m in sys.modules if m == "torch" or m.startswith("torch.")))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "[]"

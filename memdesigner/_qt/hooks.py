@@ -8,16 +8,19 @@ class MissingFeature(Exception):
     """The module or its dependency is not installed; the message says what to install."""
 
 
-def import_torch(path_spec: str, input_shape=None, timeout: float | None = None):
+def import_torch(path_spec: str, input_shape=None, timeout: float | None = None, input_dtype=None, cancel=None):
     """Runs the file in a child process (importing executes it): its sys.exit, endless loop or
-    chdir cannot close, freeze or move the window; the window calls this off the UI thread."""
+    chdir cannot close, freeze or move the window; the window calls this off the UI thread, and
+    ``cancel`` (a threading.Event) kills the child. input_dtype None: int64 when the input goes
+    into an embedding, float otherwise."""
     try:
         from memdesigner.importers.torch_isolated import DEFAULT_TIMEOUT_S, import_file_isolated
     except ImportError as err:
         raise MissingFeature(f"PyTorch import is not available ({err}). Install PyTorch: "
                              "pip install 'memdesigner[torch]'") from None
     try:
-        return import_file_isolated(path_spec, input_shape=input_shape, timeout=timeout or DEFAULT_TIMEOUT_S)
+        return import_file_isolated(path_spec, input_shape=input_shape, input_dtype=input_dtype,
+                                    timeout=timeout or DEFAULT_TIMEOUT_S, cancel=cancel)
     except ImportError as err:
         raise MissingFeature(f"PyTorch import needs torch ({err}). Install it: pip install 'memdesigner[torch]'") from None
 
@@ -53,11 +56,14 @@ def import_onnx(path: str, input_shape=None):
     return _onnx().load_onnx(path, input_shape)
 
 
-def measure(design, settings) -> dict:
-    """Run the design for real with PyTorch; returns {'peak_bytes': int, 'timeline': [bytes, ...],
-    'snapshot': PyTorch's memory snapshot on CUDA, else None, ...}."""
+def measure(design, settings, cancel=None) -> dict:
+    """Run the design for real with PyTorch, in a child process (torch is never imported into the
+    window's process: that froze it for seconds); returns {'peak_bytes': int, 'timeline': [bytes,
+    ...], 'timeline_phases', 'device': 'cpu' | 'cuda', 'snapshot': PyTorch's memory snapshot on
+    CUDA, else None, ...}. ``cancel`` (a threading.Event) kills the run."""
+    from memdesigner.measure.isolated import measure_isolated
+
     try:
-        from memdesigner.measure.torch_measure import measure_design
+        return measure_isolated(design, settings, cancel=cancel)
     except ImportError as err:
         raise MissingFeature(f"Measuring needs PyTorch ({err}). Install it: pip install 'memdesigner[torch]'") from None
-    return measure_design(design, settings)

@@ -53,6 +53,8 @@ class LayerModel(QAbstractTableModel):
                 return format_bytes(v) if v else "–"
             if c == 7:
                 return format_flops(v) if v else "–"
+            if c == 1 and row.not_modelled:
+                return f"⚠ {v} (not modelled)"
             return v
         if role == Qt.UserRole:  # sort key
             return self.raw(r, c)
@@ -65,6 +67,14 @@ class LayerModel(QAbstractTableModel):
                 return family_icon(registry.get(row.type).family)
             except KeyError:
                 return None
+        if role == Qt.ToolTipRole and c in (0, 1) and row.not_modelled:
+            return row.not_modelled
+        if role == Qt.ForegroundRole and row.not_modelled:
+            from PySide6.QtGui import QColor
+
+            from memdesigner._qt.theme import WARN_COLOR
+
+            return QColor(WARN_COLOR)
         if role == Qt.ToolTipRole and c in (3, 4, 5, 6, 7):
             return f"{self.raw(r, c):,}"
         return None

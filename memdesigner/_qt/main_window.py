@@ -33,7 +33,6 @@ from memdesigner._qt import (
     graph_ops,
     hooks,
     recent,
-    snapshot_view,
     start_view,
 )
 from memdesigner._qt.commands import AddNodeCmd, MoveNodesCmd
@@ -51,7 +50,6 @@ from memdesigner._qt.timeline import BatchPlot, TimelinePlot
 from memdesigner._qt.view import GraphView
 from memdesigner.io.design_file import DesignFileError
 from memdesigner.model.design import Design
-from memdesigner.units import format_bytes
 
 
 class MainWindow(QMainWindow):
@@ -70,6 +68,9 @@ class MainWindow(QMainWindow):
         self._build_widgets()
         self._build_actions()
         self._build_menus()
+        from memdesigner._qt.presenter import ResultPresenter
+
+        self.presenter = ResultPresenter(self)  # fans each report out to the views (_qt/presenter.py)
         self.service = EstimateService(self._estimate_inputs, self)
         self.service.result_ready.connect(self.apply_result)
         self.service.sweep_ready.connect(self._apply_sweep)
@@ -245,6 +246,7 @@ class MainWindow(QMainWindow):
             for nid, pos in layered_positions(design).items():
                 design.nodes[nid].pos = pos
         self.document.replace(design, path, unsaved=unsaved)
+        self.presenter.design_changed(getattr(design, "import_warnings", None))
         self.blocks_nav.reset()
         self.measured = None
         design.subscribe(self._on_design_event)
@@ -277,34 +279,7 @@ class MainWindow(QMainWindow):
 
     # -- estimate results --------------------------------------------------------------------
     def apply_result(self, res):
-        """Show an estimate in two event-loop turns (canvas and summary, then timeline and table),
-        so no single UI-thread slice is long enough to be felt as a stall on big designs."""
-        self.result = res
-        rep, an = res.report, res.analysis
-        shown_an, shown_rep = self.blocks_nav.shown_result(an, rep)  # an opened block: its nodes' share
-        self.scene.apply_result(shown_an, shown_rep)
-        self.inspector.apply_analysis(shown_an)
-        self.summary.set_report(rep, res.error)
-        if self.sweep is not None and rep is not None:
-            self.summary.set_max_batch(self.sweep)
-        if res.error:
-            self.statusBar().showMessage(f"Estimate failed: {res.error}", 10000)
-        self.busy_label.setText(f"estimated in {res.seconds * 1000:.0f} ms")
-        if not self.split_paint:
-            self._apply_result_plots(res)
-        else:
-            QTimer.singleShot(0, lambda: self._apply_result_plots(res))
-
-    def _apply_result_plots(self, res):
-        if res is not self.result:
-            return  # a newer estimate arrived in between
-        rep = res.report
-        self.timeline.set_report(rep, self.measured)
-        self.legend.setText(self.timeline.legend_html())
-        self.table.set_rows(rep.layers if rep is not None else [])
-        ids = self.scene.selected_node_ids()
-        self.timeline.highlight_node(ids[0] if len(ids) == 1 else None)
-        self.result_applied.emit(res.gen)
+        self.presenter.present(res)
 
     def _apply_sweep(self, sw):
         self.sweep = sw
@@ -493,31 +468,10 @@ class MainWindow(QMainWindow):
                 self._update_title()
 
     # -- import / export / measure -----------------------------------------------------------
-    def import_torch(self):
-        if not self.maybe_save():
-            return
-        path, _ = QFileDialog.getOpenFileName(self, "Import PyTorch model (runs the file's code)", self._last_dir(),
-                                              "Python (*.py)")
-        if not path:
-            return
-        cls, ok = QInputDialog.getText(self, "Import PyTorch model",
-                                       "Importing RUNS this file's Python code (in a separate process): import "
-                                       "only files you trust.\n\n"
-                                       "Model class or factory function in the file (empty: the first nn.Module):")
-        if not ok:
-            return
-        shape, ok = QInputDialog.getText(self, "Import PyTorch model", "Input shape per sample, e.g. 3, 224, 224 "
-                                         "(empty: the model's default):")
-        if not ok:
-            return
-        try:
-            input_shape = tuple(int(x) for x in shape.replace("×", ",").replace("x", ",").split(",") if x.strip()) \
-                or None
-        except ValueError:
-            QMessageBox.warning(self, "Import PyTorch model", f"{shape!r} is not a shape like 3, 224, 224")
-            return
-        spec = f"{path}:{cls.strip()}" if cls.strip() else path
-        self._import(lambda: hooks.import_torch(spec, input_shape=input_shape), "PyTorch")
+    def import_torch(self, path: str | None = None, answer=None):
+        from memdesigner._qt.import_dialog import ask_and_import
+
+        return ask_and_import(self, path, answer)
 
     def import_keras(self):
         if not self.maybe_save():
@@ -553,22 +507,10 @@ class MainWindow(QMainWindow):
         return ask_and_import(self, path, seq_len, task)
 
     def _import(self, fn, what: str):
-        """Off the UI thread (a model file may take minutes); the result lands in _imported."""
-        from superqt.utils import create_worker
+        """Off the UI thread with progress and Cancel (_qt/jobs.py); the result lands laid out."""
+        from memdesigner._qt import jobs
 
-        worker = create_worker(fn, _ignore_errors=True)  # errors go to the dialog below, not re-raised
-        worker.returned.connect(self._imported)
-        worker.errored.connect(lambda err: QMessageBox.information(self, f"{what} import unavailable", str(err))
-                               if isinstance(err, hooks.MissingFeature)
-                               else QMessageBox.warning(self, f"{what} import failed", f"{type(err).__name__}: {err}"))
-        worker.finished.connect(lambda: self.busy_label.setText(""))
-        self.busy_label.setText(f"importing the {what} model…")
-        worker.start()
-        self._import_worker = worker
-        return worker
-
-    def _imported(self, d):
-        self.set_design(d, None, layout=True, unsaved=True)
+        return jobs.start_import(self, fn, what)
 
     def export(self, kind: str, path: str | None = None) -> str | None:
         filters = {"canvas_png": ("PNG image (*.png)", ".png"), "canvas_svg": ("SVG image (*.svg)", ".svg"),
@@ -600,21 +542,8 @@ class MainWindow(QMainWindow):
         return export_report_dialog(self, path)
 
     def explain_peak(self):
-        """A non-modal table of what is alive at the peak (computed on demand: two quick runs)."""
-        from memdesigner._qt.estimator import snapshot
-        from memdesigner._qt.explain import ExplainDialog
-
-        try:
-            dlg = ExplainDialog(snapshot(self.design), self.settings_bar.settings(),
-                                self.settings_bar.current_device(), self)
-        except Exception as err:  # an invalid graph: the nodes already show why  # noqa: BLE001
-            self.statusBar().showMessage(f"Cannot explain: {err}", 8000)
-            return None
-        dlg.node_clicked.connect(lambda nid: self.select_node(nid, center=True))
-        dlg.setAttribute(Qt.WA_DeleteOnClose)
-        dlg.show()
-        self._explain_dialog = dlg
-        return dlg
+        """A non-modal table of what is alive at the peak; it follows later edits (presenter)."""
+        return self.presenter.open_explain()
 
     def make_it_fit(self):
         """A non-modal list of the engine's ranked changes; Apply takes one into the settings."""
@@ -643,24 +572,9 @@ class MainWindow(QMainWindow):
         self.statusBar().showMessage("Applied the suggestion", 4000)
 
     def measure(self):
-        from superqt.utils import create_worker
+        from memdesigner._qt import jobs
 
-        from memdesigner._qt.estimator import snapshot
-
-        design, settings = snapshot(self.design), self.settings_bar.settings()
-        worker = create_worker(hooks.measure, design, settings)
-        worker.returned.connect(self._measured)
-        worker.errored.connect(lambda err: QMessageBox.information(
-            self, "Measure with PyTorch", str(err) if isinstance(err, hooks.MissingFeature)
-            else f"Measuring failed: {type(err).__name__}: {err}"))
-        worker.finished.connect(lambda: self.busy_label.setText(""))
-        self.busy_label.setText("measuring with PyTorch…")
-        worker.start()
-        self._measure_worker = worker
-
-    def _measured(self, result: dict):
-        self.show_measured(result)
-        snapshot_view.show_measured(self, result)
+        return jobs.start_measure(self)
 
     def show_measured(self, result: dict | None):
         """Overlay a measured run (peak_bytes, timeline) on the timeline."""
@@ -668,8 +582,6 @@ class MainWindow(QMainWindow):
         if self.result is not None and self.result.report is not None:
             self.timeline.set_report(self.result.report, result)
             self.legend.setText(self.timeline.legend_html())
-        if result and result.get("peak_bytes"):
-            self.statusBar().showMessage(f"Measured peak {format_bytes(result['peak_bytes'], 2)}", 10000)
 
     # -- autosave / recovery -----------------------------------------------------------------
     def autosave(self) -> bool:
@@ -707,6 +619,9 @@ class MainWindow(QMainWindow):
             self._save_state()
         self.document.close()  # nothing left to recover: the user saved or discarded
         self.service.shutdown()
+        from memdesigner._qt import worker
+
+        worker.shutdown()  # imports, measurements, explanations still running (_qt/worker.py)
         ev.accept()
 
     def _help(self):

@@ -230,7 +230,7 @@ class SettingsBar(QWidget):
                     i = combo.findData(d[key])
                     if i >= 0:
                         combo.setCurrentIndex(i)
-            if isinstance(d.get("batch"), int) and d["batch"] >= 1:
+            if isinstance(d.get("batch"), int) and 1 <= d["batch"] <= self.batch.maximum():  # 2**63: skipped
                 self.batch.setValue(d["batch"])
             if "amp" in d:
                 self.amp.setChecked(bool(d["amp"]))

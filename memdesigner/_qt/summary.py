@@ -55,6 +55,11 @@ class SummaryPanel(QFrame):
         grid.addWidget(self.verdict, 0, 0, 1, 2)
         for i, w in enumerate((self.peak, self.capacity, self.headroom, self.max_batch, self.params, self.flops)):
             grid.addWidget(w, 1 + i // 2, i % 2)
+        self.import_note = QLabel("")
+        self.import_note.setWordWrap(True)
+        self.import_note.setStyleSheet(f"color: {theme.WARN_COLOR}; font-size: 11px;")
+        self.import_note.hide()
+        grid.addWidget(self.import_note, 4, 0, 1, 2)
         grid.setRowStretch(5, 1)
         self.setMinimumWidth(300)
 
@@ -63,7 +68,8 @@ class SummaryPanel(QFrame):
         self.verdict.setStyleSheet(f"background: {color}; color: white; border-radius: 6px; font-weight: 700;"
                                    "font-size: 13px; padding: 4px 10px;")
 
-    def set_report(self, report, error: str | None = None):
+    def set_report(self, report, error: str | None = None, import_warnings=()):
+        self._import_note(import_warnings)
         if report is None:
             self.verdict.setText("Estimate failed" if error else "No estimate")
             self.verdict.setToolTip(error or "")
@@ -71,11 +77,10 @@ class SummaryPanel(QFrame):
             return
         self.verdict.setToolTip("")
         s = report.settings
-        overhead = report.device_peak_bytes - report.peak_bytes
         self.peak.set(format_bytes(report.device_peak_bytes if report.device else report.peak_bytes, 2),
-                      f"{format_bytes(report.peak_bytes)} tensors + {format_bytes(overhead)} CUDA runtime"
-                      if report.device else f"{s['mode']} · batch {s['batch']} · {s['dtype']}",
-                      f"tensors {format_bytes(report.peak_bytes, 2)}; with allocator rounding and runtime overhead "
+                      _peak_parts(report) if report.device else f"{s['mode']} · batch {s['batch']} · {s['dtype']}",
+                      f"tensors {format_bytes(report.peak_bytes, 2)} ({report.peak_bytes:,} B); allocator rounding "
+                      f"{report.rounding_bytes:,} B; runtime {report.runtime_overhead_bytes:,} B; on the device "
                       f"{format_bytes(report.device_peak_bytes, 2)}")
         dev = report.device
         n_iss = sum(not i.pending for i in report.issues)
@@ -100,10 +105,11 @@ class SummaryPanel(QFrame):
             elif not any(r.type != "Input" for r in report.layers):  # no "Fits" over an empty canvas
                 self.verdict.setText("Nothing to estimate yet: add layers")
                 self._style_verdict(None)
-            elif report.unruled_ops and dev["fits"]:  # never a silent green: some memory is a guess
+            elif report.unruled_ops:  # never a silent green: some memory is a guess
                 n = len(report.unruled_ops)
-                self.verdict.setText(f"⚠ Fits — {format_bytes(head)} to spare, but {n} op(s) have no memory rule")
-                self.verdict.setToolTip("; ".join(report.unruled_ops[:20]))
+                self.verdict.setText(f"⚠ {'Fits' if dev['fits'] else 'Does not fit'} — but {n} layer"
+                                     f"{'s' if n != 1 else ''} not modelled")
+                self.verdict.setToolTip(report.not_modelled_note + ": " + ", ".join(report.unruled_ops[:20]))
                 self._style_verdict(False)
             else:
                 # the device name is in the DEVICE cell; the banner stays short enough never to clip
@@ -122,9 +128,27 @@ class SummaryPanel(QFrame):
         self.params.set(format_count(report.params), format_bytes(report.param_bytes) + " of weights")
         self.flops.set(format_flops(report.flops), "forward, whole batch")
 
+    def _import_note(self, warnings) -> None:
+        warnings = list(warnings or ())
+        self.import_note.setVisible(bool(warnings))
+        if warnings:
+            n = len(warnings)
+            self.import_note.setText(f"⚠ the importer warned about {n} thing{'s' if n != 1 else ''} (hover)")
+            self.import_note.setToolTip("\n".join(warnings[:30]) + ("\n…" if n > 30 else ""))
+
     def set_max_batch(self, sweep):
         if sweep is None or sweep.max_batch is None:
             self.max_batch.set("—", "pick a device" if sweep is not None else "")
         else:
             self.max_batch.set(str(sweep.max_batch) if sweep.max_batch else "none",
                                "fits in device memory" if sweep.max_batch else "batch 1 does not fit")
+
+
+def _peak_parts(report) -> str:
+    """Tensors + what the device adds, each part named as the engine reports it."""
+    parts = [f"{format_bytes(report.peak_bytes)} tensors"]
+    if report.rounding_bytes:
+        parts.append(f"{format_bytes(report.rounding_bytes)} allocator rounding")
+    if report.runtime_overhead_bytes:
+        parts.append(f"{format_bytes(report.runtime_overhead_bytes)} CUDA runtime")
+    return " + ".join(parts)

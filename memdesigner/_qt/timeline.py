@@ -166,9 +166,11 @@ class TimelinePlot(pg.PlotWidget):
         by = np.array([e.by_category for e in ev], dtype=float)
         cum = by.cumsum(axis=1)
         dev = report.device
-        totals = [e.bytes for e in ev]
-        peak_idx = int(np.argmax(totals))
-        peak = totals[peak_idx]
+        # the peak is the engine's (report.peak_bytes at report.peak_event), never the plot's own
+        peak = report.peak_bytes
+        peak_idx = report.peak_event
+        if peak_idx is None:  # a report whose timeline is another run's (generate): mark its highest op
+            peak_idx = int(np.argmax([e.bytes for e in ev]))
         top = max(peak, max(measured.get("peak_bytes") or 1, 1) if measured else 0)
         ov = self._aligned(ev)
         if ov is not None:
@@ -277,7 +279,10 @@ class TimelinePlot(pg.PlotWidget):
         s = self.scale
         tl = (measured or {}).get("timeline") or []
         if tl:
-            self._measured_curve.setData(np.linspace(0, n, len(tl)), np.asarray(tl, dtype=float) / s)
+            from memdesigner.snapshot.align import align_measured
+
+            mx, my = align_measured([e.phase for e in self.events], tl, measured.get("timeline_phases"))
+            self._measured_curve.setData(mx, my / s)
         self._measured_curve.setVisible(bool(tl))
         pk = (measured or {}).get("peak_bytes")
         if pk:
@@ -325,7 +330,8 @@ class TimelinePlot(pg.PlotWidget):
         parts = [f"<span style='color:{c}'>■</span> {lbl}" for c, lbl, u in
                  zip(theme.CATEGORY_COLORS, theme.CATEGORY_LABELS, used) if u]
         if self.measured:
-            parts.append("<b>- - -</b> measured (PyTorch)")
+            on = {"cuda": "CUDA", "cpu": "CPU"}.get(self.measured.get("device"), self.measured.get("device") or "")
+            parts.append(f"<b>- - -</b> measured with PyTorch{' on ' + on if on else ''}")
         if self.overlay is not None:
             parts.append(f"<span style='color:{SNAPSHOT_COLOR}'><b>—</b> allocated · <b>···</b> reserved</span> "
                          f"snapshot {self.snapshot_name} (peak {format_bytes(self.overlay.peak_allocated, 2)})")

@@ -7,6 +7,7 @@ import math
 from memdesigner.engine import finetune
 from memdesigner.engine.devices import Device, get_device
 from memdesigner.engine.gc_pause import gc_paused
+from memdesigner.engine.peak_rules import why_alive
 from memdesigner.engine.per_rank import run_ranks
 from memdesigner.engine.report import LayerRow, Report
 from memdesigner.engine.sanity import ABSURD_BYTES, absurd_size_warning
@@ -17,6 +18,9 @@ from memdesigner.model.blocks import engine_view, for_engine, instance_totals
 from memdesigner.model.design import GC_HELD, Design
 from memdesigner.model.shown_layout import shown_shape
 from memdesigner.units import DTYPE_BYTES
+
+NOT_MODELLED = ("not modelled: a Generic op without a memory rule (its output is counted and its inputs are "
+                "assumed kept; parameters an importer could not read are missing)")
 
 
 def _resolve_device(device) -> Device | None:
@@ -90,8 +94,9 @@ def _run(design: Design, an: Analysis, settings: Settings, dev: Device | None) -
             # others (an RNN's h_n) are not laid out as images
             outs = [shown_shape(design, nid, o.shape) if i == 0 else o.shape for i, o in enumerate(info.outputs)]
             shape = [[batch, *o] for o in outs] if len(outs) > 1 else [batch, *outs[0]]
+            guess = NOT_MODELLED if node.type == "Generic" and not info.props.get("traced") else ""
             out.append(LayerRow(nid, node.name, node.type, shape, r["params"], r["param_bytes"],
-                                r["activation_bytes"], r["kept_bytes"], info.flops * batch, r["non_trainable"]))
+                                r["activation_bytes"], r["kept_bytes"], info.flops * batch, r["non_trainable"], guess))
         return out
 
     # textbook lower bound: parameters + the largest pair of adjacent feature maps
@@ -199,7 +204,7 @@ CATEGORY_NAMES = ("weights", "gradients", "optimizer_state", "activations", "wor
 
 
 def explain_peak(design: Design, settings: Settings | None = None, *, device=None, **kw) -> list[dict]:
-    """What is alive at the peak, tensor by tensor: [{layer, name, tensor, bytes, category}],
+    """What is alive at the peak, tensor by tensor: [{layer, name, tensor, bytes, category, why}],
     largest first. Runs the step twice: once to find the peak, once to capture its live set."""
     settings, dev = _resolve(settings, device, kw)
     design, an = engine_view(design) if design.blocks else (design, analyze(design))
@@ -214,7 +219,9 @@ def explain_peak(design: Design, settings: Settings | None = None, *, device=Non
         else:
             nid, label = None, str(what)
         node = design.nodes.get(nid) if nid else None
-        rows.append({"layer": nid, "name": node.name if node else "", "tensor": label, "bytes": nbytes,
-                     "category": CATEGORY_NAMES[cat]})
+        row = {"layer": nid, "name": node.name if node else "", "tensor": label, "bytes": nbytes,
+               "category": CATEGORY_NAMES[cat]}
+        row["why"] = why_alive(row, node)
+        rows.append(row)
     rows.sort(key=lambda r: -r["bytes"])
     return rows

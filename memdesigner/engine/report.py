@@ -31,6 +31,7 @@ class LayerRow:
     kept_bytes: int  # extra tensors it keeps for backward (masks, indices, statistics)
     flops: int  # forward, whole batch
     non_trainable: int = 0  # float buffers (BatchNorm's moving statistics): Keras counts them per layer
+    not_modelled: str = ""  # why this layer's memory is a guess (a Generic op without a rule); "" when modelled
 
     def to_dict(self) -> dict:
         return {
@@ -103,6 +104,29 @@ class Report:
     @property
     def ok(self) -> bool:
         return not self.issues
+
+    @property
+    def rounding_bytes(self) -> int:
+        """What the caching allocator's block rounding adds on top of the tensors at the peak."""
+        return self.device_peak_bytes - self.peak_bytes - (self.runtime_overhead_bytes if self.device else 0)
+
+    @property
+    def peak_event(self) -> int | None:
+        """Index of the timeline event at the peak (the engine puts every peak-raising moment in
+        the timeline, so one event's bytes equal peak_bytes); None for an empty timeline."""
+        for i, e in enumerate(self.timeline):
+            if e.bytes == self.peak_bytes:
+                return i
+        return None
+
+    @property
+    def not_modelled_note(self) -> str:
+        """One line for the verdict when some layers are Generic ops without a memory rule (an
+        importer's unknown layer): their memory is a guess, so no verdict is a plain "fits"."""
+        n = len(self.unruled_ops)
+        if not n:
+            return ""
+        return f"{n} layer{'s' if n != 1 else ''} not modelled (Generic, no memory rule): the estimate is a guess there"
 
     @property
     def fits(self) -> bool | None:

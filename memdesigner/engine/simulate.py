@@ -838,7 +838,10 @@ class Simulation:
 
         # -- backward ----------------------------------------------------------------------
         mem.begin_phase("backward")
-        ones = mem.alloc(DTYPE_BYTES[amp or dtype], G, 1, "ones_like(loss)")  # the loss's dtype
+        # no output requires grad (an Input alone, everything frozen): there is no loss to seed
+        # and no backward (PyTorch's backward() would refuse), not a phantom 4-byte seed
+        seeded = has_loss_node or bool(loss_sids)
+        ones = mem.alloc(DTYPE_BYTES[amp or dtype], G, 1, "ones_like(loss)") if seeded else None  # the loss's dtype
         for key in list(grads):
             shape = an.nodes[key[0]].outputs[key[1]].shape
             n = batch * math.prod(shape)
@@ -963,7 +966,8 @@ class Simulation:
                 if amp:
                     halves = []
                     for _, name, nb, numel in pg:
-                        halves.append((mem.alloc(numel * DTYPE_BYTES[amp], G, 1, "low-precision grad"), nb, name))
+                        halves.append((mem.alloc(numel * DTYPE_BYTES[amp], G, 1, (nid, "low-precision grad")), nb,
+                                       name))
                 else:
                     tmp += param_grads(nid, node.tied, pg)
             mem.event("backward", nid, node.name)
@@ -1029,7 +1033,8 @@ class Simulation:
         if fs is not None:  # the root's final callback runs inside backward(): ones_like(loss) is alive
             fs.where = ("backward", None)
             fs.backward_end(mem, fcats)
-        mem.decref(ones)
+        if ones is not None:
+            mem.decref(ones)
         self.phase_peaks["backward"] = mem.ppeak
 
         # -- optimizer step ----------------------------------------------------------------

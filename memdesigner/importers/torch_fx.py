@@ -36,6 +36,15 @@ class TorchImportError(ValueError):
     """The module could not be traced or the factory could not be loaded."""
 
 
+class NeedsInputShape(TorchImportError):
+    """The factory gave no input shape. ``str()`` is the command line's wording (pass
+    --input-shape); ``what`` says only what is missing, for a window to add its own words."""
+
+    def __init__(self, what: str):
+        super().__init__(f"{what}; pass --input-shape")
+        self.what = what
+
+
 # ----------------------------------------------------------------------------------------------
 # values flowing through the traced graph
 # ----------------------------------------------------------------------------------------------
@@ -115,8 +124,10 @@ def _sanitize(name: str) -> str:
 def from_module(module, input_shape, input_dtype: str = "float", name: str | None = None) -> Design:
     """Trace ``module`` on an input of per-sample ``input_shape`` and build a design.
 
-    input_dtype: "float" (the run's dtype) or "int64" (token ids). A module with
-    ``truth_input = ("tokens", vocab)`` gets int64 ids whatever input_dtype says.
+    input_dtype: "float" (the run's dtype), "int64" (token ids) or "auto"/None: int64 when the
+    input goes straight into an embedding (a token model traced on floats fails inside
+    F.embedding), float otherwise. A module with ``truth_input = ("tokens", vocab)`` gets int64
+    ids whatever input_dtype says.
     """
     import torch
 
@@ -127,14 +138,25 @@ def from_module(module, input_shape, input_dtype: str = "float", name: str | Non
         input_dtype = "int64"
         vocab = int(spec[1])
     input_dtype = {"long": "int64", "int": "int64", "float32": "float", "fp32": "float",
-                   None: "float"}.get(input_dtype, input_dtype)
-    if input_dtype not in ("float", "int64"):
+                   None: "auto"}.get(input_dtype, input_dtype)
+    if input_dtype not in ("float", "int64", "auto"):
         raise TorchImportError(f"input_dtype: {input_dtype!r} is not float or int64")
+    auto = input_dtype == "auto"
+    if auto:
+        input_dtype = "float"
+    try:
+        gm = _trace(torch, module, _meta_input(torch, input_shape, input_dtype, max(_guess_vocab(module), 1)))
+    except TorchImportError:
+        if not (auto and _has_embedding(torch, module)):
+            raise
+        input_dtype = "int64"  # torch.export ran the forward on floats: retry on token ids
+        gm = _trace(torch, module, _meta_input(torch, input_shape, input_dtype, max(_guess_vocab(module), 1)))
+    if auto and input_dtype == "float" and _feeds_embedding(torch, gm):
+        input_dtype = "int64"
     if not vocab and input_dtype == "int64":
         vocab = _guess_vocab(module)
 
     x = _meta_input(torch, input_shape, input_dtype, max(vocab, 1))
-    gm = _trace(torch, module, x)
     _check_returns_tensors(torch, gm, module)
     _propagate(torch, gm, x)
 
@@ -159,14 +181,14 @@ def import_file(target: str, input_shape=None, input_dtype=None, name: str | Non
     if input_shape is not None:
         shape = tuple(input_shape)
     if shape is None:
-        raise TorchImportError(f"{target}: the factory returned no input shape; pass --input-shape")
+        raise NeedsInputShape(f"{target}: the factory returned no input shape")
     shape = _check_shape(shape, target)
     import torch
 
     if not isinstance(module, torch.nn.Module):
         raise TorchImportError(f"{target}: the factory returned {type(module).__name__}, not an nn.Module "
                                "(or (module, input_shape))")
-    return from_module(module, shape, input_dtype or "float", name=name or factory_name)
+    return from_module(module, shape, input_dtype, name=name or factory_name)
 
 
 def _check_returns_tensors(torch, gm, module) -> None:
@@ -189,6 +211,30 @@ def _check_shape(shape, target: str) -> tuple:
     return tuple(shape)
 
 
+def _fresh_module(p: Path):
+    """Run the file's current source as a new module every time: a re-import after an edit must
+    see the edit, so neither a module cached in sys.modules nor __pycache__ bytecode (keyed on
+    the file's mtime in whole seconds and its size, so an edit within the same second that keeps
+    the size would be missed) is used."""
+    mod_name = f"_memdesigner_user_{abs(hash(str(p.resolve())))}"
+    spec = importlib.util.spec_from_file_location(mod_name, str(p))
+    mod = importlib.util.module_from_spec(spec)
+    code = compile(p.read_bytes(), str(p), "exec", dont_inherit=True)
+    sys.path.insert(0, str(p.parent.resolve()))
+    try:
+        sys.modules[mod_name] = mod  # dataclasses and pickling look the module up by name
+        exec(code, mod.__dict__)  # noqa: S102 - importing a model file runs it (documented)
+    except Exception:
+        sys.modules.pop(mod_name, None)
+        raise
+    finally:
+        try:
+            sys.path.remove(str(p.parent.resolve()))
+        except ValueError:
+            pass
+    return mod
+
+
 def load_factory(target: str):
     """Resolve "FILE.py:FACTORY" to the factory callable; "FILE.py" alone takes the first
     nn.Module class the file defines (built with no arguments)."""
@@ -199,24 +245,8 @@ def load_factory(target: str):
     p = Path(path)
     if not p.exists():
         raise TorchImportError(f"{path}: no such file")
-    mod_name = f"_memdesigner_user_{abs(hash(str(p.resolve())))}"
-    if mod_name in sys.modules:
-        mod = sys.modules[mod_name]
-    else:
-        spec = importlib.util.spec_from_file_location(mod_name, str(p))
-        mod = importlib.util.module_from_spec(spec)
-        sys.path.insert(0, str(p.parent.resolve()))
-        try:
-            sys.modules[mod_name] = mod
-            spec.loader.exec_module(mod)
-        except Exception:
-            sys.modules.pop(mod_name, None)
-            raise
-        finally:
-            try:
-                sys.path.remove(str(p.parent.resolve()))
-            except ValueError:
-                pass
+    mod = _fresh_module(p)
+    mod_name = mod.__name__
     if fname is None:
         import torch
 
@@ -276,6 +306,27 @@ def _guess_vocab(module) -> int:
         if isinstance(m, torch.nn.Embedding):
             return m.num_embeddings
     return 2
+
+
+def _has_embedding(torch, module) -> bool:
+    return any(isinstance(m, torch.nn.Embedding) for m in module.modules())
+
+
+def _feeds_embedding(torch, gm) -> bool:
+    """The (first) input goes straight into an embedding lookup: token ids, not floats."""
+    for n in gm.graph.nodes:
+        if n.op != "placeholder":
+            continue
+        for u in n.users:
+            if u.op == "call_module" and isinstance(gm.get_submodule(str(u.target)), torch.nn.Embedding):
+                return True
+            if u.op == "call_function" and u.target in (torch.nn.functional.embedding, torch.embedding):
+                return True
+            if u.op == "call_function" and getattr(u.target, "__name__", "") == "embedding" and u.args \
+                    and u.args[-1] is n:  # torch.export's aten.embedding(weight, indices)
+                return True
+        return False
+    return False
 
 
 def _meta_input(torch, shape, dtype, vocab):

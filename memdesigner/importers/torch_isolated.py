@@ -24,13 +24,15 @@ import os
 import re
 import sys
 import threading
+import time
 import types
 from pathlib import Path
 
-from memdesigner.importers.torch_fx import META_BATCH, TorchImportError
+from memdesigner.importers.torch_fx import META_BATCH, NeedsInputShape, TorchImportError
 from memdesigner.text import first_line, one_line
 
 DEFAULT_TIMEOUT_S = 300.0
+POLL_S = 0.1  # how often a waiting caller looks at its cancel event
 MAX_DIMS = 8
 _PRELOAD = ["torch", "torch.fx", "memdesigner.importers.torch_fx", "memdesigner.io.design_file",
             "memdesigner.importers._torch_warm"]
@@ -42,18 +44,19 @@ class TorchNotInstalled(ImportError):
     """The child could not import torch."""
 
 
-def parse_input_shape(text) -> tuple | None:
+def parse_input_shape(text, what: str = "--input-shape") -> tuple | None:
     """``"3,224,224"`` (or ``3x224x224``) -> (3, 224, 224); None for no text. Every dimension is a
-    positive integer; TorchImportError names the option otherwise."""
+    positive integer; TorchImportError names the option (``what``: the window names its field)
+    otherwise."""
     if text is None or not str(text).strip():
         return None
     parts = [p.strip() for p in str(text).replace("x", ",").replace("×", ",").split(",")]
     try:
         shape = tuple(int(p) for p in parts)
     except ValueError:
-        raise TorchImportError(f"--input-shape: {one_line(text)!r} is not a list of integers like 3,224,224") from None
+        raise TorchImportError(f"{what}: {one_line(text)!r} is not a list of integers like 3,224,224") from None
     if not shape or len(shape) > MAX_DIMS or any(d <= 0 for d in shape):
-        raise TorchImportError(f"--input-shape: {one_line(text)!r} needs 1 to {MAX_DIMS} positive dimensions")
+        raise TorchImportError(f"{what}: {one_line(text)!r} needs 1 to {MAX_DIMS} positive dimensions")
     return shape
 
 
@@ -96,11 +99,30 @@ def _exit_reason(code) -> str:
     return f"it exited with code {code}"
 
 
+class Cancelled(TorchImportError):
+    """The caller set the cancel event: the child was killed."""
+
+
+def wait_for_child(recv, timeout: float | None, cancel=None) -> bool:
+    """Poll the child's pipe until it has something (True), the time limit passes (False) or
+    ``cancel`` (a threading.Event) is set (Cancelled)."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        if cancel is not None and cancel.is_set():
+            raise Cancelled("cancelled")
+        step = POLL_S if deadline is None else min(POLL_S, deadline - time.monotonic())
+        if step <= 0:
+            return False
+        if recv.poll(step):
+            return True
+
+
 def import_file_isolated(target: str, input_shape=None, input_dtype=None, name: str | None = None,
-                         timeout: float | None = DEFAULT_TIMEOUT_S):
+                         timeout: float | None = DEFAULT_TIMEOUT_S, cancel=None):
     """``import_file`` run in a child process; returns the Design (with ``import_warnings`` and
     ``import_params``). TorchImportError (one line) on any failure of the model file or the
-    child, TorchNotInstalled when the child has no torch."""
+    child, TorchNotInstalled when the child has no torch; Cancelled (the child killed) as soon
+    as ``cancel`` (a threading.Event) is set."""
     from memdesigner.io.design_file import DesignFileError, design_from_dict
 
     if timeout is not None and (not isinstance(timeout, (int, float)) or isinstance(timeout, bool)
@@ -123,7 +145,7 @@ def import_file_isolated(target: str, input_shape=None, input_dtype=None, name: 
             proc.start()
         send.close()
         msg = None
-        if recv.poll(timeout):
+        if wait_for_child(recv, timeout, cancel):
             try:
                 msg = json.loads(recv.recv_bytes().decode("utf-8"))
             except (EOFError, OSError, ValueError):
@@ -142,6 +164,8 @@ def import_file_isolated(target: str, input_shape=None, input_dtype=None, name: 
                                f"({_exit_reason(proc.exitcode)})")
     if msg.get("missing_torch"):
         raise TorchNotInstalled(msg["error"])
+    if msg.get("needs_input_shape"):
+        raise NeedsInputShape(f"{shown}: the factory returned no input shape")
     if not msg.get("ok"):
         raise TorchImportError(f"{shown}: {msg.get('error', 'the import failed')}")
     try:
@@ -191,6 +215,8 @@ def _run(request: dict) -> dict:
                 "params": int(getattr(d, "import_params", 0) or 0)}
     except SystemExit as err:
         return {"ok": False, "error": f"the model code called sys.exit({_safe_repr(err.code)})"}
+    except NeedsInputShape as err:
+        return {"ok": False, "error": _safe_str(err), "needs_input_shape": True}
     except TorchImportError as err:  # our own message names the file and the problem
         return {"ok": False, "error": _safe_str(err)}
     except BaseException as err:  # the model's code can raise anything; say what, in one line  # noqa: BLE001
@@ -222,4 +248,4 @@ def _safe_repr(v) -> str:
         return "..."
 
 
-__all__ = ["DEFAULT_TIMEOUT_S", "TorchNotInstalled", "import_file_isolated", "parse_input_shape"]
+__all__ = ["Cancelled", "DEFAULT_TIMEOUT_S", "TorchNotInstalled", "import_file_isolated", "parse_input_shape"]

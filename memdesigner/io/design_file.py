@@ -4,6 +4,7 @@ error that names the field path; saved atomically (temporary file, then rename).
 from __future__ import annotations
 
 import json
+import math
 import os
 import stat
 import tempfile
@@ -143,6 +144,25 @@ def _fast_path(data, names) -> list:
     return out
 
 
+MAX_POS = 1e9  # canvas coordinates beyond this overflow Qt's scene (and mean nothing)
+
+
+def _canvas_coordinate(v) -> bool:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return False
+    if isinstance(v, int):
+        return abs(v) <= MAX_POS
+    return math.isfinite(v) and abs(v) <= MAX_POS
+
+
+def _short(value) -> str:
+    try:
+        text = repr(value)
+    except ValueError:  # an int too long to print
+        return "a huge number"
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def design_from_dict(data, source: str = "design") -> Design:
     if not isinstance(data, dict):
         raise DesignFileError(f"{source}: (top level): expected a JSON object, got {type(data).__name__}")
@@ -182,7 +202,11 @@ def design_from_dict(data, source: str = "design") -> Design:
                 lt.prop(k).coerce(v)
             except LayerError as err:
                 raise DesignFileError(f"{source}: {where}.props.{k}: {err.message}") from None
-        d.add_node(lt.name, props, id=nd["id"], name=nd.get("name"), pos=tuple(nd.get("pos", (0, 0))),
+        pos = tuple(nd.get("pos", (0, 0)))
+        if not all(_canvas_coordinate(v) for v in pos):
+            raise DesignFileError(f"{source}: {where}.pos: {_short(pos)} is not a canvas position "
+                                  f"(finite numbers within ±{MAX_POS:.0e})")
+        d.add_node(lt.name, props, id=nd["id"], name=nd.get("name"), pos=pos,
                    bits=nd.get("bits"), scope=nd.get("scope", ""), keep_until=nd.get("keep_until", ""),
                    tied=nd.get("tied"), fused=nd.get("fused", ""), layout=nd.get("layout", ""),
                    output=bool(nd.get("output", False)))

@@ -20,6 +20,9 @@ import threading
 import weakref
 from pathlib import Path
 
+# the harness's phases of a step -> the engine's (Event.phase); None: outside the estimate's ops
+ENGINE_PHASE = {"forward": "forward", "loss": "forward", "backward": "backward", "step": "optimizer_step",
+                "zero_grad": None, "release": None}
 OPT_NAMES = {"sgd": "sgd", "momentum": "sgd_momentum", "adam": "adam", "adamw": "adamw", "none": "sgd"}
 REPO = Path(__file__).resolve().parent.parent.parent
 
@@ -107,7 +110,7 @@ def measure_design(design, settings=None, *, method: str = "auto", steps: int = 
     """Run one real step of ``design`` and return what the storage tracker saw.
 
     Returns ``{"peak_bytes", "phase_peaks": {forward, backward, optimizer_step}, "timeline": [bytes
-    after each op], "device", "method", "record", "snapshot", "snapshot_note"}``. phase_peaks follow
+    after each op], "timeline_phases": [the engine phase of each entry, or None], "device", "method", "record", "snapshot", "snapshot_note"}``. phase_peaks follow
     the engine's phases: the forward includes the loss. On CUDA ``snapshot`` is PyTorch's memory
     snapshot of the whole run (allocator history included); elsewhere it is None and
     ``snapshot_note`` says why. method: "auto" (the truth harness if found, else built-in),
@@ -144,8 +147,11 @@ def _measure(design, s, device: str, method: str, steps: int, seed: int) -> dict
                             steps=steps, seed=seed, methods="a", foreach=s.foreach, timeline=True, amp=s.amp)
         a = rec["method_a"]
         steady = a["steady"]
-        tl = [cur for (ph, _what, _delta, cur) in (a.get("timeline") or []) if ph is not None and ph[0] == steps]
-        return {"peak_bytes": a["peak_overall"], "phase_peaks": _phases(steady, s.mode), "timeline": tl,
+        steady_tl = [(ph[1], cur) for (ph, _what, _delta, cur) in (a.get("timeline") or [])
+                     if ph is not None and ph[0] == steps]
+        return {"peak_bytes": a["peak_overall"], "phase_peaks": _phases(steady, s.mode),
+                "timeline": [cur for _, cur in steady_tl],
+                "timeline_phases": [ENGINE_PHASE.get(ph) for ph, _ in steady_tl],
                 "device": device, "method": "truth", "record": rec}
     res = _builtin_measure(factory, s, device, opt, steps, seed)
     res["method"] = "builtin"
@@ -178,6 +184,7 @@ def _make_tracker(torch, device_type: str):
             self.phase = None
             self.phase_peak: dict = {}
             self.timeline: list = []
+            self.timeline_phase: list = []  # the harness phase of each timeline entry
             self.lock = threading.RLock()
 
         def _bump(self, delta):
@@ -220,6 +227,7 @@ def _make_tracker(torch, device_type: str):
                 self.see(o)
             with self.lock:
                 self.timeline.append(self.cur)
+                self.timeline_phase.append(self.phase[1] if self.phase is not None else None)
             return out
 
         def enter(self, step, phase):
@@ -324,6 +332,7 @@ def _builtin_measure(factory, s, device, opt_name, steps, seed) -> dict:
     else:
         phases = {"forward": pp.get((last, "forward"), 0)}
     return {"peak_bytes": tr.peak, "phase_peaks": phases, "timeline": tr.timeline[steady_tl_start:],
+            "timeline_phases": [ENGINE_PHASE.get(p) for p in tr.timeline_phase[steady_tl_start:]],
             "device": device}
 
 

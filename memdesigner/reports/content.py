@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 from memdesigner.engine.batch_curve import SEARCH_LIMIT
 from memdesigner.engine.devices import Device, shipped_devices
 from memdesigner.engine.estimate import estimate, explain_peak
-from memdesigner.engine.peak_rules import why_alive
 from memdesigner.engine.report import LayerRow, Report
 from memdesigner.engine.settings import Settings
 from memdesigner.engine.simulate import CATS
@@ -115,8 +114,7 @@ def collect(design: Design, settings: Settings | None = None, device: Device | N
         else:
             table.append(_verdict(design, settings, dev, an, False, max_batch))
     rows = explain_peak(design, settings, device=device)
-    tensors = [PeakTensor(r["bytes"], r["category"], r["layer"], r["name"], r["tensor"],
-                          why_alive(r, design.nodes.get(r["layer"]) if r["layer"] else None)) for r in rows]
+    tensors = [PeakTensor(r["bytes"], r["category"], r["layer"], r["name"], r["tensor"], r["why"]) for r in rows]
     peak_node = design.nodes.get(rep.peak_layer) if rep.peak_layer else None
     now = now or _dt.datetime.now(_dt.timezone.utc)
     return ReportContent(

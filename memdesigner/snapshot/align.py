@@ -77,3 +77,27 @@ def align(rp: Replay, est_phases: list, buckets: int | None = 4000) -> Overlay:
         _, re = downsample(x, re, buckets)
         x = xa
     return Overlay(x, al, re, pa, pr, matched)
+
+
+def align_measured(est_phases: list, values: list, phases: list | None) -> tuple[np.ndarray, np.ndarray]:
+    """Put a measured run's live bytes (one value per recorded op, ``phases`` giving the engine
+    phase of each, None outside the estimate's ops) on the estimate's op axis: the entries of
+    each phase are spread over that phase's ops, so the measured backward sits on the estimated
+    backward instead of the whole run being stretched over the step. Without phases: stretched."""
+    n_ops = len(est_phases)
+    y = np.asarray(values, dtype=float)
+    if not len(y):
+        return np.zeros(0), np.zeros(0)
+    if not phases or len(phases) != len(y):
+        return np.linspace(0, n_ops, len(y)), y
+    ph = np.asarray([p if p is not None else "" for p in phases], dtype=object)
+    xs, ys = [], []
+    for phase, a, b in phase_runs(list(est_phases)):
+        idx = np.flatnonzero(ph == phase)
+        if not len(idx):
+            continue
+        xs.append(a + (np.arange(len(idx)) + 1) / len(idx) * (b - a))
+        ys.append(y[idx])
+    if not xs:
+        return np.linspace(0, n_ops, len(y)), y
+    return np.concatenate(xs), np.concatenate(ys)

@@ -53,3 +53,32 @@ def test_open_bad_files_one_message_document_untouched(window, qtbot, tmp_path, 
     assert len(shown) == len(files) == 8
     assert window.design is design and window.path == path and window.stack.count() == undo
     assert design_to_dict(window.design) == before
+
+
+def test_open_a_file_with_an_absurd_position_is_one_message(window, qtbot, tmp_path, monkeypatch):
+    """A node at x = 1e308 (or a 400-digit integer) loaded fine and then raised OverflowError in
+    the canvas (2 of the first 300 fuzz mutants): the loader names the field now."""
+    import json
+
+    shown = []
+    monkeypatch.setattr(QMessageBox, "warning", lambda parent, title, text, *a: shown.append(text))
+    for bad in ("1e308", "9" * 400):
+        p = tmp_path / "far.json"
+        p.write_text(json.dumps(design_to_dict(small_cnn())).replace('"pos": [270.0, 0.0]', f'"pos": [{bad}, 0.0]', 1))
+        assert window.open_path(str(p)) is False
+        assert "nodes[1].pos:" in shown[-1] and "\n" not in shown[-1]
+    assert len(shown) == 2
+
+
+def test_open_a_file_with_an_absurd_batch_setting_opens_it(window, qtbot, tmp_path):
+    """settings.batch = 2**63 raised OverflowError out of File -> Open (the batch field is a
+    32-bit spin box): an out-of-range setting is skipped like any unknown one (fuzz mutants)."""
+    import json
+
+    data = design_to_dict(small_cnn())
+    data["settings"] = {"mode": "train", "batch": 2**63}
+    p = tmp_path / "huge_batch.json"
+    p.write_text(json.dumps(data))
+    batch = window.settings_bar.batch.value()
+    assert window.open_path(str(p)) is True
+    assert window.settings_bar.batch.value() == batch and window.settings_bar.settings().mode == "train"

@@ -109,6 +109,7 @@ def test_explain_the_peak_lists_every_live_tensor(window, qtbot):
     load(window, qtbot, small_cnn())
     dlg = window.explain_peak()
     assert dlg is not None
+    qtbot.waitUntil(lambda: bool(dlg.rows), timeout=10000)  # explained on the worker
     assert sum(r["bytes"] for r in dlg.rows) == window.result.report.peak_bytes
     assert dlg.table.rowCount() == len(dlg.rows) > 0
     layers = {dlg.table.item(i, 2).text() for i in range(dlg.table.rowCount())}
@@ -138,3 +139,27 @@ def test_batch_sweep_shows_the_engines_largest_batch(window, qtbot):
     assert expected > 1 << 20
     assert window.sweep.max_batch == expected
     assert window.summary.max_batch.value.text() == str(expected)
+
+
+def test_explain_follows_settings_and_names_gradients_right(window, qtbot):
+    """The dialog re-explains on every new estimate (it used to keep the settings it was opened
+    with); its header names AMP and checkpointing; parameter gradients are said to live until
+    zero_grad and only ones_like(loss) is called the loss seed (engine wording, rendered as is)."""
+    from gui_helpers import load, small_cnn
+
+    load(window, qtbot, small_cnn())
+    dlg = window.explain_peak()
+    qtbot.waitUntil(lambda: bool(dlg.rows), timeout=10000)
+    inference_total = sum(r["bytes"] for r in dlg.rows)
+    assert "inference" in dlg.title.text()
+    sb = window.settings_bar
+    with qtbot.waitSignal(window.result_applied, timeout=10000):
+        sb.apply_dict({"mode": "train", "optimizer": "adam", "batch": 4, "amp": False, "checkpointing": True})
+    qtbot.waitUntil(lambda: "train" in dlg.title.text(), timeout=10000)
+    assert sum(r["bytes"] for r in dlg.rows) == window.result.report.peak_bytes != inference_total
+    assert "AMP off" in dlg.title.text() and "activation checkpointing on" in dlg.title.text()
+    why = {dlg.table.item(i, 3).text(): dlg.table.item(i, 4).text() for i in range(dlg.table.rowCount())}
+    grads = [w for t, w in why.items() if t == "parameter gradients"]
+    assert grads and all("until the next zero_grad" in w for w in grads)
+    assert all("loss gradient seed" not in w for t, w in why.items() if t != "ones_like(loss)")
+    dlg.close()

@@ -74,6 +74,7 @@ def test_missing_importer_is_reported_not_raised(monkeypatch):
         return real(name, *a, **k)
 
     monkeypatch.setattr(builtins, "__import__", fake)
+    monkeypatch.setattr("memdesigner.measure.isolated.torch_available", lambda: False)  # measured in a child
     try:
         hooks.measure(small_cnn(), Settings())
     except hooks.MissingFeature as err:

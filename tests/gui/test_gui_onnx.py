@@ -41,3 +41,22 @@ def test_import_onnx_asks_for_a_dynamic_shape(window, qtbot, tmp_path, monkeypat
         window.import_onnx(str(path))
     assert "(N, 3, H, W)" in asked[0]
     assert tuple(window.design.nodes["x"].props["shape"]) == (3, 16, 16)
+
+
+def test_an_empty_shape_is_asked_for_in_the_windows_words(window, qtbot, tmp_path, monkeypatch):
+    """Leaving the asked-for shape empty: one line that says "enter an input shape", not the
+    command line's "pass --input-shape"."""
+    from onnx import TensorProto, helper
+    from PySide6.QtWidgets import QMessageBox
+
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, "H", "W"])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    path = tmp_path / "dyn.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    monkeypatch.setattr("memdesigner._qt.main_window.QInputDialog.getText", lambda *a, **k: ("", True))
+    shown = []
+    monkeypatch.setattr(QMessageBox, "warning", staticmethod(lambda *a, **k: shown.append(a[2])))
+    window.import_onnx(str(path))
+    qtbot.waitUntil(lambda: len(shown) == 1, timeout=20000)
+    assert shown[0].endswith("enter an input shape") and "--input-shape" not in shown[0] and "\n" not in shown[0]

@@ -1,0 +1,112 @@
+"""One result presenter: the engine's report, fanned out to every view that shows it.
+
+The views (canvas, inspector, summary, timeline, layer table, Explain dialog) render report
+fields; none of them computes memory. An estimate is shown in two event-loop turns (canvas and
+summary first, then timeline and table) so no single UI-thread slice is long enough to be felt on
+big designs. An open Explain dialog is refreshed from the new settings on the worker (it used to
+keep showing the settings it was opened with).
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QObject, QTimer
+
+
+class ResultPresenter(QObject):
+    def __init__(self, window):
+        super().__init__(window)
+        self.w = window
+        self.explain_dialog = None
+        self._explain_task = None
+        self.import_warnings: list[str] = []  # the last import's, until another design is shown
+
+    # -- the estimate ---------------------------------------------------------------------------
+    def present(self, res) -> None:
+        w = self.w
+        w.result = res
+        rep, an = res.report, res.analysis
+        shown_an, shown_rep = w.blocks_nav.shown_result(an, rep)  # an opened block: its nodes' share
+        w.scene.apply_result(shown_an, shown_rep)
+        w.inspector.apply_analysis(shown_an)
+        w.summary.set_report(rep, res.error, self.import_warnings)
+        if w.sweep is not None and rep is not None:
+            w.summary.set_max_batch(w.sweep)
+        if res.error:
+            w.statusBar().showMessage(f"Estimate failed: {res.error}", 10000)
+        w.busy_label.setText(f"estimated in {res.seconds * 1000:.0f} ms")
+        if not w.split_paint:
+            self.present_plots(res)
+        else:
+            QTimer.singleShot(0, lambda: self.present_plots(res))
+        self.refresh_explain()
+
+    def present_plots(self, res) -> None:
+        w = self.w
+        if res is not w.result:
+            return  # a newer estimate arrived in between
+        rep = res.report
+        w.timeline.set_report(rep, w.measured)
+        w.legend.setText(w.timeline.legend_html())
+        rows = rep.layers if rep is not None else []
+        w.table.set_rows(rows)
+        guessed = sum(1 for r in rows if r.not_modelled)
+        i = w.tabs.indexOf(w.table)
+        if i >= 0:
+            w.tabs.setTabText(i, f"Layers (⚠ {guessed} not modelled)" if guessed else "Layers")
+        ids = w.scene.selected_node_ids()
+        w.timeline.highlight_node(ids[0] if len(ids) == 1 else None)
+        w.result_applied.emit(res.gen)
+
+    def design_changed(self, import_warnings=None) -> None:
+        """A new design is shown: its importer's warnings (or none) go with it."""
+        self.import_warnings = [str(x) for x in (import_warnings or [])]
+
+    # -- Explain the Peak -----------------------------------------------------------------------
+    def open_explain(self):
+        from PySide6.QtCore import Qt
+
+        from memdesigner._qt.explain import ExplainDialog
+
+        if self.explain_dialog is not None:
+            self.explain_dialog.raise_()
+            self.refresh_explain()
+            return self.explain_dialog
+        dlg = ExplainDialog(self.w)
+        dlg.node_clicked.connect(lambda nid: self.w.select_node(nid, center=True))
+        dlg.setAttribute(Qt.WA_DeleteOnClose)
+        dlg.destroyed.connect(self._explain_closed)
+        self.explain_dialog = dlg
+        dlg.show()
+        self.refresh_explain()
+        return dlg
+
+    def _explain_closed(self, *_):
+        self.explain_dialog = None
+
+    def refresh_explain(self) -> None:
+        """Re-explain the current design and settings on the worker; an older run still going is
+        cancelled (its rows would be stale)."""
+        dlg = self.explain_dialog
+        if dlg is None:
+            return
+        from memdesigner._qt import worker
+        from memdesigner._qt.estimator import snapshot
+        from memdesigner._qt.explain import explain_job
+
+        w = self.w
+        if self._explain_task is not None and self._explain_task.running:
+            self._explain_task.cancel()
+        job = explain_job(snapshot(w.design), w.settings_bar.settings(), w.settings_bar.current_device())
+        dlg.show_pending()
+        self._explain_task = worker.run(w, job, title="Explain the peak", label="Explaining the peak…",
+                                        on_result=self._explained, on_error=self._explain_failed, progress=False)
+
+    def _explained(self, result) -> None:
+        if self.explain_dialog is not None:
+            self.explain_dialog.show_rows(*result)
+
+    def _explain_failed(self, err) -> None:
+        from memdesigner.text import first_line
+
+        if self.explain_dialog is not None:
+            self.explain_dialog.show_error(f"Cannot explain: {first_line(err)}")

@@ -1,0 +1,90 @@
+"""Measure a design in a child process (the window's Tools -> Measure with PyTorch).
+
+Importing torch in the window's process holds the GIL for seconds (the window froze ~8 s on the
+first measurement), and a running step cannot be stopped from another thread. In a child forked
+from the import server (torch_isolated: torch is imported there already) neither is a problem:
+the window stays live and Cancel kills the child.
+
+    from memdesigner.measure.isolated import measure_isolated
+    result = measure_isolated(design, settings, cancel=threading.Event())
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import pickle
+
+from memdesigner.text import first_line
+
+
+class MeasureError(RuntimeError):
+    """The measurement failed; the message is one line."""
+
+
+def torch_available() -> bool:
+    """Whether torch can be imported, found without importing it."""
+    return importlib.util.find_spec("torch") is not None
+
+
+def measure_isolated(design, settings, *, cancel=None, timeout: float | None = None) -> dict:
+    """``measure_design(design, settings)`` in a child process; returns its result dict (without
+    the harness's raw ``record``).
+    ImportError without torch, MeasureError (one line) when it fails, torch_isolated.Cancelled
+    once ``cancel`` (a threading.Event) is set (the child is killed)."""
+    from memdesigner.importers.torch_isolated import _context, _exit_reason, _main_hidden, wait_for_child
+    from memdesigner.io.design_file import design_to_dict
+
+    if not torch_available():
+        raise ImportError("No module named 'torch'")
+    request = {"design": design_to_dict(design), "settings": settings, "cwd": os.getcwd()}
+    ctx = _context()
+    recv, send = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_child, args=(send, request), name="memdesigner-measure", daemon=True)
+    msg = None
+    try:
+        with _main_hidden():
+            proc.start()
+        send.close()
+        if not wait_for_child(recv, timeout, cancel):
+            raise MeasureError(f"the measurement did not finish within {timeout:g} s")
+        try:
+            msg = pickle.loads(recv.recv_bytes())
+        except (EOFError, OSError, pickle.UnpicklingError):
+            msg = None
+        proc.join(10)
+    finally:
+        recv.close()
+        if proc.is_alive():
+            proc.kill()
+            proc.join(5)
+    if msg is None:
+        raise MeasureError(f"the measuring process ended before it answered ({_exit_reason(proc.exitcode)})")
+    if not msg.get("ok"):
+        raise MeasureError(msg.get("error") or "the measurement failed")
+    return msg["result"]
+
+
+def _child(conn, request: dict) -> None:
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(devnull, fd)
+    try:
+        os.chdir(request["cwd"])
+        from memdesigner.io.design_file import design_from_dict
+        from memdesigner.measure.torch_measure import measure_design
+
+        res = measure_design(design_from_dict(request["design"], "the design"), request["settings"])
+        # the harness's raw record holds torch objects (dtypes): unpickling it would import torch
+        # into the caller, which is what running here avoids
+        res.pop("record", None)
+        payload = pickle.dumps({"ok": True, "result": res}, protocol=4)
+    except BaseException as err:  # noqa: BLE001 - one line back to the window, whatever happened
+        payload = pickle.dumps({"ok": False, "error": f"{type(err).__name__}: {first_line(err)}"}, protocol=4)
+    try:
+        conn.send_bytes(payload)
+    finally:
+        os._exit(0)
+
+
+__all__ = ["MeasureError", "measure_isolated", "torch_available"]
