@@ -16,6 +16,8 @@ HEADER = 26.0
 LINE = 18.0
 PORT_R = 6.0
 PORT_GAP = 20.0
+BLOCK_LOD = 0.4  # below this zoom a node is a coloured block (no name, shapes, ports)
+LABEL_LOD = 0.2  # below this zoom even the layer type on the block is left out
 
 
 class PortItem(QGraphicsEllipseItem):
@@ -84,6 +86,8 @@ class NodeItem(QGraphicsItem):
         self.inputs: list[PortItem] = []
         self.outputs: list[PortItem] = []
         self.height = 0.0
+        self._bounds = QRectF()
+        self.ports_shown = True  # the scene hides ports when zoomed out (specks nobody can hit)
         self.setFlags(QGraphicsItem.ItemIsMovable | QGraphicsItem.ItemIsSelectable
                       | QGraphicsItem.ItemSendsScenePositionChanges)
         self.setAcceptHoverEvents(True)
@@ -108,9 +112,13 @@ class NodeItem(QGraphicsItem):
             if p.scene():
                 p.scene().removeItem(p)
         self.height = max(HEADER + 3 * LINE + 12, HEADER + 14 + PORT_GAP * max(n_in, n_out, 1))
+        self._bounds = QRectF(-4, -4, WIDTH + 8, self.height + 8)
         self.inputs = [PortItem(self, i, False, self.input_names[i] if i < len(self.input_names) else "")
                        for i in range(n_in)]
         self.outputs = [PortItem(self, i, True) for i in range(n_out)]
+        if not self.ports_shown:
+            for p in self.inputs + self.outputs:
+                p.setVisible(False)
         for ports, x in ((self.inputs, 0.0), (self.outputs, WIDTH)):
             n = len(ports)
             for i, p in enumerate(ports):
@@ -121,6 +129,12 @@ class NodeItem(QGraphicsItem):
     def set_connected_inputs(self, n: int):
         self.n_connected = n
         self._rebuild_ports()
+
+    def show_ports(self, on: bool):
+        if on != self.ports_shown:
+            self.ports_shown = on
+            for p in self.inputs + self.outputs:
+                p.setVisible(on)
 
     def set_outputs(self, n: int):
         self.n_outputs = max(1, n)
@@ -168,7 +182,7 @@ class NodeItem(QGraphicsItem):
 
     # -- painting --------------------------------------------------------------------------------
     def boundingRect(self) -> QRectF:
-        return QRectF(-4, -4, WIDTH + 8, self.height + 8)
+        return self._bounds  # computed when the ports change: Qt asks many times per frame
 
     def shape(self) -> QPainterPath:
         p = QPainterPath()
@@ -180,12 +194,12 @@ class NodeItem(QGraphicsItem):
         rect = QRectF(0, 0, WIDTH, self.height)
         fam = theme.family_color(self.family)
         lod = option.levelOfDetailFromTransform(painter.worldTransform())
-        if lod < 0.4:  # zoomed far out: text would be unreadable specks, draw a coloured block
+        if lod < BLOCK_LOD:  # zoomed far out: text would be unreadable specks, draw a coloured block
             painter.setPen(QPen(QColor(theme.BAD_COLOR), 6) if self.issue else
                            QPen(c["select"], 4) if self.isSelected() else Qt.NoPen)
             painter.setBrush(fam)
             painter.drawRect(rect)
-            if lod >= 0.2:  # still big enough on screen for a short label: the layer type
+            if lod >= LABEL_LOD:  # still big enough on screen for a short label: the layer type
                 f = QFont(painter.font())
                 f.setPixelSize(max(1, int(round(8.5 / lod))))  # ~8.5 px on screen
                 f.setBold(True)
