@@ -150,11 +150,15 @@ class MoveNodesCmd(QUndoCommand):
         self.moves = moves  # id -> (old_pos, new_pos)
 
     def redo(self):
-        for nid, (_, new) in self.moves.items():
-            if nid in self.design.nodes:
-                self.design.move_node(nid, new)
+        self._move(1)
 
     def undo(self):
-        for nid, (old, _) in self.moves.items():
+        self._move(0)
+
+    def _move(self, which: int):
+        if len(self.moves) > 1:  # one notification for a whole layout (10,000 nodes)
+            self.design.move_nodes({nid: m[which] for nid, m in self.moves.items()})
+            return
+        for nid, m in self.moves.items():
             if nid in self.design.nodes:
-                self.design.move_node(nid, old)
+                self.design.move_node(nid, m[which])

@@ -39,6 +39,14 @@ _FONT.setPointSizeF(7.5)
 DETAIL_LOD = 0.4  # below this zoom an edge is a thin aliased line without its label
 
 
+def vcurve(a: QPointF, b: QPointF) -> QPainterPath:
+    """The top-to-bottom layout's edge: down out of the output port, into the input from above."""
+    p = QPainterPath(a)
+    dy = max(40.0, abs(b.y() - a.y()) * 0.5)
+    p.cubicTo(QPointF(a.x(), a.y() + dy), QPointF(b.x(), b.y() - dy), b)
+    return p
+
+
 class EdgeItem(QGraphicsItem):
     def __init__(self, edge: Edge, src_item, dst_item):
         super().__init__()
@@ -64,7 +72,7 @@ class EdgeItem(QGraphicsItem):
     def update_path(self):
         self.prepareGeometryChange()
         a, b = self._ports()
-        self.path = curve(a, b)
+        self.path = vcurve(a, b) if getattr(self.src_item, "vertical", False) else curve(a, b)
         self._layout_label()
         self.update()
 

@@ -26,12 +26,13 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from memdesigner._qt import block_nav, exports, graph_ops, hooks, recovery, snapshot_view
+from memdesigner._qt import block_nav, canvas_tools, exports, graph_ops, hooks, recovery, snapshot_view
 from memdesigner._qt.commands import AddNodeCmd, MoveNodesCmd
 from memdesigner._qt.estimator import EstimateService
 from memdesigner._qt.inspector import Inspector
 from memdesigner._qt.layer_table import LayerTable
-from memdesigner._qt.layout import layered_positions, needs_layout
+from memdesigner._qt.layout import needs_layout, positions
+from memdesigner._qt.layout_runner import saved_style
 from memdesigner._qt.palette import PaletteWidget
 from memdesigner._qt.scene import GraphScene
 from memdesigner._qt.settings_bar import SettingsBar
@@ -265,6 +266,7 @@ class MainWindow(QMainWindow):
         tb.addActions([self.act_fit, self.act_layout])
         self.addToolBar(Qt.TopToolBarArea, tb)
         self.blocks_nav = block_nav.install(self)  # group/ungroup/open blocks, breadcrumb (_qt/block_nav.py)
+        canvas_tools.install(self, v)  # minimap, Ctrl+F, layout styles off the UI thread (_qt/canvas_tools.py)
         e.addSeparator()
         e.addActions(self.blocks_nav.actions)
         self.addToolBar(Qt.TopToolBarArea, self.settings_toolbar)
@@ -276,7 +278,7 @@ class MainWindow(QMainWindow):
         if self.design is not None:
             self.design.unsubscribe(self._on_design_event)
         if layout == "always" or (layout and needs_layout(design)):
-            for nid, pos in layered_positions(design).items():
+            for nid, pos in positions(design, saved_style()).items():
                 design.nodes[nid].pos = pos
         self.design = design
         self.blocks_nav.reset()
@@ -296,7 +298,7 @@ class MainWindow(QMainWindow):
         self.service.schedule()
 
     def _on_design_event(self, event, payload):
-        if event != "node_moved":
+        if event not in ("node_moved", "nodes_moved"):
             self.service.schedule()
 
     def _estimate_inputs(self):
@@ -422,11 +424,7 @@ class MainWindow(QMainWindow):
             self.scene.select_nodes(new)
 
     def auto_layout(self):
-        pos = layered_positions(self.scene.design)
-        moves = {nid: (self.scene.design.nodes[nid].pos, p) for nid, p in pos.items() if self.scene.design.nodes[nid].pos != p}
-        if moves:
-            self.stack.push(MoveNodesCmd(self.scene.design, moves, "Auto layout"))
-        self.view.fit_all()
+        self.layout_runner.run()  # the saved style, computed on a worker (_qt/layout_runner.py)
 
     # -- files -------------------------------------------------------------------------------
     def maybe_save(self) -> bool:

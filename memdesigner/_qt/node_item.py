@@ -87,6 +87,7 @@ class NodeItem(QGraphicsItem):
         self.outputs: list[PortItem] = []
         self.height = 0.0
         self._bounds = QRectF()
+        self.vertical = False  # ports on top (inputs) and bottom (outputs): the top-to-bottom layout
         self.ports_shown = True  # the scene hides ports when zoomed out (specks nobody can hit)
         self.setFlags(QGraphicsItem.ItemIsMovable | QGraphicsItem.ItemIsSelectable
                       | QGraphicsItem.ItemSendsScenePositionChanges)
@@ -119,12 +120,24 @@ class NodeItem(QGraphicsItem):
         if not self.ports_shown:
             for p in self.inputs + self.outputs:
                 p.setVisible(False)
-        for ports, x in ((self.inputs, 0.0), (self.outputs, WIDTH)):
+        self._place_ports()
+        self.update()
+
+    def _place_ports(self):
+        """Left/right (the bands layout, data flowing right) or top/bottom (top-to-bottom)."""
+        for ports, end in ((self.inputs, 0.0), (self.outputs, 1.0)):
             n = len(ports)
             for i, p in enumerate(ports):
-                y = HEADER + (self.height - HEADER) * (i + 1) / (n + 1)
-                p.setPos(x, y)
-        self.update()
+                if self.vertical:
+                    p.setPos(WIDTH * (i + 1) / (n + 1), end * self.height)
+                else:
+                    p.setPos(end * WIDTH, HEADER + (self.height - HEADER) * (i + 1) / (n + 1))
+
+    def set_vertical(self, on: bool):
+        if on != self.vertical:
+            self.vertical = on
+            self._place_ports()
+            self.update()
 
     def set_connected_inputs(self, n: int):
         self.n_connected = n
@@ -262,7 +275,7 @@ class NodeItem(QGraphicsItem):
                 painter.setPen(c["text"])
                 painter.drawText(badge, Qt.AlignCenter, self.mem_text)
         # input port labels (attention q/k/v and the like)
-        if self.input_names:
+        if self.input_names and not self.vertical:
             painter.setPen(c["muted"])
             f.setPointSizeF(7.0)
             painter.setFont(f)

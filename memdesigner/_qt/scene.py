@@ -49,6 +49,8 @@ class GraphScene(QGraphicsScene):
         self._detail = True  # ports shown (zoomed in enough to use them)
         self._overview = False  # edges drawn as one batch of lines (zoomed far out, big design)
         self._lines: QPainterPath | None = None
+        self._bulk_move = False
+        self.vertical = False  # ports top/bottom: the top-to-bottom layout style
         self._result = None  # (analysis, report) last painted, re-applied to items built later
         self.setBackgroundBrush(theme.canvas_colors()["bg"])
         self.setItemIndexMethod(QGraphicsScene.BspTreeIndex)
@@ -76,7 +78,7 @@ class GraphScene(QGraphicsScene):
         takes input meanwhile). Small ones are done before this returns."""
         self.jobs.add("build", self._build_steps(nodes, edges), self._built, now=True)
         if len(nodes) + len(edges) <= SYNC_ITEMS:
-            self.jobs.finish()
+            self.jobs.finish("build")
 
     def _build_steps(self, nodes, edges):
         for n in nodes:
@@ -112,6 +114,8 @@ class GraphScene(QGraphicsScene):
 
     def _add_node_item(self, node):
         item = NodeItem(node)
+        if self.vertical:
+            item.set_vertical(True)
         if not self._detail:
             item.show_ports(False)
         self.nodes[node.id] = item
@@ -205,12 +209,42 @@ class GraphScene(QGraphicsScene):
             item = self.nodes.get(payload.id)
             if item is not None and (item.pos().x(), item.pos().y()) != tuple(payload.pos):
                 item.setPos(QPointF(*payload.pos))
+        elif event == "nodes_moved":
+            self._move_many(payload)
         elif event == "edge_added":
             self._add_edge_item(payload)
         elif event == "edge_removed":
             self._remove_edge_item(payload)
         elif event == "reset":
             self._rebuild()
+
+    def _move_many(self, nodes):
+        """Positions of a whole layout at once; each edge is re-routed once (not once per end),
+        in slices on a big design."""
+        self._bulk_move = True
+        try:
+            for n in nodes:
+                item = self.nodes.get(n.id)
+                if item is not None:
+                    item.setPos(QPointF(*n.pos))
+        finally:
+            self._bulk_move = False
+        ids = {n.id for n in nodes}
+        todo = [it for e, it in self.edges.items() if e.src in ids or e.dst in ids]
+
+        def steps():
+            for k, it in enumerate(todo):
+                if self.edges.get(it.edge) is it:
+                    it.update_path()
+                if k % 16 == 0:
+                    yield
+            self._lines = None
+            self.update()
+
+        self.jobs.cancel("route")
+        self.jobs.add("route", steps(), now=True)
+        if len(todo) <= SYNC_ITEMS:
+            self.jobs.finish("route")
 
     def content_rect(self) -> QRectF:
         """Where the design's layers are (from the design, so it is right while items are still
@@ -221,6 +255,28 @@ class GraphScene(QGraphicsScene):
         ys = [n.pos[1] for n in self.design.nodes.values()]
         tall = max((it.height for it in self.nodes.values()), default=100.0) if len(self.nodes) < 2000 else 140.0
         return QRectF(min(xs), min(ys), max(xs) - min(xs) + WIDTH, max(ys) - min(ys) + tall)
+
+    def set_vertical(self, on: bool):
+        """Ports on top/bottom (top-to-bottom layout) or left/right (bands), in slices."""
+        if on == self.vertical:
+            return
+        self.vertical = on
+
+        def steps():
+            for k, it in enumerate(list(self.nodes.values())):
+                it.set_vertical(on)
+                if k % 16 == 0:
+                    yield
+            for k, it in enumerate(list(self.edges.values())):
+                it.update_path()
+                if k % 16 == 0:
+                    yield
+            self._lines = None
+            self.update()
+
+        self.jobs.add("orientation", steps(), now=True)
+        if len(self.nodes) + len(self.edges) <= SYNC_ITEMS:
+            self.jobs.finish("orientation")
 
     # -- level of detail ------------------------------------------------------------------------
     def set_zoom(self, scale: float):
@@ -255,7 +311,8 @@ class GraphScene(QGraphicsScene):
         return self._lines
 
     def node_moved_live(self, item: NodeItem):
-        self._refresh_edges(item.node_id)
+        if not self._bulk_move:
+            self._refresh_edges(item.node_id)
 
     # -- selection ----------------------------------------------------------------------------
     def selected_node_ids(self) -> list[str]:
@@ -284,7 +341,7 @@ class GraphScene(QGraphicsScene):
         self.jobs.cancel("result")
         self.jobs.add("result", self._result_steps(analysis, report), now=True)
         if len(self.nodes) + len(self.edges) <= SYNC_RESULT:
-            self.jobs.finish()
+            self.jobs.finish("result")
 
     def _result_steps(self, analysis, report):
         rows = {r.id: r for r in report.layers} if report is not None else {}

@@ -47,19 +47,24 @@ class SlicedRunner(QObject):
     def has(self, name: str) -> bool:
         return any(j[0] == name for j in self._jobs)
 
-    def finish(self) -> None:
-        """Run everything queued to its end now (exports and tests need the whole scene)."""
+    def finish(self, name: str | None = None) -> None:
+        """Run the queued jobs (all, or those called ``name``) to their end now: a small job is
+        done before the call that queued it returns; exports and tests need the whole scene."""
         if self._running:
             return
-        self._timer.stop()
         self._running = True
         try:
-            while self._jobs:
-                for _ in self._jobs[0][1]:
+            for job in [j for j in self._jobs if name is None or j[0] == name]:
+                for _ in job[1]:
                     pass
-                self._complete()
+                if job in self._jobs:
+                    self._jobs.remove(job)
+                    if job[2] is not None:
+                        job[2]()
         finally:
             self._running = False
+        if not self._jobs:
+            self._timer.stop()
 
     def _complete(self) -> None:
         _, _, done = self._jobs.popleft()

@@ -62,7 +62,7 @@ class Design:
 
     Listeners get ``(event, payload)``: node_added, node_removed, node_changed, node_moved,
     edge_added, edge_removed, reset, and for bulk edits (one pass over a big selection)
-    nodes_removed / nodes_added with ``(nodes, edges)``. The model knows nothing about Qt.
+    nodes_removed / nodes_added with ``(nodes, edges)``, nodes_moved with the nodes. The model knows nothing about Qt.
     """
 
     def __init__(self, name: str = "untitled", channels_last: bool = False):
@@ -211,6 +211,16 @@ class Design:
     def move_node(self, nid: str, pos) -> None:
         self.nodes[nid].pos = (float(pos[0]), float(pos[1]))
         self._emit("node_moved", self.nodes[nid])
+
+    def move_nodes(self, moves: dict) -> None:
+        """Many positions at once (auto layout, undo of a drag) with one notification."""
+        moved = []
+        for nid, pos in moves.items():
+            if nid in self.nodes:
+                self.nodes[nid].pos = (float(pos[0]), float(pos[1]))
+                moved.append(self.nodes[nid])
+        if moved:
+            self._emit("nodes_moved", moved)
 
     def add_edge(self, src: str, dst: str, src_port: int = 0, dst_port: int = 0, *,
                  index: int | None = None, check_cycle: bool = True) -> Edge:
