@@ -35,10 +35,14 @@ class Minimap(QGraphicsView):
         self._dragging = False
         self._fit = QTimer(self)  # coalesce: a big design's items arrive in slices
         self._fit.setSingleShot(True)
-        self._fit.setInterval(150)
+        self._fit.setInterval(300)
         self._fit.timeout.connect(self.fit)
         view.view_changed.connect(self.viewport().update)
-        view.scene().changed.connect(lambda _rects: self._fit.start())
+        scene = view.scene()
+        if hasattr(scene, "layout_changed"):  # layers added, removed or moved (not every repaint)
+            scene.layout_changed.connect(self._fit.start)
+        else:
+            scene.changed.connect(lambda _rects: self._fit.start())
         self.place()
         self.fit()
 
@@ -67,9 +71,13 @@ class Minimap(QGraphicsView):
             p.setPen(QPen(c["edge"], 0))
             p.drawPath(scene._overview_lines())
         p.setPen(Qt.NoPen)
+        by_family: dict[str, list] = {}
         for it in getattr(scene, "nodes", {}).values():
             pos = it.pos()
-            p.fillRect(QRectF(pos.x(), pos.y(), WIDTH, it.height), theme.family_color(it.family))
+            by_family.setdefault(it.family, []).append(QRectF(pos.x(), pos.y(), WIDTH, it.height))
+        for family, rects in by_family.items():  # one call per colour
+            p.setBrush(theme.family_color(family))
+            p.drawRects(rects)
         p.end()
         return pm
 

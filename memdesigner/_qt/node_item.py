@@ -89,8 +89,9 @@ class NodeItem(QGraphicsItem):
         self._bounds = QRectF()
         self.vertical = False  # ports on top (inputs) and bottom (outputs): the top-to-bottom layout
         self.ports_shown = True  # the scene hides ports when zoomed out (specks nobody can hit)
-        self.setFlags(QGraphicsItem.ItemIsMovable | QGraphicsItem.ItemIsSelectable
-                      | QGraphicsItem.ItemSendsScenePositionChanges)
+        # no itemChange override: Qt would call into Python for every change of every item (47,000
+        # calls to show 1,000 layers); the scene re-routes edges where it moves nodes instead
+        self.setFlags(QGraphicsItem.ItemIsMovable | QGraphicsItem.ItemIsSelectable)
         self.setAcceptHoverEvents(True)
         self.setCacheMode(QGraphicsItem.DeviceCoordinateCache)
         self.setZValue(1)
@@ -300,7 +301,3 @@ class NodeItem(QGraphicsItem):
             painter.setPen(QPen(c["select"], 1.2))
             painter.drawRoundedRect(rect.adjusted(-3.5, -3.5, 3.5, 3.5), 10, 10)
 
-    def itemChange(self, change, value):
-        if change == QGraphicsItem.ItemScenePositionHasChanged and self.scene() is not None:
-            self.scene().node_moved_live(self)
-        return super().itemChange(change, value)

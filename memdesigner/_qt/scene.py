@@ -33,6 +33,7 @@ def shape_text(shape) -> str:
 class GraphScene(QGraphicsScene):
     message = Signal(str)  # a short explanation for the status bar (e.g. a refused connection)
     block_open = Signal(str)  # a Block node was double-clicked
+    layout_changed = Signal()  # layers added, removed or moved (the minimap redraws)
 
     def __init__(self, undo_stack, parent=None):
         super().__init__(parent)
@@ -49,7 +50,7 @@ class GraphScene(QGraphicsScene):
         self._detail = True  # ports shown (zoomed in enough to use them)
         self._overview = False  # edges drawn as one batch of lines (zoomed far out, big design)
         self._lines: QPainterPath | None = None
-        self._bulk_move = False
+        self._want_selected: set = set()
         self.vertical = False  # ports top/bottom: the top-to-bottom layout style
         self._result = None  # (analysis, report) last painted, re-applied to items built later
         self.setBackgroundBrush(theme.canvas_colors()["bg"])
@@ -100,6 +101,10 @@ class GraphScene(QGraphicsScene):
 
     def _built(self):
         self._lines = None
+        self.layout_changed.emit()
+        if self._want_selected:
+            self._want_selected = set()
+            self.selectionChanged.emit()
         self.update()
         if self._result is not None:  # the estimate that arrived while items were still missing
             self.apply_result(*self._result)
@@ -121,6 +126,11 @@ class GraphScene(QGraphicsScene):
         self.nodes[node.id] = item
         self._adj[node.id] = set()
         self.addItem(item)
+        if node.id in self._want_selected:
+            was = self.signalsBlocked()
+            self.blockSignals(True)  # one selection change when the build is done
+            item.setSelected(True)
+            self.blockSignals(was)
         self._lines = None
         return item
 
@@ -209,6 +219,7 @@ class GraphScene(QGraphicsScene):
             item = self.nodes.get(payload.id)
             if item is not None and (item.pos().x(), item.pos().y()) != tuple(payload.pos):
                 item.setPos(QPointF(*payload.pos))
+                self._refresh_edges(payload.id)
         elif event == "nodes_moved":
             self._move_many(payload)
         elif event == "edge_added":
@@ -217,18 +228,17 @@ class GraphScene(QGraphicsScene):
             self._remove_edge_item(payload)
         elif event == "reset":
             self._rebuild()
+        if event in ("node_added", "node_removed", "nodes_removed", "nodes_added", "node_moved", "nodes_moved",
+                     "reset"):
+            self.layout_changed.emit()
 
     def _move_many(self, nodes):
         """Positions of a whole layout at once; each edge is re-routed once (not once per end),
         in slices on a big design."""
-        self._bulk_move = True
-        try:
-            for n in nodes:
-                item = self.nodes.get(n.id)
-                if item is not None:
-                    item.setPos(QPointF(*n.pos))
-        finally:
-            self._bulk_move = False
+        for n in nodes:
+            item = self.nodes.get(n.id)
+            if item is not None:
+                item.setPos(QPointF(*n.pos))
         ids = {n.id for n in nodes}
         todo = [it for e, it in self.edges.items() if e.src in ids or e.dst in ids]
 
@@ -311,12 +321,14 @@ class GraphScene(QGraphicsScene):
         return self._lines
 
     def node_moved_live(self, item: NodeItem):
-        if not self._bulk_move:
-            self._refresh_edges(item.node_id)
+        self._refresh_edges(item.node_id)
 
     # -- selection ----------------------------------------------------------------------------
     def selected_node_ids(self) -> list[str]:
-        return [it.node_id for it in self.selectedItems() if isinstance(it, NodeItem)]
+        ids = [it.node_id for it in self.selectedItems() if isinstance(it, NodeItem)]
+        if self._want_selected:  # selected while their items were still being built
+            ids += [n for n in self._want_selected if n not in self.nodes and n in self.design.nodes]
+        return ids
 
     def selected_edges(self) -> list[Edge]:
         return [it.edge for it in self.selectedItems() if isinstance(it, EdgeItem)]
@@ -324,9 +336,12 @@ class GraphScene(QGraphicsScene):
     def select_nodes(self, ids, center: bool = False):
         self.blockSignals(True)
         self.clearSelection()
+        self._want_selected = set()
         for nid in ids:
             if nid in self.nodes:
                 self.nodes[nid].setSelected(True)
+            elif self.building:
+                self._want_selected.add(nid)  # selected when its item is built
         self.blockSignals(False)
         self.selectionChanged.emit()
         if center and ids and ids[0] in self.nodes and self.views():
@@ -474,6 +489,11 @@ class GraphScene(QGraphicsScene):
             ev.accept()
             return
         super().mouseMoveEvent(ev)
+        if self._press_pos and ev.buttons() & Qt.LeftButton:  # dragging layers: their edges follow
+            for nid in self._press_pos:
+                item = self.nodes.get(nid)
+                if item is not None and (item.pos().x(), item.pos().y()) != self._press_pos[nid]:
+                    self._refresh_edges(nid)
 
     def mouseReleaseEvent(self, ev):
         if self._drag_port is not None:
@@ -503,6 +523,7 @@ class GraphScene(QGraphicsScene):
         self._press_pos = {}
         if moves:
             self.stack.push(MoveNodesCmd(self.design, moves))
+            self.layout_changed.emit()
 
     # -- background grid ----------------------------------------------------------------------
     def drawBackground(self, painter, rect):
