@@ -64,9 +64,8 @@ class EdgeItem(QGraphicsItem):
 
     def _ports(self):
         e = self.edge
-        outs, ins = self.src_item.outputs, self.dst_item.inputs
-        a = outs[min(e.src_port, len(outs) - 1)].scene_center()
-        b = ins[min(e.dst_port, len(ins) - 1)].scene_center() if ins else self.dst_item.scenePos()
+        a = self.src_item.port_point(e.src_port, True)
+        b = self.dst_item.port_point(e.dst_port, False) if self.dst_item._counts[0] else self.dst_item.scenePos()
         return a, b
 
     def update_path(self):

@@ -83,8 +83,10 @@ class NodeItem(QGraphicsItem):
         self.blocked = ""  # the upstream node in error
         self.pending = ""  # a calm note: not connected yet
         self.highlight = False
-        self.inputs: list[PortItem] = []
-        self.outputs: list[PortItem] = []
+        self._inputs: list[PortItem] = []
+        self._outputs: list[PortItem] = []
+        self._made = False  # port items exist
+        self._counts = (0, 0)  # (inputs, outputs)
         self.height = 0.0
         self._bounds = QRectF()
         self.vertical = False  # ports on top (inputs) and bottom (outputs): the top-to-bottom layout
@@ -99,40 +101,74 @@ class NodeItem(QGraphicsItem):
         self._rebuild_ports()
 
     # -- ports -----------------------------------------------------------------------------------
+    # Port items are made only when first shown: zoomed out they are hidden, and a 10,000-layer
+    # design would otherwise build 30,000 of them at open. Edges ask port_point(), which is
+    # arithmetic, so they need no port items either.
     def _n_inputs(self) -> int:
         if self.max_inputs is not None:
             return self.max_inputs
         return max(self.min_inputs, self.n_connected + 1)  # variadic: always one free port
 
+    @property
+    def inputs(self) -> list[PortItem]:
+        self._make_ports()
+        return self._inputs
+
+    @property
+    def outputs(self) -> list[PortItem]:
+        self._make_ports()
+        return self._outputs
+
     def _rebuild_ports(self):
         n_in, n_out = self._n_inputs(), self.n_outputs
-        if len(self.inputs) == n_in and len(self.outputs) == n_out and self.height:
+        if (n_in, n_out) == self._counts and self.height:
             return
         self.prepareGeometryChange()
-        for p in self.inputs + self.outputs:
+        self._counts = (n_in, n_out)
+        self.height = max(HEADER + 3 * LINE + 12, HEADER + 14 + PORT_GAP * max(n_in, n_out, 1))
+        self._bounds = QRectF(-4, -4, WIDTH + 8, self.height + 8)
+        had = self._made
+        self._drop_ports()
+        if had or self.ports_shown:
+            self._make_ports()
+        self.update()
+
+    def _drop_ports(self):
+        for p in self._inputs + self._outputs:
             p.setParentItem(None)
             if p.scene():
                 p.scene().removeItem(p)
-        self.height = max(HEADER + 3 * LINE + 12, HEADER + 14 + PORT_GAP * max(n_in, n_out, 1))
-        self._bounds = QRectF(-4, -4, WIDTH + 8, self.height + 8)
-        self.inputs = [PortItem(self, i, False, self.input_names[i] if i < len(self.input_names) else "")
-                       for i in range(n_in)]
-        self.outputs = [PortItem(self, i, True) for i in range(n_out)]
+        self._inputs, self._outputs, self._made = [], [], False
+
+    def _make_ports(self):
+        if self._made:
+            return
+        self._made = True
+        n_in, n_out = self._counts
+        self._inputs = [PortItem(self, i, False, self.input_names[i] if i < len(self.input_names) else "")
+                        for i in range(n_in)]
+        self._outputs = [PortItem(self, i, True) for i in range(n_out)]
         if not self.ports_shown:
-            for p in self.inputs + self.outputs:
+            for p in self._inputs + self._outputs:
                 p.setVisible(False)
         self._place_ports()
-        self.update()
+
+    def port_local(self, index: int, is_output: bool) -> QPointF:
+        """Left/right (the bands layout, data flowing right) or top/bottom (top-to-bottom)."""
+        n = self._counts[1] if is_output else self._counts[0]
+        index = max(0, min(index, n - 1))
+        end = 1.0 if is_output else 0.0
+        if self.vertical:
+            return QPointF(WIDTH * (index + 1) / (n + 1), end * self.height)
+        return QPointF(end * WIDTH, HEADER + (self.height - HEADER) * (index + 1) / (n + 1))
+
+    def port_point(self, index: int, is_output: bool) -> QPointF:
+        """A port's centre in scene coordinates (made port item or not)."""
+        return self.pos() + self.port_local(index, is_output)
 
     def _place_ports(self):
-        """Left/right (the bands layout, data flowing right) or top/bottom (top-to-bottom)."""
-        for ports, end in ((self.inputs, 0.0), (self.outputs, 1.0)):
-            n = len(ports)
-            for i, p in enumerate(ports):
-                if self.vertical:
-                    p.setPos(WIDTH * (i + 1) / (n + 1), end * self.height)
-                else:
-                    p.setPos(end * WIDTH, HEADER + (self.height - HEADER) * (i + 1) / (n + 1))
+        for p in self._inputs + self._outputs:
+            p.setPos(self.port_local(p.index, p.is_output))
 
     def set_vertical(self, on: bool):
         if on != self.vertical:
@@ -147,7 +183,9 @@ class NodeItem(QGraphicsItem):
     def show_ports(self, on: bool):
         if on != self.ports_shown:
             self.ports_shown = on
-            for p in self.inputs + self.outputs:
+            if on:
+                self._make_ports()
+            for p in self._inputs + self._outputs:
                 p.setVisible(on)
 
     def set_outputs(self, n: int):

@@ -34,6 +34,7 @@ class GraphScene(QGraphicsScene):
     message = Signal(str)  # a short explanation for the status bar (e.g. a refused connection)
     block_open = Signal(str)  # a Block node was double-clicked
     layout_changed = Signal()  # layers added, removed or moved (the minimap redraws)
+    building_changed = Signal(bool)  # a big design's items are being built in slices (views wait)
 
     def __init__(self, undo_stack, parent=None):
         super().__init__(parent)
@@ -47,6 +48,7 @@ class GraphScene(QGraphicsScene):
         self._press_pos: dict[str, tuple] = {}
         self._batch = 1
         self.jobs = SlicedRunner(self)
+        self._scale = 1.0
         self._detail = True  # ports shown (zoomed in enough to use them)
         self._overview = False  # edges drawn as one batch of lines (zoomed far out, big design)
         self._lines: QPainterPath | None = None
@@ -77,8 +79,12 @@ class GraphScene(QGraphicsScene):
     def _add_many(self, nodes, edges):
         """Items for many nodes and edges; a big design is built in slices (the window paints and
         takes input meanwhile). Small ones are done before this returns."""
+        big = len(nodes) + len(edges) > SYNC_ITEMS
+        if big and not self.building:
+            self.building_changed.emit(True)
+            self.message.emit(f"Building the canvas: {len(nodes):,} layers…")
         self.jobs.add("build", self._build_steps(nodes, edges), self._built, now=True)
-        if len(nodes) + len(edges) <= SYNC_ITEMS:
+        if not big:
             self.jobs.finish("build")
 
     def _build_steps(self, nodes, edges):
@@ -101,6 +107,10 @@ class GraphScene(QGraphicsScene):
 
     def _built(self):
         self._lines = None
+        if self.building:
+            return  # another build job queued behind this one
+        self.set_zoom(self._scale)  # the overview depends on how many edges there are
+        self.building_changed.emit(False)
         self.layout_changed.emit()
         if self._want_selected:
             self._want_selected = set()
@@ -293,12 +303,14 @@ class GraphScene(QGraphicsScene):
         """The view's zoom changed: below BLOCK_LOD ports are hidden (too small to hit, and thousands
         of them to paint); below OVERVIEW_LOD a big design's edges are drawn as one batch of
         straight lines under the nodes instead of thousands of curve items."""
+        self._scale = scale
         detail = scale >= BLOCK_LOD
         if detail != self._detail:
             self._detail = detail
             for it in self.nodes.values():
                 it.show_ports(detail)
-        overview = scale < OVERVIEW_LOD and len(self.edges) >= OVERVIEW_MIN_EDGES
+        n_edges = len(self.design.edges) if self.design is not None else len(self.edges)
+        overview = scale < OVERVIEW_LOD and n_edges >= OVERVIEW_MIN_EDGES
         if overview != self._overview:
             self._overview = overview
             for it in self.edges.values():

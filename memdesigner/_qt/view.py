@@ -28,8 +28,18 @@ class GraphView(QGraphicsView):
         self._panning = None
         self._space = False
         self.setSceneRect(QRectF(-50000, -50000, 100000, 100000))
+        if hasattr(scene, "building_changed"):
+            scene.building_changed.connect(self._building)
         self.horizontalScrollBar().valueChanged.connect(self.view_changed)
         self.verticalScrollBar().valueChanged.connect(self.view_changed)
+
+    def _building(self, on: bool):
+        """While a big design's items arrive in slices, the canvas is not repainted after each
+        slice (every frame would paint all items built so far: quadratic); the window still takes
+        input, and the finished canvas is painted once."""
+        self.viewport().setUpdatesEnabled(not on)
+        if not on:
+            self.viewport().update()
 
     def _zoomed(self):
         """Tell the scene the zoom (level of detail) and the minimap the new viewport."""
