@@ -223,3 +223,25 @@ def test_find_opens_the_block_a_layer_is_in(window, qtbot):
     inner = next(t for t in box._targets.values() if t[0] == inst)
     assert box.jump_to(next(k for k, v in box._targets.items() if v == inner)) == inner[1]
     assert window.blocks_nav.path and window.scene.selected_node_ids() == [inner[1]]
+
+
+def test_dragging_a_layer_drags_its_edges_along_and_undo_brings_them_back(window, qtbot):
+    from PySide6.QtCore import QPointF
+
+    load(window, qtbot, small_cnn())
+    item = window.scene.nodes["relu"]
+    window.view.resetTransform()
+    window.view.centerOn(item)
+    into = next(it for e, it in window.scene.edges.items() if e.dst == "relu")
+    out = next(it for e, it in window.scene.edges.items() if e.src == "relu")
+    vp = window.view.viewport()
+    a = window.view.mapFromScene(item.sceneBoundingRect().center() + QPointF(0, 10))
+    qtbot.mousePress(vp, Qt.LeftButton, pos=a)
+    qtbot.mouseMove(vp, pos=a + QPoint(30, 40))
+    qtbot.mouseMove(vp, pos=a + QPoint(60, 80))
+    assert into.ends()[1] == item.port_point(0, False)  # followed while the button is still down
+    qtbot.mouseRelease(vp, Qt.LeftButton, pos=a + QPoint(60, 80))
+    assert out.ends()[0] == item.port_point(0, True) and item.pos() != QPointF(540, 0)
+    window.stack.undo()
+    assert item.pos() == QPointF(540, 0)
+    assert into.ends()[1] == item.port_point(0, False) and out.ends()[0] == item.port_point(0, True)
