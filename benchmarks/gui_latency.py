@@ -230,7 +230,8 @@ def bench_size(app, n_nodes, shape, actions, repeats, profile=None):
         h.wait_estimate()
         out.setdefault("open_to_first_estimate", {"done": []})["done"].append(
             (h.applied[-1][1] - starts[-1]) * 1000)
-        h.wait(lambda: not win.scene.jobs.busy)
+        jobs = getattr(win.scene, "jobs", None)  # (the scene before sliced building had none)
+        h.wait(lambda j=jobs: j is None or not j.busy)
     if sb.device.count() > 1:
         sb.device.setCurrentIndex(1)
     h.wait_estimate()
@@ -322,9 +323,12 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     actions = set(args.actions.split(","))
 
+    from PySide6.QtCore import QSettings
     from PySide6.QtWidgets import QApplication
 
     app = QApplication.instance() or QApplication([sys.argv[0]])
+    QSettings.setDefaultFormat(QSettings.IniFormat)  # the layout style it tries is not the user's
+    QSettings.setPath(QSettings.IniFormat, QSettings.UserScope, tempfile.mkdtemp(prefix="gui_latency-"))
     results = []
     for n in (int(x) for x in args.nodes.split(",")):
         for shape in args.shapes.split(","):
