@@ -89,6 +89,14 @@ def test_a_big_design_is_built_in_slices_and_then_complete(window, qtbot):
     assert set(window.scene.nodes) == set(d.nodes)
     assert set(window.scene.edges) == set(d.edges)
     qtbot.waitUntil(lambda: window.scene.nodes["fc400"].shape_text == "1×16", timeout=20000)
+    window.select_all()
+    window.delete_selection()  # big: hidden at once, out of the scene index in slices
+    assert not window.scene.nodes and not any(it.isVisible() for it in window.scene.items())
+    qtbot.waitUntil(lambda: not window.scene.jobs.busy, timeout=20000)
+    assert window.scene.items() == []
+    window.stack.undo()
+    qtbot.waitUntil(lambda: not window.scene.building, timeout=20000)
+    assert set(window.scene.nodes) == set(d.nodes) and set(window.scene.edges) == set(d.edges)
 
 
 # -- level of detail ----------------------------------------------------------------------------
