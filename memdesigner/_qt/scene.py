@@ -67,14 +67,28 @@ class GraphScene(QGraphicsScene):
         self._rebuild()
 
     def _rebuild(self):
-        self.jobs.cancel()
-        self.clear()
+        for job in ("build", "result", "route", "orientation"):  # queued removals still run
+            self.jobs.cancel(job)
+        old = list(self.nodes.values()) + list(self.edges.values())
+        if len(old) <= SYNC_ITEMS and not self.jobs.has("remove"):
+            self.clear()
+            old = []
+        else:  # hidden at once, out of the scene index in slices after the new design's items
+            was = self.signalsBlocked()
+            self.blockSignals(True)
+            for it in old:
+                it.setSelected(False)
+                it.setVisible(False)
+            self.blockSignals(was)
         self.nodes.clear()
         self.edges.clear()
         self._adj.clear()
         self._lines = None
         self._result = None
+        self._want_selected = set()
         self._add_many(list(self.design.nodes.values()), list(self.design.edges))
+        if old:
+            self.jobs.add("remove", self._remove_steps(old), now=False)
 
     def _add_many(self, nodes, edges):
         """Items for many nodes and edges; a big design is built in slices (the window paints and
