@@ -149,7 +149,7 @@ class Harness:
                 and (not self.applied or self.applied[-1][0] == s.gen or s.last_result is None
                      or s.last_result.gen != s.gen))
 
-    def wait(self, pred, timeout=120.0):
+    def wait(self, pred, timeout=900.0):
         end = time.perf_counter() + timeout
         while not pred():
             if time.perf_counter() > end:
@@ -157,7 +157,7 @@ class Harness:
             self.app.processEvents()
             time.sleep(0.0005)
 
-    def wait_estimate(self, timeout=120.0):
+    def wait_estimate(self, timeout=900.0):
         s = self.win.service
         self.wait(lambda: not s._timer.isActive() and bool(self.applied) and self.applied[-1][0] == s.gen
                   and not s.busy, timeout)
