@@ -34,6 +34,19 @@ def curve(a: QPointF, b: QPointF) -> QPainterPath:
     return p
 
 
+_FONT = QFont()
+_FONT.setPointSizeF(7.5)
+DETAIL_LOD = 0.4  # below this zoom an edge is a thin aliased line without its label
+
+
+def vcurve(a: QPointF, b: QPointF) -> QPainterPath:
+    """The top-to-bottom layout's edge: down out of the output port, into the input from above."""
+    p = QPainterPath(a)
+    dy = max(40.0, abs(b.y() - a.y()) * 0.5)
+    p.cubicTo(QPointF(a.x(), a.y() + dy), QPointF(b.x(), b.y() - dy), b)
+    return p
+
+
 class EdgeItem(QGraphicsItem):
     def __init__(self, edge: Edge, src_item, dst_item):
         super().__init__()
@@ -43,6 +56,7 @@ class EdgeItem(QGraphicsItem):
         self.label = ""
         self.path = QPainterPath()
         self._label_rect = QRectF()
+        self._bounds = QRectF()
         self.setFlag(QGraphicsItem.ItemIsSelectable)
         self.setZValue(0)
         self.setAcceptHoverEvents(True)
@@ -50,17 +64,20 @@ class EdgeItem(QGraphicsItem):
 
     def _ports(self):
         e = self.edge
-        outs, ins = self.src_item.outputs, self.dst_item.inputs
-        a = outs[min(e.src_port, len(outs) - 1)].scene_center()
-        b = ins[min(e.dst_port, len(ins) - 1)].scene_center() if ins else self.dst_item.scenePos()
+        a = self.src_item.port_point(e.src_port, True)
+        b = self.dst_item.port_point(e.dst_port, False) if self.dst_item._counts[0] else self.dst_item.scenePos()
         return a, b
 
     def update_path(self):
         self.prepareGeometryChange()
         a, b = self._ports()
-        self.path = curve(a, b)
+        self.path = vcurve(a, b) if getattr(self.src_item, "vertical", False) else curve(a, b)
         self._layout_label()
         self.update()
+
+    def ends(self) -> tuple[QPointF, QPointF]:
+        """Output and input port centres (the scene's zoomed-out overview draws a line between)."""
+        return self.path.pointAtPercent(0.0), self.path.currentPosition()
 
     def set_label(self, text: str):
         if text != self.label:
@@ -71,21 +88,21 @@ class EdgeItem(QGraphicsItem):
             self.update()
 
     def _font(self) -> QFont:
-        f = QFont()
-        f.setPointSizeF(7.5)
-        return f
+        return _FONT
 
     def _layout_label(self):
         if not self.label:
             self._label_rect = QRectF()
-            return
-        fm = QFontMetricsF(self._font())
-        w, h = fm.horizontalAdvance(self.label) + 10, fm.height() + 2
-        mid = self.path.pointAtPercent(0.5)
-        self._label_rect = QRectF(mid.x() - w / 2, mid.y() - h / 2, w, h)
+        else:
+            fm = QFontMetricsF(_FONT)
+            w, h = fm.horizontalAdvance(self.label) + 10, fm.height() + 2
+            mid = self.path.pointAtPercent(0.5)
+            self._label_rect = QRectF(mid.x() - w / 2, mid.y() - h / 2, w, h)
+        # computed once per change, not per call: Qt asks for it many times per frame
+        self._bounds = self.path.boundingRect().adjusted(-6, -6, 6, 6).united(self._label_rect)
 
     def boundingRect(self) -> QRectF:
-        return self.path.boundingRect().adjusted(-6, -6, 6, 6).united(self._label_rect)
+        return self._bounds
 
     def shape(self) -> QPainterPath:
         s = QPainterPathStroker()
@@ -98,13 +115,17 @@ class EdgeItem(QGraphicsItem):
     def paint(self, painter, option, widget=None):
         c = theme.canvas_colors()
         lod = option.levelOfDetailFromTransform(painter.worldTransform())
-        if lod >= 0.4:
-            painter.setRenderHint(painter.RenderHint.Antialiasing)
         color = c["select"] if self.isSelected() else c["edge"]
+        if lod < DETAIL_LOD:  # zoomed out: a one-pixel cosmetic line is all the eye can see
+            painter.setRenderHint(painter.RenderHint.Antialiasing, False)
+            painter.setPen(QPen(color, 2 if self.isSelected() else 0))
+            painter.drawPath(self.path)
+            return
+        painter.setRenderHint(painter.RenderHint.Antialiasing)
         painter.setPen(QPen(color, 2.4 if self.isSelected() else 1.6, Qt.SolidLine, Qt.RoundCap))
         painter.setBrush(Qt.NoBrush)
         painter.drawPath(self.path)
-        if self.label and lod >= 0.5:
+        if self.label and lod >= 0.5:  # the shape label only where it is readable
             painter.setPen(QPen(c["border"], 0.8))
             painter.setBrush(c["bg"])
             painter.drawRoundedRect(self._label_rect, 6, 6)

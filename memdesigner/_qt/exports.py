@@ -15,6 +15,8 @@ def svg_available() -> bool:
 
 
 def _scene_rect(scene) -> QRectF:
+    if hasattr(scene, "finish_pending"):
+        scene.finish_pending()  # a big design's items are built in slices: all of them first
     rect = QRectF()
     for it in scene.items():
         if it.parentItem() is None:

@@ -7,25 +7,21 @@ import json
 from PySide6.QtWidgets import QApplication
 
 from memdesigner._qt import block_clip
-from memdesigner._qt.commands import AddEdgeCmd, AddNodeCmd, RemoveEdgeCmd, RemoveNodeCmd
+from memdesigner._qt.commands import AddEdgeCmd, AddNodeCmd, RemoveNodesCmd
 from memdesigner.model.design import Design
 from memdesigner.model.registry import LayerError
 
 
 def delete(design: Design, stack, node_ids, edges=()) -> None:
+    """One undo command, one pass over the design (a 10,000-layer select-all + Delete included)."""
     node_ids = [n for n in node_ids if n in design.nodes]
-    edges = [e for e in edges if e in design.edges and e.src not in node_ids and e.dst not in node_ids]
+    ids = set(node_ids)
+    have = set(design.edges)
+    edges = [e for e in edges if e in have and e.src not in ids and e.dst not in ids]
     if not node_ids and not edges:
         return
     n = len(node_ids) + len(edges)
-    stack.beginMacro(f"Delete {n} item{'s' if n != 1 else ''}")
-    try:
-        for e in edges:
-            stack.push(RemoveEdgeCmd(design, e))
-        for nid in node_ids:
-            stack.push(RemoveNodeCmd(design, nid))
-    finally:
-        stack.endMacro()
+    stack.push(RemoveNodesCmd(design, node_ids, edges, f"Delete {n} item{'s' if n != 1 else ''}"))
 
 
 def copy_data(design: Design, node_ids) -> dict:

@@ -333,7 +333,7 @@ class Inspector(QScrollArea):
             return
         if event == "node_changed" and payload.id == self.node_id:
             self._load_values()
-        elif event in ("node_removed", "reset") and self.node_id not in self.design.nodes:
+        elif event in ("node_removed", "nodes_removed", "reset") and self.node_id not in self.design.nodes:
             self.show_node(None)
 
     # -- analysis feedback ------------------------------------------------------------------

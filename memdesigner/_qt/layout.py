@@ -1,6 +1,8 @@
 """Automatic layout for designs without useful positions (imports, generated or hand-written
-files): layers in columns by longest path from the inputs, ordered to follow their predecessors,
-and long chains wrapped into bands so a deep network still fits a wide window."""
+files), two styles: "bands" — layers in columns by longest path from the inputs, ordered to follow
+their predecessors, long chains wrapped into bands so a deep network still fits a wide window —
+and "top_down" — one row per depth, the network running down the page as Netron draws it.
+Pure Python (no Qt): the window computes it on a worker thread."""
 
 from __future__ import annotations
 
@@ -9,6 +11,8 @@ import math
 from memdesigner.model.design import Design
 
 DX, DY = 330.0, 130.0
+TD_DX, TD_DY = 250.0, 150.0  # top-down: a node is 200 wide and about 90 tall
+STYLES = ("bands", "top_down")
 
 
 def needs_layout(design: Design) -> bool:
@@ -24,11 +28,19 @@ def needs_layout(design: Design) -> bool:
     return False
 
 
-def layered_positions(design: Design, wrap: bool = True) -> dict:
+def positions(design: Design, style: str = "bands") -> dict:
+    """Node id -> (x, y) in the chosen style."""
+    return top_down_positions(design) if style == "top_down" else layered_positions(design)
+
+
+def _ranks(design: Design):
+    """(order, preds, depth, layers): depth = longest path from an input; each layer's nodes
+    ordered by the mean place of their predecessors (fewer crossings), inputs in file order."""
     try:
         order = design.topo_order()
     except ValueError:
         order = list(design.nodes)
+    at = {n: i for i, n in enumerate(order)}
     preds: dict[str, list] = {n: [] for n in design.nodes}
     for e in design.edges:
         if e.dst in preds and e.src in design.nodes:
@@ -43,10 +55,21 @@ def layered_positions(design: Design, wrap: bool = True) -> dict:
     for c in sorted(columns):
         nodes = columns[c]
         nodes.sort(key=lambda n: (sum(row[p] for p in preds[n] if p in row) / max(1, len(preds[n])))
-                   if preds[n] else order.index(n))
+                   if preds[n] else at[n])
         k = len(nodes)
         for i, n in enumerate(nodes):
             row[n] = i - (k - 1) / 2
+    return order, col, columns, row
+
+
+def top_down_positions(design: Design) -> dict:
+    """Successors below their predecessors: one row per depth, centred on x = 0."""
+    order, col, _, row = _ranks(design)
+    return {n: (row[n] * TD_DX, col[n] * TD_DY) for n in order}
+
+
+def layered_positions(design: Design, wrap: bool = True) -> dict:
+    order, col, columns, row = _ranks(design)
     n_cols = len(columns)
     height = max((len(v) for v in columns.values()), default=1)
     bands = 1

@@ -28,6 +28,7 @@ from PySide6.QtWidgets import (
 from memdesigner._qt import (
     actions,
     block_nav,
+    canvas_tools,
     context_menus,
     exports,
     graph_ops,
@@ -40,7 +41,8 @@ from memdesigner._qt.document import DesignDocument
 from memdesigner._qt.estimator import EstimateService
 from memdesigner._qt.inspector import Inspector
 from memdesigner._qt.layer_table import LayerTable
-from memdesigner._qt.layout import layered_positions, needs_layout
+from memdesigner._qt.layout import needs_layout, positions
+from memdesigner._qt.layout_runner import saved_style
 from memdesigner._qt.opened_settings import opened_settings
 from memdesigner._qt.palette import PaletteWidget
 from memdesigner._qt.scene import GraphScene
@@ -220,6 +222,7 @@ class MainWindow(QMainWindow):
         self.blocks_nav = block_nav.install(self)  # group/ungroup/open blocks, breadcrumb (_qt/block_nav.py)
         self.canvas_menus = context_menus.install(self)  # right-click menus (_qt/context_menus.py)
         self.start_view = start_view.install(self)  # while the design is empty (_qt/start_view.py)
+        canvas_tools.install(self, v)  # minimap, Ctrl+F, layout styles off the UI thread (_qt/canvas_tools.py)
         e.addSeparator()
         e.addActions(self.blocks_nav.actions)
         self.addToolBar(Qt.TopToolBarArea, self.settings_toolbar)
@@ -243,7 +246,7 @@ class MainWindow(QMainWindow):
         unsaved: recovered or imported work (dirty until saved)."""
         self.design.unsubscribe(self._on_design_event)
         if layout == "always" or (layout and needs_layout(design)):
-            for nid, pos in layered_positions(design).items():
+            for nid, pos in positions(design, saved_style()).items():
                 design.nodes[nid].pos = pos
         self.document.replace(design, path, unsaved=unsaved)
         self.presenter.design_changed(getattr(design, "import_warnings", None))
@@ -258,7 +261,7 @@ class MainWindow(QMainWindow):
         self.service.schedule()
 
     def _on_design_event(self, event, payload):
-        if event != "node_moved":
+        if event not in ("node_moved", "nodes_moved"):
             self.service.schedule()
 
     def _estimate_inputs(self):
@@ -355,11 +358,7 @@ class MainWindow(QMainWindow):
             self.scene.select_nodes(new)
 
     def auto_layout(self):
-        pos = layered_positions(self.scene.design)
-        moves = {nid: (self.scene.design.nodes[nid].pos, p) for nid, p in pos.items() if self.scene.design.nodes[nid].pos != p}
-        if moves:
-            self.stack.push(MoveNodesCmd(self.scene.design, moves, "Auto layout"))
-        self.view.fit_all()
+        self.layout_runner.run()  # the saved style, computed on a worker (_qt/layout_runner.py)
 
     # -- files -------------------------------------------------------------------------------
     def maybe_save(self) -> bool:

@@ -16,6 +16,8 @@ HEADER = 26.0
 LINE = 18.0
 PORT_R = 6.0
 PORT_GAP = 20.0
+BLOCK_LOD = 0.4  # below this zoom a node is a coloured block (no name, shapes, ports)
+LABEL_LOD = 0.2  # below this zoom even the layer type on the block is left out
 
 
 class PortItem(QGraphicsEllipseItem):
@@ -81,11 +83,17 @@ class NodeItem(QGraphicsItem):
         self.blocked = ""  # the upstream node in error
         self.pending = ""  # a calm note: not connected yet
         self.highlight = False
-        self.inputs: list[PortItem] = []
-        self.outputs: list[PortItem] = []
+        self._inputs: list[PortItem] = []
+        self._outputs: list[PortItem] = []
+        self._made = False  # port items exist
+        self._counts = (0, 0)  # (inputs, outputs)
         self.height = 0.0
-        self.setFlags(QGraphicsItem.ItemIsMovable | QGraphicsItem.ItemIsSelectable
-                      | QGraphicsItem.ItemSendsScenePositionChanges)
+        self._bounds = QRectF()
+        self.vertical = False  # ports on top (inputs) and bottom (outputs): the top-to-bottom layout
+        self.ports_shown = True  # the scene hides ports when zoomed out (specks nobody can hit)
+        # no itemChange override: Qt would call into Python for every change of every item (47,000
+        # calls to show 1,000 layers); the scene re-routes edges where it moves nodes instead
+        self.setFlags(QGraphicsItem.ItemIsMovable | QGraphicsItem.ItemIsSelectable)
         self.setAcceptHoverEvents(True)
         self.setCacheMode(QGraphicsItem.DeviceCoordinateCache)
         self.setZValue(1)
@@ -93,34 +101,92 @@ class NodeItem(QGraphicsItem):
         self._rebuild_ports()
 
     # -- ports -----------------------------------------------------------------------------------
+    # Port items are made only when first shown: zoomed out they are hidden, and a 10,000-layer
+    # design would otherwise build 30,000 of them at open. Edges ask port_point(), which is
+    # arithmetic, so they need no port items either.
     def _n_inputs(self) -> int:
         if self.max_inputs is not None:
             return self.max_inputs
         return max(self.min_inputs, self.n_connected + 1)  # variadic: always one free port
 
+    @property
+    def inputs(self) -> list[PortItem]:
+        self._make_ports()
+        return self._inputs
+
+    @property
+    def outputs(self) -> list[PortItem]:
+        self._make_ports()
+        return self._outputs
+
     def _rebuild_ports(self):
         n_in, n_out = self._n_inputs(), self.n_outputs
-        if len(self.inputs) == n_in and len(self.outputs) == n_out and self.height:
+        if (n_in, n_out) == self._counts and self.height:
             return
         self.prepareGeometryChange()
-        for p in self.inputs + self.outputs:
+        self._counts = (n_in, n_out)
+        self.height = max(HEADER + 3 * LINE + 12, HEADER + 14 + PORT_GAP * max(n_in, n_out, 1))
+        self._bounds = QRectF(-4, -4, WIDTH + 8, self.height + 8)
+        had = self._made
+        self._drop_ports()
+        if had or self.ports_shown:
+            self._make_ports()
+        self.update()
+
+    def _drop_ports(self):
+        for p in self._inputs + self._outputs:
             p.setParentItem(None)
             if p.scene():
                 p.scene().removeItem(p)
-        self.height = max(HEADER + 3 * LINE + 12, HEADER + 14 + PORT_GAP * max(n_in, n_out, 1))
-        self.inputs = [PortItem(self, i, False, self.input_names[i] if i < len(self.input_names) else "")
-                       for i in range(n_in)]
-        self.outputs = [PortItem(self, i, True) for i in range(n_out)]
-        for ports, x in ((self.inputs, 0.0), (self.outputs, WIDTH)):
-            n = len(ports)
-            for i, p in enumerate(ports):
-                y = HEADER + (self.height - HEADER) * (i + 1) / (n + 1)
-                p.setPos(x, y)
-        self.update()
+        self._inputs, self._outputs, self._made = [], [], False
+
+    def _make_ports(self):
+        if self._made:
+            return
+        self._made = True
+        n_in, n_out = self._counts
+        self._inputs = [PortItem(self, i, False, self.input_names[i] if i < len(self.input_names) else "")
+                        for i in range(n_in)]
+        self._outputs = [PortItem(self, i, True) for i in range(n_out)]
+        if not self.ports_shown:
+            for p in self._inputs + self._outputs:
+                p.setVisible(False)
+        self._place_ports()
+
+    def port_local(self, index: int, is_output: bool) -> QPointF:
+        """Left/right (the bands layout, data flowing right) or top/bottom (top-to-bottom)."""
+        n = self._counts[1] if is_output else self._counts[0]
+        index = max(0, min(index, n - 1))
+        end = 1.0 if is_output else 0.0
+        if self.vertical:
+            return QPointF(WIDTH * (index + 1) / (n + 1), end * self.height)
+        return QPointF(end * WIDTH, HEADER + (self.height - HEADER) * (index + 1) / (n + 1))
+
+    def port_point(self, index: int, is_output: bool) -> QPointF:
+        """A port's centre in scene coordinates (made port item or not)."""
+        return self.pos() + self.port_local(index, is_output)
+
+    def _place_ports(self):
+        for p in self._inputs + self._outputs:
+            p.setPos(self.port_local(p.index, p.is_output))
+
+    def set_vertical(self, on: bool):
+        if on != self.vertical:
+            self.vertical = on
+            self._place_ports()
+            self.update()
 
     def set_connected_inputs(self, n: int):
         self.n_connected = n
         self._rebuild_ports()
+
+    def show_ports(self, on: bool):
+        if on != self.ports_shown:
+            self.ports_shown = on
+            if on:
+                self._make_ports()
+            for p in self._inputs + self._outputs:
+                p.setVisible(on)
 
     def set_outputs(self, n: int):
         self.n_outputs = max(1, n)
@@ -168,7 +234,7 @@ class NodeItem(QGraphicsItem):
 
     # -- painting --------------------------------------------------------------------------------
     def boundingRect(self) -> QRectF:
-        return QRectF(-4, -4, WIDTH + 8, self.height + 8)
+        return self._bounds  # computed when the ports change: Qt asks many times per frame
 
     def shape(self) -> QPainterPath:
         p = QPainterPath()
@@ -180,12 +246,12 @@ class NodeItem(QGraphicsItem):
         rect = QRectF(0, 0, WIDTH, self.height)
         fam = theme.family_color(self.family)
         lod = option.levelOfDetailFromTransform(painter.worldTransform())
-        if lod < 0.4:  # zoomed far out: text would be unreadable specks, draw a coloured block
+        if lod < BLOCK_LOD:  # zoomed far out: text would be unreadable specks, draw a coloured block
             painter.setPen(QPen(QColor(theme.BAD_COLOR), 6) if self.issue else
                            QPen(c["select"], 4) if self.isSelected() else Qt.NoPen)
             painter.setBrush(fam)
             painter.drawRect(rect)
-            if lod >= 0.2:  # still big enough on screen for a short label: the layer type
+            if lod >= LABEL_LOD:  # still big enough on screen for a short label: the layer type
                 f = QFont(painter.font())
                 f.setPixelSize(max(1, int(round(8.5 / lod))))  # ~8.5 px on screen
                 f.setBold(True)
@@ -248,7 +314,7 @@ class NodeItem(QGraphicsItem):
                 painter.setPen(c["text"])
                 painter.drawText(badge, Qt.AlignCenter, self.mem_text)
         # input port labels (attention q/k/v and the like)
-        if self.input_names:
+        if self.input_names and not self.vertical:
             painter.setPen(c["muted"])
             f.setPointSizeF(7.0)
             painter.setFont(f)
@@ -273,7 +339,3 @@ class NodeItem(QGraphicsItem):
             painter.setPen(QPen(c["select"], 1.2))
             painter.drawRoundedRect(rect.adjusted(-3.5, -3.5, 3.5, 3.5), 10, 10)
 
-    def itemChange(self, change, value):
-        if change == QGraphicsItem.ItemScenePositionHasChanged and self.scene() is not None:
-            self.scene().node_moved_live(self)
-        return super().itemChange(change, value)

@@ -46,6 +46,8 @@ def render_design(design: Design, out_png, settings: Settings | None = None, dev
         win.show()
         app.processEvents()
         win.estimate_now()
+        win.scene.finish_pending()
+        win.minimap.hide()  # a picture of the design, not of the window's navigation aids
         win.view.fit_all()
         app.processEvents()
         if not win.grab().save(str(out_png)):
