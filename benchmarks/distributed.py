@@ -49,6 +49,8 @@ FSDP_STRATEGIES = ("zero2", "zero3")
 OPTIMIZERS = ("sgd", "adam")
 WORLDS = (2, 4)
 STEPS = 3
+TP_STRATEGIES = ("tp", "tp_sp")  # tensor parallel over the whole world, without / with sequence parallel
+TP_NETWORKS = ("tp_mlp", "tp_blocks", "tp_transformer", "mlp", "tiny_vit")
 FSDP_STEPS = 5  # gloo sometimes keeps a finished collective's buffers past a step: the least of steps 2-5
 
 
@@ -61,6 +63,25 @@ def truth_dir() -> Path:
 def grid(networks=NETWORKS, strategies=STRATEGIES, optimizers=OPTIMIZERS, worlds=WORLDS) -> list[dict]:
     return [{"model": n, "strategy": s, "optimizer": o, "world": w, "batch": BATCH}
             for w in worlds for n in networks for s in strategies for o in optimizers]
+
+
+def tp_grid(networks=TP_NETWORKS, strategies=TP_STRATEGIES, optimizers=OPTIMIZERS, worlds=WORLDS) -> list[dict]:
+    """Tensor-parallel cases: the world is one tensor-parallel group (data-parallel size 1)."""
+    return [{"model": n, "strategy": s, "optimizer": o, "world": w, "batch": BATCH}
+            for w in worlds for n in networks for s in strategies for o in optimizers]
+
+
+def tp_settings(c: dict) -> dict:
+    return {"tensor_parallel": c["world"], "sequence_parallel": c["strategy"] == "tp_sp"}
+
+
+def tp_plan(name: str, world: int, sequence_parallel: bool = False) -> dict:
+    """The engine's parallelize_module plan for a network: {module name: colwise | rowwise}."""
+    from memdesigner.engine import tensor_parallel
+    from memdesigner.model.blocks import engine_view
+
+    d, an = engine_view(design_of(name))
+    return tensor_parallel.make_plan(d, an, world).plan_for_torch(d)
 
 
 def case_key(c: dict) -> str:
@@ -213,10 +234,85 @@ def measure_rank_fsdp(case: dict, rank: int, measure) -> dict:
     return out
 
 
+def _subclass_tracker(measure):
+    """The storage tracker (method (a)) made to see tensor subclasses: a DTensor (a parameter, a
+    module's output) or an ``AsyncCollectiveTensor`` (a functional collective's result) is a wrapper
+    whose own storage is not memory; it counts by the tensors it wraps (``__tensor_flatten__``)."""
+    from torch.utils._python_dispatch import is_traceable_wrapper_subclass
+
+    class SubclassTracker(measure.DispatchStorageTracker):
+        def see(self, t, origin):
+            if is_traceable_wrapper_subclass(t):
+                for name in t.__tensor_flatten__()[0]:
+                    self.see(getattr(t, name), origin)
+                return
+            super().see(t, origin)
+
+    return SubclassTracker("cpu")
+
+
+def tp_parallelize(model, plan: dict, sequence_parallel: bool):
+    """``parallelize_module`` over one mesh of all ranks with the engine's plan (module name ->
+    colwise / rowwise); with sequence parallel, torch's tutorial's SequenceParallel plan."""
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+    mesh = init_device_mesh("cpu", (dist.get_world_size(),))
+    styles = {"colwise": ColwiseParallel, "rowwise": RowwiseParallel}
+    parallelize_module(model, mesh, {name: styles[s]() for name, s in plan.items()})
+    return model
+
+
+def measure_rank_tp(case: dict, rank: int, measure) -> dict:
+    """Tensor parallel on this rank (DTensor, one mesh over the whole world): every rank gets the same
+    batch; the tracker counts DTensors and collective results by their local tensors."""
+    import distributed_models
+    import torch
+    from torch.utils._python_dispatch import is_traceable_wrapper_subclass
+
+    torch.manual_seed(0)
+    model, shape = distributed_models.MODELS[case["model"]]()
+    model.train()
+    tp_parallelize(model, case["plan"], case["strategy"] == "tp_sp")
+    params = list(model.parameters())
+    opt = measure.make_optimizer(case["optimizer"], params)
+    torch.manual_seed(1)  # the same batch on every rank (replicated input)
+    x = measure.make_input(model, shape, case["batch"], torch.float32, "cpu")
+    buffers = list(model.buffers())
+    locals_ = [p._local_tensor if is_traceable_wrapper_subclass(p) else p for p in params]
+    gc.collect()
+    base = measure.unique_storage_bytes(locals_ + buffers + [x])
+    ta = _subclass_tracker(measure)
+    ta.register(locals_, "param")
+    ta.register(buffers, "buffer")
+    ta.register([x], "input")
+    tb = measure.ProfilerMemoryTracker("cpu")
+    tb.start()
+    try:
+        with ta:
+            measure.run_steps(model, x, opt, "train", STEPS, [tb, ta],
+                              on_exit=lambda step, phase: gc.collect() if phase == "release" else None)
+    finally:
+        tb.stop()
+    steps = measure.summarize(ta.phase_stats, "train", STEPS)
+    stats, _ = phase_stats_from_totals(tb, base)
+    out = {"rank": rank, "param_bytes": measure.unique_storage_bytes(locals_), "method": "a+subclass",
+           "steps": [{k: v for k, v in d.items() if k != "phases"} for d in steps],
+           "peak_contents": dict(sorted(ta.peak_contents().items(), key=lambda kv: -kv[1])[:8]),
+           "profiler_peaks": [d["peak_overall"] for d in measure.summarize(stats, "train", STEPS)]}
+    del tb.prof, opt, model, x, params, buffers, locals_
+    ta.live.clear()
+    gc.collect()
+    return out
+
+
 def measure_rank(case: dict, rank: int, measure) -> dict:
     """One case on this rank: the tracker's per-step phase peaks (bytes)."""
     if case["strategy"] in FSDP_STRATEGIES:
         return measure_rank_fsdp(case, rank, measure)
+    if case["strategy"] in TP_STRATEGIES:
+        return measure_rank_tp(case, rank, measure)
     import distributed_models
     import torch
     from torch.distributed.optim import ZeroRedundancyOptimizer
@@ -277,6 +373,8 @@ def measure_cases(cases: list[dict], truth_dir: Path) -> dict:
     import torch.multiprocessing as mp
 
     out = {}
+    cases = [{**c, "plan": tp_plan(c["model"], c["world"], c["strategy"] == "tp_sp")}
+             if c["strategy"] in TP_STRATEGIES else c for c in cases]
     for world in sorted({c["world"] for c in cases}):
         sel = [c for c in cases if c["world"] == world]
         with tempfile.TemporaryDirectory() as tmp:
@@ -328,16 +426,19 @@ def compare(rec: dict) -> list[dict]:
     """One row per rank: estimated vs measured step-2 peak."""
     import memdesigner
 
+    if rec["strategy"] in TP_STRATEGIES:
+        kw = tp_settings(rec)
+    else:
+        kw = {"gpus": rec["world"], "strategy": rec["strategy"]}
     rep = memdesigner.estimate(design_of(rec["model"]), mode="train", batch=rec["batch"],
-                               optimizer=rec["optimizer"], backend="cpu", gpus=rec["world"],
-                               strategy=rec["strategy"])
+                               optimizer=rec["optimizer"], backend="cpu", **kw)
     per = {r["rank"]: r for r in rep.per_rank}
     rows = []
     for rr in rec["ranks"]:
         m = steady(rr)
         e = per[rr["rank"]]
         rows.append({"model": rec["model"], "strategy": rec["strategy"], "world": rec["world"],
-                     "optimizer": rec["optimizer"], "rank": rr["rank"], "measured_bytes": m["peak"],
+                     "optimizer": rec["optimizer"], "rank": rr["rank"], "tp": rec["world"] if rec["strategy"] in TP_STRATEGIES else 1, "measured_bytes": m["peak"],
                      "estimated_bytes": e["peak_bytes"],
                      "rel_error": (e["peak_bytes"] - m["peak"]) / m["peak"],
                      "phase_measured": {k: m[k] for k in ("forward", "backward", "optimizer_step")},
@@ -366,12 +467,16 @@ def main(argv=None) -> int:
     ap.add_argument("--truth-dir", type=Path, default=None)
     ap.add_argument("--model", action="append", help="only these networks")
     ap.add_argument("--world", type=int, action="append")
-    ap.add_argument("--strategy", action="append", choices=STRATEGIES, help="only these strategies")
+    ap.add_argument("--strategy", action="append", choices=STRATEGIES + TP_STRATEGIES, help="only these strategies")
     ap.add_argument("--optimizer", action="append", choices=OPTIMIZERS)
     ap.add_argument("--json", help="write the comparison rows here")
     args = ap.parse_args(argv)
-    cases = grid(networks=tuple(args.model or NETWORKS), worlds=tuple(args.world or WORLDS),
-                 strategies=tuple(args.strategy or STRATEGIES), optimizers=tuple(args.optimizer or OPTIMIZERS))
+    strategies = tuple(args.strategy or STRATEGIES + TP_STRATEGIES)
+    worlds, optimizers = tuple(args.world or WORLDS), tuple(args.optimizer or OPTIMIZERS)
+    cases = grid(networks=tuple(m for m in args.model or NETWORKS if m in NETWORKS), worlds=worlds,
+                 strategies=tuple(x for x in strategies if x in STRATEGIES), optimizers=optimizers)
+    cases += tp_grid(networks=tuple(m for m in args.model or TP_NETWORKS if m in TP_NETWORKS), worlds=worlds,
+                     strategies=tuple(x for x in strategies if x in TP_STRATEGIES), optimizers=optimizers)
     truth = json.loads(TRUTH_JSON.read_text()) if TRUTH_JSON.exists() else {}
     if args.measure:  # one world size at a time, stored as soon as it is measured
         for world in sorted({c["world"] for c in cases}):

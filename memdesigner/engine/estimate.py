@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from memdesigner.engine import finetune
+from memdesigner.engine import finetune, tensor_parallel
 from memdesigner.engine.devices import Device, get_device
 from memdesigner.engine.per_rank import run_ranks
 from memdesigner.engine.report import LayerRow, Report
@@ -48,12 +48,19 @@ def estimate(design: Design, settings: Settings | None = None, *, device=None, m
 
         return generate_or_issue(design, settings, dev, max_batch)
     an = analysis or analyze(design)
-    design, an, plan = finetune.prepare(design, settings, an)
+    design, an, plan = _prepare(design, settings, an)
     rep = _run(design, an, settings, dev)
     finetune.annotate(rep, plan, settings)
     if max_batch and dev is not None and an.ok:
         rep.max_batch = largest_batch(design, settings, dev, an, prepared=True)
     return rep
+
+
+def _prepare(design: Design, settings: Settings, an: Analysis | None):
+    """The design one rank simulates: fine-tuning's edits, then the tensor-parallel shard."""
+    design, an, plan = finetune.prepare(design, settings, an)
+    design, an = tensor_parallel.prepare(design, an, settings)
+    return design, an, plan
 
 
 def _device_peak(peak_rounded: int, dev: Device | None) -> int:
@@ -146,7 +153,7 @@ def _run(design: Design, an: Analysis, settings: Settings, dev: Device | None) -
 def peak_for_batch(design: Design, settings: Settings, dev: Device | None, an: Analysis, batch: int) -> int:
     if design.blocks:
         design, an = engine_view(design)
-    design, an, _ = finetune.prepare(design, settings, an)
+    design, an, _ = _prepare(design, settings, an)
     rounding = dev.allocator_rounding if dev is not None else 1
     sim = Simulation(design, an, settings.with_(batch=batch), rounding).run()
     return _device_peak(sim.mem.rpeak, dev)
@@ -159,7 +166,7 @@ def largest_batch(design: Design, settings: Settings, dev: Device, an: Analysis 
     from memdesigner.engine.batch_curve import batch_curve
 
     if not prepared:
-        design, an, _ = finetune.prepare(design, settings, an)
+        design, an, _ = _prepare(design, settings, an)
 
     return batch_curve(design, settings, dev, an).largest_batch(dev.memory_bytes, limit)
 
@@ -172,7 +179,7 @@ def explain_peak(design: Design, settings: Settings | None = None, *, device=Non
     largest first. Runs the step twice: once to find the peak, once to capture its live set."""
     settings, dev = _resolve(settings, device, kw)
     design, an = engine_view(design) if design.blocks else (design, analyze(design))
-    design, an, _ = finetune.prepare(design, settings, an)
+    design, an, _ = _prepare(design, settings, an)
     rounding = dev.allocator_rounding if dev is not None else (512 if settings.backend == "cuda" else 1)
     peak = Simulation(design, an, settings, rounding).run().mem.peak
     snap = Simulation(design, an, settings, rounding, capture=peak).run().mem.captured or []

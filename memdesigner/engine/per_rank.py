@@ -15,7 +15,20 @@ def _entry(rank: int, sim: Simulation) -> dict:
     return e
 
 
+def _expand_tp(per_rank: list[dict], tp: int) -> list[dict]:
+    """Every tensor-parallel rank of a data-parallel replica holds the same shapes (the design's
+    sharded sizes divide evenly): global rank = dp rank x T + tp rank (a (dp, tp) DeviceMesh)."""
+    if tp <= 1:
+        return per_rank
+    return [{**e, "rank": e["rank"] * tp + t, "dp_rank": e["rank"], "tp_rank": t} for e in per_rank for t in range(tp)]
+
+
 def run_ranks(design, an, settings, rounding: int) -> tuple[Simulation, list[dict]]:
+    sim, per_rank = _run_dp_ranks(design, an, settings, rounding)
+    return sim, _expand_tp(per_rank, getattr(settings, "tensor_parallel", 1))
+
+
+def _run_dp_ranks(design, an, settings, rounding: int) -> tuple[Simulation, list[dict]]:
     """(the busiest rank's simulation, [{rank, peak_bytes, phase_peaks, at_peak}] for every rank).
     Ranks holding the same shard (all of them under ddp) are simulated once."""
     first = Simulation(design, an, settings, rounding, rank=0).run()

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-from memdesigner.engine import distributed, fsdp, optim_state
+from memdesigner.engine import distributed, fsdp, optim_state, tensor_parallel
 from memdesigner.engine.settings import Settings
 from memdesigner.model.analysis import Analysis
 from memdesigner.model.design import Design
@@ -254,6 +254,7 @@ class Simulation:
         rnd = self.rounding
         weights_total = state_total = weights_r = state_r = 0
         # FSDP2 (zero2/zero3): sharded parameters, per-unit gathers and reduce-scatters (engine/fsdp.py)
+        tp = tensor_parallel.plan_of(design)  # the collectives of tensor parallelism (None without)
         fs = (fsdp.FsdpStep(s.data_parallel, s.gpus, gloo=s.backend == "cpu", offload=s.offload == "params")
               if train and s.data_parallel in fsdp.FSDP_STRATEGIES else None)
         self.fsdp = fs
@@ -503,6 +504,11 @@ class Simulation:
                 seg_live.setdefault(si_, []).append((nid, mem.cur - seg_base[si_]))
             for sid in tmp_sids:
                 mem.decref(sid)
+            if tp is not None and nid in tp.fwd_allreduce and out_sids and out_sids[0] is not None:
+                # rowwise Linear: the all-reduce's output beside the partial sum (engine/tensor_parallel.py)
+                t_ = mem.alloc(mem.nb[out_sids[0]], A, 1, (nid, "tensor-parallel all-reduce output"))
+                mem.mark(("forward", nid))
+                mem.decref(t_)
             own = carried.pop(nid, []) if op.releases_carried else []
             if own and late:
                 for sid in own[:len(own) // 2]:
@@ -819,6 +825,11 @@ class Simulation:
                     fs.grad_made(nid, gsid)
                 mem.mark(("backward", nid))
                 mem.decref(half)
+            if tp is not None and nid in tp.bwd_allreduce:
+                for _k, g in new_grads:  # colwise Linear: its partial input gradient all-reduced
+                    t_ = mem.alloc(mem.nb[g], G, 1, (nid, "tensor-parallel all-reduce of the input gradient"))
+                    mem.mark(("backward", nid))
+                    mem.decref(t_)
             for k, g in new_grads:
                 old = grads.get(k)
                 if old is None:
