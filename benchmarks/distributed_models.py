@@ -165,6 +165,31 @@ def tp_mlp():
     return TpMlp(), (256,)
 
 
+class _TpResMlpBlock(nn.Module):
+    def __init__(self, dim, hidden):
+        super().__init__()
+        self.norm = nn.LayerNorm(dim)
+        self.mlp = _TpMlpBlock(dim, hidden)
+
+    def forward(self, x):
+        return x + self.mlp(self.norm(x))
+
+
+class TpResMlp(nn.Module):
+    """Pre-norm residual MLP blocks on (B, S, D) tokens: the MLP half of a transformer."""
+
+    def __init__(self, dim=128, hidden=512, depth=2):
+        super().__init__()
+        self.layers = nn.Sequential(*[_TpResMlpBlock(dim, hidden) for _ in range(depth)])
+
+    def forward(self, x):
+        return self.layers(x)
+
+
+def tp_resmlp():
+    return TpResMlp(), (32, 128)
+
+
 class _TpAttention(nn.Module):
     """Llama-style attention: separate q/k/v/o projections; the head count follows the local
     width (``view(B, S, -1, head_dim)``), as torchtitan's does, so it runs sharded."""
@@ -246,4 +271,4 @@ def tp_blocks():
     return TpBlocks(), (32, 128)
 
 
-MODELS.update({"tp_mlp": tp_mlp, "tp_transformer": tp_transformer, "tp_blocks": tp_blocks})
+MODELS.update({"tp_mlp": tp_mlp, "tp_resmlp": tp_resmlp, "tp_transformer": tp_transformer, "tp_blocks": tp_blocks})

@@ -7,12 +7,13 @@ from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QLabel, QSpinBo
 
 from memdesigner._qt.finetune_widgets import FinetuneControls
 from memdesigner._qt.generate_options import GenerateOptions
+from memdesigner._qt.parallel_options import ParallelOptions
 from memdesigner.engine import devices as devmod
 from memdesigner.engine.settings import DTYPES, MODES, OPTIMIZERS, Settings
 from memdesigner.units import format_gib
 
 # run settings with no widget in the bar yet: carried through from the design unchanged
-EXTRA_KEYS = ("gpus", "strategy", "foreach", "offload")
+EXTRA_KEYS = ("gpus", "strategy", "foreach", "offload", "sequence_parallel", "pipeline_parallel", "micro_batches")
 
 OPT_LABELS = {"none": "none", "sgd": "SGD", "momentum": "SGD + momentum", "adam": "Adam", "adamw": "AdamW",
               "adamw8bit": "AdamW 8-bit", "paged_adamw8bit": "Paged 8-bit", "adafactor": "Adafactor"}  # bnb, torch
@@ -65,6 +66,9 @@ class SettingsBar(QWidget):
         lay.addWidget(self.generate)
         self.finetune = FinetuneControls()
         lay.addWidget(self.finetune)
+        self.parallel = ParallelOptions()
+        lay.addWidget(self.parallel)
+        self.parallel.changed.connect(self._changed)
         lay.addSpacing(4)  # the bar must still fit a 1366 px laptop screen
         lay.addWidget(QLabel("Device"))
         lay.addWidget(self.device)
@@ -130,7 +134,7 @@ class SettingsBar(QWidget):
         if s.mode == "generate":
             s = s.with_(**self.generate.values())
         try:  # settings the bar has no widget for yet (gpus, strategy): kept from the design, not lost
-            s = s.with_(**self.extra) if self.extra else s
+            s = s.with_(**self.extra, **self.parallel.values())
         except (TypeError, ValueError):
             pass
         if s.training:
@@ -162,6 +166,7 @@ class SettingsBar(QWidget):
         if s.mode == "generate":
             d.update(self.generate.values())
         d.update(self.extra)
+        d.update(self.parallel.values())
         d.update(self.finetune.to_dict())
         return d
 
@@ -193,6 +198,7 @@ class SettingsBar(QWidget):
             for w in widgets:
                 w.blockSignals(False)
         self.generate.apply(d)
+        self.parallel.apply(d)
         self.finetune.apply_dict(d)
         self._sync_enabled()
         self.changed.emit()

@@ -24,8 +24,17 @@ def _expand_tp(per_rank: list[dict], tp: int) -> list[dict]:
 
 
 def run_ranks(design, an, settings, rounding: int) -> tuple[Simulation, list[dict]]:
+    """Every rank of the world (pipeline stages x data-parallel ranks x tensor-parallel ranks)."""
+    if settings.pipeline_parallel > 1:
+        from memdesigner.engine.pipeline_parallel import run_stages
+
+        return run_stages(design, an, settings, rounding, _run_dp_tp_ranks)
+    return _run_dp_tp_ranks(design, an, settings, rounding)
+
+
+def _run_dp_tp_ranks(design, an, settings, rounding: int) -> tuple[Simulation, list[dict]]:
     sim, per_rank = _run_dp_ranks(design, an, settings, rounding)
-    return sim, _expand_tp(per_rank, getattr(settings, "tensor_parallel", 1))
+    return sim, _expand_tp(per_rank, settings.tensor_parallel)
 
 
 def _run_dp_ranks(design, an, settings, rounding: int) -> tuple[Simulation, list[dict]]:

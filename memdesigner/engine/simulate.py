@@ -28,6 +28,7 @@ CATS = ("weights", "gradients", "optimizer_state", "activations", "workspace")
 W, G, O, A, K = range(5)
 
 FLOATS = ("float32", "float16", "bfloat16", "float64")
+INFLIGHT = "<in-flight micro-batches>"  # carried storage freed when backward ends (engine/pipeline_parallel.py)
 
 
 class Event(NamedTuple):
@@ -187,7 +188,8 @@ class Simulation:
         self.capture = capture
         # storages an earlier step left alive (engine/generate.py): (node id or None, bytes, label);
         # a node whose rule says releases_carried frees its own, the rest live to the end of the run
-        self.carry = carry or []
+        # (pipeline parallel: what other micro-batches and receive buffers hold, engine/pipeline_parallel.py)
+        self.carry = carry or list(getattr(design, "stage_carry", ()))
         self.persisted: dict[str, list[int]] = {}  # node -> bytes of its outputs that outlive the step
         self.rank = rank  # data-parallel rank (engine/distributed.py); None: the heaviest
         self.trace = trace  # keep every checked moment (engine/batch_curve.py fits lines through them)
@@ -418,6 +420,7 @@ class Simulation:
         local_release: dict[str, list] = {}
         if fs is not None:
             fs.forward_begin(mem, fcats)
+        self.base_bytes = mem.cur  # before the first op (the batch is the Input op's output)
         for nid in order:
             if fs is not None:
                 fs.where = ("forward", nid)
@@ -629,6 +632,7 @@ class Simulation:
                         self.rows[saver]["recompute"] += new_out[key]
         if fs is not None:
             fs.forward_end(mem)
+        self.fwd_end_bytes = mem.cur  # what the forward leaves alive for backward (and its output)
         self.phase_peaks["forward"] = mem.ppeak
 
         if not train:
@@ -853,6 +857,8 @@ class Simulation:
         mem.decref(ones)
         self.phase_peaks["backward"] = mem.ppeak
 
+        for sid in carried.pop(INFLIGHT, ()):  # other micro-batches' activations: gone by the step
+            mem.decref(sid)
         # -- optimizer step ----------------------------------------------------------------
         mem.begin_phase("optimizer_step")
         mem.mark(("optimizer_step", None))

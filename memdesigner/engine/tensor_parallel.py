@@ -210,6 +210,75 @@ def local_design(design, an, plan: TpPlan):
     return d
 
 
+def _parent_scope(scope: str) -> str:
+    return scope.rsplit("/", 1)[0] if "/" in scope else ""
+
+
+def sequence_parallel(d, an, plan: TpPlan) -> None:
+    """torch's tutorial's sequence parallelism on the local design ``d`` (``an`` its analysis before
+    these edits): every Input is the rank's chunk of the sequence (``SequenceParallel`` takes a plain
+    tensor as its local shard), so norms, residual sums and everything outside the tensor-parallel
+    regions hold ``S/T`` tokens; the value that feeds colwise Linears is all-gathered once
+    (``PrepareModuleInput`` on their parent module) and each rowwise Linear's partial sums are
+    reduce-scattered (``RowwiseParallel(output_layouts=Shard(1))``) instead of all-reduced."""
+    T = plan.size
+    for nid, node in d.nodes.items():
+        if node.type != "Input":
+            continue
+        shape = list(an.nodes[nid].outputs[0].shape)
+        tokens = an.nodes[nid].outputs[0].kind == "int64"
+        if (len(shape) < (1 if tokens else 2)) or shape[0] % T:
+            raise ValueError(f"sequence_parallel: input {node.name!r} {tuple(shape)} has no sequence dimension "
+                             f"that splits into {T}")
+        shape[0] //= T
+        node.props["shape"] = tuple(shape)
+    edges = list(d.edges)
+    gathers: dict = {}  # (src, port) -> gather node id
+    before: dict = {}  # node id -> nodes to insert right before it
+    after: dict = {}
+    new_nodes: dict = {}
+    for nid in an.order:
+        style = plan.styles.get(nid)
+        if style == "colwise":
+            e = next(e for e in edges if e.dst == nid)
+            key = (e.src, e.src_port)
+            if key not in gathers:
+                gid = f"{nid}.sp_all_gather"
+                gathers[key] = gid
+                new_nodes[gid] = ("AllGather", _parent_scope(d.nodes[nid].scope))
+                before.setdefault(nid, []).append(gid)
+        elif style == "rowwise":
+            rid = f"{nid}.sp_reduce_scatter"
+            new_nodes[rid] = ("ReduceScatter", d.nodes[nid].scope)
+            after.setdefault(nid, []).append(rid)
+    out = []
+    for e in edges:
+        if plan.styles.get(e.dst) == "colwise":
+            out.append(type(e)(gathers[(e.src, e.src_port)], e.dst, 0, e.dst_port))
+        elif plan.styles.get(e.src) == "rowwise":
+            out.append(type(e)(f"{e.src}.sp_reduce_scatter", e.dst, 0, e.dst_port))
+        else:
+            out.append(e)
+    for (src, port), gid in gathers.items():
+        out.append(type(edges[0])(src, gid, port, 0))
+    for nid, rids in after.items():
+        out.append(type(edges[0])(nid, rids[0], 0, 0))
+    old = d.nodes
+    from memdesigner.model.design import Node
+
+    nodes = {}
+    for nid, node in old.items():  # execution follows insertion order among ready ops
+        for gid in before.get(nid, ()):
+            nodes[gid] = Node(gid, new_nodes[gid][0], gid, {"size": T, "dim": 1}, scope=new_nodes[gid][1])
+        nodes[nid] = node
+        for rid in after.get(nid, ()):
+            nodes[rid] = Node(rid, new_nodes[rid][0], rid, {"size": T, "dim": 1}, scope=new_nodes[rid][1])
+    d.nodes = nodes
+    d.edges = out
+    plan.fwd_allreduce = set()  # the reduce-scatters replace the all-reduces
+    plan.bwd_allreduce = set()  # the colwise inputs are the gathered DTensor: no from_local, no all-reduce
+
+
 def prepare(design, an, settings):
     """The design one tensor-parallel rank runs (unchanged for ``tensor_parallel`` 1). The plan
     rides on the returned design (``design.tp_plan``) for the simulation's collectives."""
@@ -220,6 +289,8 @@ def prepare(design, an, settings):
     if not plan.styles:
         return design, an
     d = local_design(design, an, plan)
+    if getattr(settings, "sequence_parallel", False):
+        sequence_parallel(d, an, plan)
     an2 = analyze(d)
     d.tp_plan = plan
     return d, an2
