@@ -52,7 +52,7 @@ STEPS = 3
 TP_STRATEGIES = ("tp", "tp_sp")  # tensor parallel over the whole world, without / with sequence parallel
 TP_NETWORKS = ("tp_mlp", "tp_resmlp", "tp_blocks", "tp_transformer", "mlp", "tiny_vit")
 PP_NETWORKS = ("mlp", "tp_mlp", "tp_blocks", "tp_transformer")
-PP_MICRO_BATCHES = (1, 4)
+PP_MICRO_BATCHES = (4, 8)  # Schedule1F1B needs at least as many micro-batches as stages
 SP_NETWORKS = ("tp_resmlp", "tp_blocks", "tp_transformer")  # a sequence dimension all along
 FSDP_STEPS = 5  # gloo sometimes keeps a finished collective's buffers past a step: the least of steps 2-5
 

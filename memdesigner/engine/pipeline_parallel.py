@@ -172,6 +172,17 @@ def run_stages(design, an, settings, rounding, run_ranks):
         if s < P - 1 and settings.training and M > 1:
             # the simulation's own output gradient (MeanBackward0's) stands for the current one
             carry.append((None, (M - 1) * sent_pb * B, "output-gradient receive buffers of the other micro-batches"))
+        if M > 1 and settings.training:
+            # Schedule1F1B defers each send to the next 1F1B pair (``fwd_sends`` / ``bwd_sends`` are
+            # batched with the following recvs), so during micro-batch i's backward the tensor sent
+            # for i - 1 is still alive: its output (a stage before the last), its input gradient
+            # (a stage after the first)
+            if s < P - 1:
+                carry.append((INFLIGHT, sent_pb * B, "previous micro-batch's output (send not yet completed)"))
+            if s > 0:
+                carry.append((INFLIGHT, recv_pb * B, "previous micro-batch's input gradient (send not yet completed)"))
+        if s == P - 1 and M > 1:  # the schedule keeps every micro-batch's output (output_chunks) and loss
+            carry.append((None, (M - 1) * (_output_bytes(a, d, B) + 4), "earlier micro-batches' outputs and losses"))
         d.stage_carry = carry
         sim, ranks = run_ranks(d, a, st_settings, rounding)
         for e in ranks:
@@ -197,4 +208,20 @@ def _input_bytes(an, d, batch: int) -> int:
             for x in o.shape:
                 k *= x
             n += k * batch * (DTYPE_BYTES["int64"] if o.kind == "int64" else DTYPE_BYTES["float32"])
+    return n
+
+
+def _output_bytes(an, d, batch: int) -> int:
+    """The model's outputs per micro-batch (what the last stage returns)."""
+    from memdesigner.units import DTYPE_BYTES
+
+    used = {(e.src, e.src_port) for e in d.edges}
+    n = 0
+    for nid in an.order:
+        info = an.nodes[nid]
+        if info.ok and info.outputs and d.nodes[nid].type != "Input" and (nid, 0) not in used:
+            k = 1
+            for x in info.outputs[0].shape:
+                k *= x
+            n += k * batch * DTYPE_BYTES["float32"]
     return n

@@ -79,6 +79,9 @@ class Settings:
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise ValueError(f"{name}: {v!r} must be a positive integer")
+        if 1 < self.pipeline_parallel > self.micro_batches:
+            raise ValueError(f"micro_batches: {self.micro_batches} is fewer than the {self.pipeline_parallel} pipeline "
+                             "stages (Schedule1F1B needs at least one micro-batch per stage)")
         if self.sequence_parallel and self.tensor_parallel < 2:
             raise ValueError("sequence_parallel: needs tensor_parallel 2 or more")
         if not isinstance(self.new_tokens, int) or isinstance(self.new_tokens, bool) or self.new_tokens < 1:
