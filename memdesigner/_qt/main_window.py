@@ -33,6 +33,7 @@ from memdesigner._qt.inspector import Inspector
 from memdesigner._qt.layer_table import LayerTable
 from memdesigner._qt.layout import layered_positions, needs_layout
 from memdesigner._qt.palette import PaletteWidget
+from memdesigner._qt.rank_picker import RankPicker
 from memdesigner._qt.scene import GraphScene
 from memdesigner._qt.settings_bar import SettingsBar
 from memdesigner._qt.summary import SummaryPanel
@@ -110,6 +111,8 @@ class MainWindow(QMainWindow):
         tl_lay.setContentsMargins(0, 0, 0, 0)
         tl_lay.setSpacing(0)
         tl_lay.addWidget(self.legend)
+        self.rank_picker = RankPicker(self.timeline)  # per-rank timelines (pipeline / tensor / data parallel)
+        tl_lay.addWidget(self.rank_picker)
         tl_lay.addWidget(self.timeline, 1)
         self.tabs.addTab(tl, "Memory timeline")
         self.tabs.addTab(self.batch_plot, "Peak vs batch")
@@ -341,7 +344,7 @@ class MainWindow(QMainWindow):
         if res is not self.result:
             return  # a newer estimate arrived in between
         rep = res.report
-        self.timeline.set_report(rep, self.measured)
+        self.rank_picker.show_report(rep, self.measured)
         self.legend.setText(self.timeline.legend_html())
         self.table.set_rows(rep.layers if rep is not None else [])
         ids = self.scene.selected_node_ids()

@@ -147,6 +147,7 @@ def _run(design: Design, an: Analysis, settings: Settings, dev: Device | None) -
         blocks=instance_totals(design, sim.rows),
         trainable_params=n_rg if n_rg != params else None,
         paged_optimizer_bytes=getattr(sim, "paged_optimizer_bytes", 0),
+        rank_timelines=dict(getattr(sim, "rank_events", {})) if len(per_rank) > 1 else {},
     )
 
 

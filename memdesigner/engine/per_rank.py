@@ -23,6 +23,11 @@ def _expand_tp(per_rank: list[dict], tp: int) -> list[dict]:
     return [{**e, "rank": e["rank"] * tp + t, "dp_rank": e["rank"], "tp_rank": t} for e in per_rank for t in range(tp)]
 
 
+def _expand_events(sim, tp: int) -> None:
+    ev = getattr(sim, "rank_events", None) or {0: sim.events}
+    sim.rank_events = {r * tp + t: e for r, e in ev.items() for t in range(tp)}
+
+
 def run_ranks(design, an, settings, rounding: int) -> tuple[Simulation, list[dict]]:
     """Every rank of the world (pipeline stages x data-parallel ranks x tensor-parallel ranks)."""
     if settings.pipeline_parallel > 1:
@@ -34,6 +39,7 @@ def run_ranks(design, an, settings, rounding: int) -> tuple[Simulation, list[dic
 
 def _run_dp_tp_ranks(design, an, settings, rounding: int) -> tuple[Simulation, list[dict]]:
     sim, per_rank = _run_dp_ranks(design, an, settings, rounding)
+    _expand_events(sim, max(1, settings.tensor_parallel))
     return sim, _expand_tp(per_rank, settings.tensor_parallel)
 
 
@@ -58,4 +64,5 @@ def _run_dp_ranks(design, an, settings, rounding: int) -> tuple[Simulation, list
     per_rank = sorted((_entry(r, sims[rep]) for rep, ranks in groups.items() for r in ranks),
                       key=lambda e: e["rank"])
     busiest = max(groups, key=lambda rep: (sims[rep].mem.peak, -rep))
+    sims[busiest].rank_events = {r: sims[rep].events for rep, ranks in groups.items() for r in ranks}
     return sims[busiest], per_rank

@@ -152,7 +152,7 @@ def run_stages(design, an, settings, rounding, run_ranks):
     P, M = settings.pipeline_parallel, settings.micro_batches
     stages = split_stages(design, an, P)
     st_settings = settings.with_(grad_accum=max(settings.grad_accum, 2)) if M > 1 and settings.training else settings
-    per_rank, best, rows = [], None, {}
+    per_rank, best, rows, events = [], None, {}, {}
     for s in range(P):
         d, recv_pb, sent_pb = stage_design(design, an, stages, s)
         a = analyze(d)
@@ -185,14 +185,17 @@ def run_stages(design, an, settings, rounding, run_ranks):
             carry.append((None, (M - 1) * (_output_bytes(a, d, B) + 4), "earlier micro-batches' outputs and losses"))
         d.stage_carry = carry
         sim, ranks = run_ranks(d, a, st_settings, rounding)
+        n = len(ranks)
         for e in ranks:
             e["stage"] = s
-            e["rank"] = s * len(ranks) + e["rank"]
+            e["rank"] = s * n + e["rank"]
+        events.update({s * n + r: ev for r, ev in getattr(sim, "rank_events", {}).items()})
         per_rank.extend(ranks)
         rows.update(sim.rows)
         if best is None or sim.mem.peak > best.mem.peak:
             best = sim
     best.rows = rows  # the report's per-layer table covers every stage's layers
+    best.rank_events = events
     best.stage_of = {nid: st.index for st in stages for nid in st.nodes}
     return best, per_rank
 
