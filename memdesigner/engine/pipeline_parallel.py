@@ -11,13 +11,19 @@
   so the first stage holds ``min(P, M)``.
 - **What a stage holds** beyond one micro-batch's step (simulated on the stage's own design, with
   the gradients of earlier micro-batches present from the start: ``grad_accum``):
-  * the other ``k - 1`` in-flight micro-batches' activations: what one micro-batch leaves alive
-    from its forward to its backward (its saved tensors and its output, which the stage caches
-    for backward);
+  * the other in-flight micro-batches' activations (what one micro-batch leaves alive from its
+    forward to its backward: its saved tensors and its cached output): during backward ``i``,
+    ``min(i + k - 1, M - 1) - i`` of them; the highest moment over ``i >= 1`` (gradients of earlier
+    micro-batches present) and backward 0 (``k - 1`` in flight, no gradients yet) is the stage's;
+  * two sent tensors that outlive their use: warm-up micro-batch ``k - 2``'s output (``send_work``
+    keeps its send's Work to the end of the step) and the previous micro-batch's input gradient
+    (``bwd_sends`` is rebound only after the next backward);
   * the receive buffers the stage allocates once for every micro-batch (``_make_tensor_from_meta``
     per chunk): the inputs of a stage after the first (``M x`` its input), the output gradients of
     a stage before the last (``M x`` its output);
-  * stage 0 holds the whole batch ``x`` (``M`` micro-batches; the schedule's chunks are views).
+  * stage 0 holds the whole batch ``x`` (``M`` micro-batches; the schedule's chunks are views);
+  * the last stage keeps every micro-batch's output and loss to the end of the step, and returns
+    their ``torch.cat`` (``merge_chunks``), made while the chunks still exist.
 """
 
 from __future__ import annotations
@@ -155,6 +161,7 @@ def run_stages(design, an, settings, rounding, run_ranks):
     per_rank, best, rows, events = [], None, {}, {}
     for s in range(P):
         d, recv_pb, sent_pb = stage_design(design, an, stages, s)
+        d.inputs_require_grad = s > 0  # PipelineStage receives activations with requires_grad_()
         a = analyze(d)
         B = settings.batch
         # what one micro-batch leaves alive from forward to backward: live at the end of its
@@ -162,29 +169,45 @@ def run_stages(design, an, settings, rounding, run_ranks):
         probe = Simulation(d, a, settings, rounding, rank=0).run()
         held = max(0, probe.fwd_end_bytes - probe.base_bytes - _input_bytes(a, d, B)) if settings.training else 0
         k = in_flight(P, M, s) if settings.training else 1
-        carry = []
-        if k > 1 and held:
-            carry.append((INFLIGHT, (k - 1) * held, f"{k - 1} more in-flight micro-batches (1F1B)"))
+        base = []  # allocated once per step and kept
         if s > 0 and M > 1:  # receive buffers for every micro-batch; the stage's Input is one of them
-            carry.append((None, (M - 1) * recv_pb * B, "receive buffers of the other micro-batches"))
+            base.append((None, (M - 1) * recv_pb * B, "receive buffers of the other micro-batches"))
         if s == 0 and M > 1:
-            carry.append((None, (M - 1) * _input_bytes(a, d, B), "the rest of the batch (M micro-batches)"))
+            base.append((None, (M - 1) * _input_bytes(a, d, B), "the rest of the batch (M micro-batches)"))
         if s < P - 1 and settings.training and M > 1:
             # the simulation's own output gradient (MeanBackward0's) stands for the current one
-            carry.append((None, (M - 1) * sent_pb * B, "output-gradient receive buffers of the other micro-batches"))
-        if M > 1 and settings.training:
-            # Schedule1F1B defers each send to the next 1F1B pair (``fwd_sends`` / ``bwd_sends`` are
-            # batched with the following recvs), so during micro-batch i's backward the tensor sent
-            # for i - 1 is still alive: its output (a stage before the last), its input gradient
-            # (a stage after the first)
-            if s < P - 1:
-                carry.append((INFLIGHT, sent_pb * B, "previous micro-batch's output (send not yet completed)"))
-            if s > 0:
-                carry.append((INFLIGHT, recv_pb * B, "previous micro-batch's input gradient (send not yet completed)"))
+            base.append((None, (M - 1) * sent_pb * B, "output-gradient receive buffers of the other micro-batches"))
         if s == P - 1 and M > 1:  # the schedule keeps every micro-batch's output (output_chunks) and loss
-            carry.append((None, (M - 1) * (_output_bytes(a, d, B) + 4), "earlier micro-batches' outputs and losses"))
+            base.append((None, (M - 1) * (_output_bytes(a, d, B) + 4), "earlier micro-batches' outputs and losses"))
+        # backward i >= 1 (earlier gradients present): forwards 0 .. min(i + k - 1, M - 1) are done,
+        # so min(i + k - 1, M - 1) - i other micro-batches are in flight. Two sent tensors outlive
+        # their use: the output of warm-up micro-batch k - 2 (``send_work`` keeps the Work of the
+        # second-to-last warm-up send to the end of the step; extra once its backward ran, i > k - 2)
+        # on a stage before the last, and the previous micro-batch's input gradient (``bwd_sends``
+        # is rebound only after the next backward) on a stage after the first
+        carry = list(base)
+        if settings.training and M > 1:
+            out_b, in_b = sent_pb * B if s < P - 1 else 0, recv_pb * B if s > 0 else 0
+
+            _, others, lingering = max(_moment(i, k, M, held, out_b, in_b) for i in range(1, M))
+            if others > 0 and held:
+                carry.append((INFLIGHT, others * held, f"{others} more in-flight micro-batches (1F1B)"))
+            if lingering and out_b:
+                carry.append((INFLIGHT, out_b, "a warm-up micro-batch's output (its send's Work is kept)"))
+            if in_b:
+                carry.append((INFLIGHT, in_b, "previous micro-batch's input gradient (its send op is kept)"))
+        others1 = min(k, M - 1) - 1 if settings.training else 0  # in flight beside backward 1
         d.stage_carry = carry
+        if s == P - 1 and M > 1:  # ``merge_chunks``: the step's return value, beside the chunks
+            d.stage_merge_bytes = M * _output_bytes(a, d, B)
         sim, ranks = run_ranks(d, a, st_settings, rounding)
+        if settings.training and k - 1 > others1 and held:
+            # backward 0: no gradients yet, but all k - 1 other warm-up micro-batches in flight
+            d.stage_carry = base + [(INFLIGHT, (k - 1) * held, f"{k - 1} more in-flight micro-batches (1F1B)")]
+            d.stage_merge_bytes = 0
+            sim0, ranks0 = run_ranks(d, a, settings, rounding)
+            if sim0.mem.peak > sim.mem.peak:
+                sim, ranks = sim0, ranks0
         n = len(ranks)
         for e in ranks:
             e["stage"] = s
@@ -198,6 +221,13 @@ def run_stages(design, an, settings, rounding, run_ranks):
     best.rank_events = events
     best.stage_of = {nid: st.index for st in stages for nid in st.nodes}
     return best, per_rank
+
+
+def _moment(i: int, k: int, M: int, held: int, out_b: int, in_b: int) -> tuple:
+    """(bytes beside backward ``i``'s own, other micro-batches in flight, lingering warm-up output)."""
+    others = min(i + k - 1, M - 1) - i
+    lingering = 1 if (k >= 2 and i > k - 2) else 0
+    return (others * held + lingering * out_b + in_b, others, lingering)
 
 
 def _input_bytes(an, d, batch: int) -> int:

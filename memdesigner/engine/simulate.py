@@ -400,6 +400,8 @@ class Simulation:
         # embedding's output requires grad, so backward runs down to it even with a frozen base
         input_grads_at = next((n for n in order if nodes[n].type == "Embedding"), None) \
             if train and s.checkpoint_layers else None
+        # a pipeline stage after the first: its received inputs require grad (their gradient is sent back)
+        recv_grad = train and getattr(design, "inputs_require_grad", False)
         seg_inputs: dict[int, list] = {}  # segment -> storages its checkpoint keeps
         seg_base: dict[int, int] = {}  # segment -> live bytes when its forward began
         seg_live: dict[int, list] = {}  # segment -> [(node, bytes its forward held above that)]
@@ -588,7 +590,8 @@ class Simulation:
                     else:
                         src = in_strides[o.i]
                         val_strides[key] = src if in_shapes[o.i] == oshape else contiguous_strides(oshape)
-                val_rg[key] = (records or nid == input_grads_at) and val_dtype[key] in FLOATS
+                val_rg[key] = (records or nid == input_grads_at or (recv_grad and node.type == "Input")) \
+                    and val_dtype[key] in FLOATS
                 mem.incref(sid, refs)
                 mem.decref(sid)  # drop the op's own reference
             for k in keys:
@@ -855,10 +858,15 @@ class Simulation:
             fs.where = ("backward", None)
             fs.backward_end(mem, fcats)
         mem.decref(ones)
+        for sid in carried.pop(INFLIGHT, ()):  # other micro-batches' activations, pending sends: done
+            mem.decref(sid)
+        merge = getattr(design, "stage_merge_bytes", 0)
+        if merge:  # the last pipeline stage returns torch.cat of every micro-batch's output
+            t_ = mem.alloc(merge, A, 1, "merged outputs of the micro-batches (torch.cat)")
+            mem.mark(("backward", None))
+            mem.decref(t_)
         self.phase_peaks["backward"] = mem.ppeak
 
-        for sid in carried.pop(INFLIGHT, ()):  # other micro-batches' activations: gone by the step
-            mem.decref(sid)
         # -- optimizer step ----------------------------------------------------------------
         mem.begin_phase("optimizer_step")
         mem.mark(("optimizer_step", None))
