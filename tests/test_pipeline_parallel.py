@@ -64,7 +64,7 @@ def test_matches_the_measured_stages(key):
     import distributed as bench
 
     for row in bench.compare(json.loads(TRUTH_JSON.read_text())[key]):
-        assert abs(row["rel_error"]) <= 0.03, row
+        assert abs(row["rel_error"]) <= 0.001, row  # all 64 stage rows: within 0.021 %
 
 
 def test_settings_need_a_micro_batch_per_stage():

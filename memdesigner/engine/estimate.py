@@ -168,6 +168,15 @@ def largest_batch(design: Design, settings: Settings, dev: Device, an: Analysis 
 
     if not prepared:
         design, an, _ = _prepare(design, settings, an)
+    if settings.pipeline_parallel > 1:  # the busiest stage decides: whole per-stage runs, searched
+        from memdesigner.engine.search import largest_fitting
+
+        rounding = dev.allocator_rounding
+
+        def fits(b: int) -> bool:
+            sim, _ = run_ranks(design, an, settings.with_(batch=b), rounding)
+            return _device_peak(sim.mem.rpeak, dev) <= dev.memory_bytes
+        return max(0, largest_fitting(fits, 1, limit or 1 << 24))
 
     return batch_curve(design, settings, dev, an).largest_batch(dev.memory_bytes, limit)
 
