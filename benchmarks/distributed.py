@@ -10,6 +10,13 @@ check: DDP rebuilds its buckets at the start of step 2).  Strategies:
   gradient_as_bucket_view=False), the optimizer over all parameters;
 - ``zero1``: the same DDP plus ``ZeroRedundancyOptimizer(params, optimizer_class=...)``.
 
+- ``tp`` / ``tp_sp``: DTensor tensor parallelism over the whole world, ``parallelize_module`` with the
+  engine's colwise / rowwise plan (memdesigner.engine.tensor_parallel), with sequence parallel torch's
+  tutorial plan (``SequenceParallel`` norms, ``PrepareModuleInput`` gathers, ``RowwiseParallel(
+  output_layouts=Shard(1))``); every rank the same batch (its chunk of the sequence under ``tp_sp``);
+- ``pp``: ``torch.distributed.pipelining``: the engine's stages (memdesigner.engine.pipeline_parallel)
+  as ``nn.Sequential`` units in a ``PipelineStage`` each, ``Schedule1F1B`` over M micro-batches.
+
 Only the rank's own tensors are counted (each rank is its own process); DDP's bucket flat tensors are
 first seen by the tracker when backward copies a gradient into them, so they are counted from then on
 (through all of step 2).

@@ -44,6 +44,9 @@ def test_a_shard_that_reaches_a_norm_stays_replicated():
     for a, b in (("x", "up"), ("up", "norm"), ("norm", "down")):
         d.add_edge(a, b)
     assert tensor_parallel.make_plan(d, analyze(d), 2).styles == {}
+    rep = memdesigner.estimate(d, mode="train", batch=2, backend="cpu", tensor_parallel=2)
+    assert rep.peak_bytes == memdesigner.estimate(d, mode="train", batch=2, backend="cpu").peak_bytes
+    assert any("no colwise / rowwise" in w for w in rep.warnings)
 
 
 def test_shards_and_the_forward_all_reduce_by_hand(fc):

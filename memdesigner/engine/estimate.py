@@ -50,6 +50,9 @@ def estimate(design: Design, settings: Settings | None = None, *, device=None, m
     an = analysis or analyze(design)
     design, an, plan = _prepare(design, settings, an)
     rep = _run(design, an, settings, dev)
+    if settings.tensor_parallel > 1 and tensor_parallel.plan_of(design) is None and an.ok:
+        rep.warnings.append(f"tensor_parallel {settings.tensor_parallel}: no colwise / rowwise Linear pair to "
+                            "split (docs/memory-model.md §16): every rank holds the whole model")
     finetune.annotate(rep, plan, settings)
     if max_batch and dev is not None and an.ok:
         rep.max_batch = largest_batch(design, settings, dev, an, prepared=True)

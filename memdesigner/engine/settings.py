@@ -82,6 +82,9 @@ class Settings:
         if 1 < self.pipeline_parallel > self.micro_batches:
             raise ValueError(f"micro_batches: {self.micro_batches} is fewer than the {self.pipeline_parallel} pipeline "
                              "stages (Schedule1F1B needs at least one micro-batch per stage)")
+        if self.mode == "generate" and (self.tensor_parallel > 1 or self.pipeline_parallel > 1):
+            raise ValueError("tensor_parallel / pipeline_parallel: not modelled for generate (a train or "
+                             "inference step only)")
         if self.sequence_parallel and self.tensor_parallel < 2:
             raise ValueError("sequence_parallel: needs tensor_parallel 2 or more")
         if not isinstance(self.new_tokens, int) or isinstance(self.new_tokens, bool) or self.new_tokens < 1:

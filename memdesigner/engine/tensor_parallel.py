@@ -146,7 +146,7 @@ def _propagate(design, an, colwise: set, size: int) -> tuple[dict, dict, set]:
             new = dim
         else:
             ok = False
-        if not ok or any(d not in consumers for d in [out]) or node.output:
+        if not ok or out not in consumers or node.output:
             bad |= srcs  # the shard reaches something that needs the whole tensor (or the output)
             continue
         sharded[out] = new
