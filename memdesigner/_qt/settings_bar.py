@@ -13,7 +13,7 @@ from memdesigner.engine.settings import DTYPES, MODES, OPTIMIZERS, Settings
 from memdesigner.units import format_gib
 
 # run settings with no widget in the bar yet: carried through from the design unchanged
-EXTRA_KEYS = ("gpus", "strategy", "foreach", "offload", "sequence_parallel", "pipeline_parallel", "micro_batches")
+EXTRA_KEYS = ("gpus", "strategy", "foreach", "offload")
 
 OPT_LABELS = {"none": "none", "sgd": "SGD", "momentum": "SGD + momentum", "adam": "Adam", "adamw": "AdamW",
               "adamw8bit": "AdamW 8-bit", "paged_adamw8bit": "Paged 8-bit", "adafactor": "Adafactor"}  # bnb, torch
@@ -66,10 +66,9 @@ class SettingsBar(QWidget):
         lay.addWidget(self.generate)
         self.finetune = FinetuneControls()
         lay.addWidget(self.finetune)
-        self.parallel = ParallelOptions()
+        self.parallel = ParallelOptions()  # in place of a 4 px gap: the bar must fit a 1200 px window
         lay.addWidget(self.parallel)
         self.parallel.changed.connect(self._changed)
-        lay.addSpacing(4)  # the bar must still fit a 1366 px laptop screen
         lay.addWidget(QLabel("Device"))
         lay.addWidget(self.device)
         lay.addStretch(1)

@@ -18,15 +18,22 @@ def test_tp_field_is_estimated_and_saved(window, qtbot, tmp_path):
     load(window, qtbot, _fc())
     assert window.rank_picker.isHidden()
     with qtbot.waitSignal(window.result_applied, timeout=5000):
-        window.settings_bar.parallel.tp.setValue(2)
+        window.settings_bar.parallel.tp.setValue(2)  # the TP button's popup
     s = window.settings_bar.settings()
     assert s.tensor_parallel == 2
     rep = window.result.report
     assert rep.peak_bytes == memdesigner.estimate(window.design, s).peak_bytes
     assert [r["rank"] for r in rep.per_rank] == [0, 1]
+    with qtbot.waitSignal(window.result_applied, timeout=5000):
+        window.settings_bar.parallel.sp.setChecked(True)
+    assert window.settings_bar.settings().sequence_parallel
     path = tmp_path / "tp.json"
     window.save_to(str(path))
-    assert load_design(path).settings["tensor_parallel"] == 2
+    saved = load_design(path).settings
+    assert saved["tensor_parallel"] == 2 and saved["sequence_parallel"] is True
+    window.settings_bar.apply_dict({"mode": "train", "pipeline_parallel": 2, "micro_batches": 4})
+    s = window.settings_bar.settings()
+    assert (s.tensor_parallel, s.pipeline_parallel, s.micro_batches) == (1, 2, 4)
 
 
 def test_rank_picker_shows_the_busiest_stage_then_another(window, qtbot):
