@@ -10,6 +10,13 @@ check: DDP rebuilds its buckets at the start of step 2).  Strategies:
   gradient_as_bucket_view=False), the optimizer over all parameters;
 - ``zero1``: the same DDP plus ``ZeroRedundancyOptimizer(params, optimizer_class=...)``.
 
+- ``tp`` / ``tp_sp``: DTensor tensor parallelism over the whole world, ``parallelize_module`` with the
+  engine's colwise / rowwise plan (memdesigner.engine.tensor_parallel), with sequence parallel torch's
+  tutorial plan (``SequenceParallel`` norms, ``PrepareModuleInput`` gathers, ``RowwiseParallel(
+  output_layouts=Shard(1))``); every rank the same batch (its chunk of the sequence under ``tp_sp``);
+- ``pp``: ``torch.distributed.pipelining``: the engine's stages (memdesigner.engine.pipeline_parallel)
+  as ``nn.Sequential`` units in a ``PipelineStage`` each, ``Schedule1F1B`` over M micro-batches.
+
 Only the rank's own tensors are counted (each rank is its own process); DDP's bucket flat tensors are
 first seen by the tracker when backward copies a gradient into them, so they are counted from then on
 (through all of step 2).
@@ -49,6 +56,11 @@ FSDP_STRATEGIES = ("zero2", "zero3")
 OPTIMIZERS = ("sgd", "adam")
 WORLDS = (2, 4)
 STEPS = 3
+TP_STRATEGIES = ("tp", "tp_sp")  # tensor parallel over the whole world, without / with sequence parallel
+TP_NETWORKS = ("tp_mlp", "tp_resmlp", "tp_blocks", "tp_transformer", "mlp", "tiny_vit")
+PP_NETWORKS = ("mlp", "tp_mlp", "tp_blocks", "tp_transformer")
+PP_MICRO_BATCHES = (4, 8)  # Schedule1F1B needs at least as many micro-batches as stages
+SP_NETWORKS = ("tp_resmlp", "tp_blocks", "tp_transformer")  # a sequence dimension all along
 FSDP_STEPS = 5  # gloo sometimes keeps a finished collective's buffers past a step: the least of steps 2-5
 
 
@@ -63,7 +75,41 @@ def grid(networks=NETWORKS, strategies=STRATEGIES, optimizers=OPTIMIZERS, worlds
             for w in worlds for n in networks for s in strategies for o in optimizers]
 
 
+def tp_grid(networks=TP_NETWORKS, strategies=TP_STRATEGIES, optimizers=OPTIMIZERS, worlds=WORLDS) -> list[dict]:
+    """Tensor-parallel cases: the world is one tensor-parallel group (data-parallel size 1)."""
+    return [{"model": n, "strategy": s, "optimizer": o, "world": w, "batch": BATCH}
+            for w in worlds for n in networks for s in strategies for o in optimizers
+            if s != "tp_sp" or n in SP_NETWORKS]
+
+
+def tp_settings(c: dict) -> dict:
+    return {"tensor_parallel": c["world"], "sequence_parallel": c["strategy"] == "tp_sp"}
+
+
+def tp_plan(name: str, world: int, sequence_parallel: bool = False) -> dict:
+    """The engine's parallelize_module plan for a network: {module name: colwise | rowwise}."""
+    from memdesigner.engine import tensor_parallel
+    from memdesigner.model.blocks import engine_view
+
+    d, an = engine_view(design_of(name))
+    return tensor_parallel.make_plan(d, an, world).plan_for_torch(d)
+
+
+def pp_grid(networks=PP_NETWORKS, optimizers=OPTIMIZERS, worlds=WORLDS, micro_batches=PP_MICRO_BATCHES) -> list[dict]:
+    """Pipeline-parallel cases: the world is one pipeline (P = world stages), ``M`` micro-batches of BATCH."""
+    def splits(n, w):
+        try:
+            pp_stages(n, w)
+            return True
+        except ValueError:  # fewer units with parameters than stages
+            return False
+    return [{"model": n, "strategy": "pp", "optimizer": o, "world": w, "batch": BATCH, "micro_batches": m}
+            for w in worlds for n in networks for o in optimizers for m in micro_batches if splits(n, w)]
+
+
 def case_key(c: dict) -> str:
+    if c["strategy"] == "pp":
+        return f"{c['model']}|pp|{c['optimizer']}|w{c['world']}|b{c['batch']}|m{c['micro_batches']}"
     return f"{c['model']}|{c['strategy']}|{c['optimizer']}|w{c['world']}|b{c['batch']}"
 
 
@@ -213,10 +259,180 @@ def measure_rank_fsdp(case: dict, rank: int, measure) -> dict:
     return out
 
 
+def _subclass_tracker(measure):
+    """The storage tracker (method (a)) made to see tensor subclasses: a DTensor (a parameter, a
+    module's output) or an ``AsyncCollectiveTensor`` (a functional collective's result) is a wrapper
+    whose own storage is not memory; it counts by the tensors it wraps (``__tensor_flatten__``)."""
+    from torch.utils._python_dispatch import is_traceable_wrapper_subclass
+
+    class SubclassTracker(measure.DispatchStorageTracker):
+        def see(self, t, origin):
+            if is_traceable_wrapper_subclass(t):
+                for name in t.__tensor_flatten__()[0]:
+                    self.see(getattr(t, name), origin)
+                return
+            super().see(t, origin)
+
+    return SubclassTracker("cpu")
+
+
+def tp_parallelize(model, plan: dict, sequence_parallel: bool):
+    import torch
+
+    """``parallelize_module`` over one mesh of all ranks with the engine's plan (module name ->
+    colwise / rowwise); with sequence parallel, torch's tutorial's SequenceParallel plan."""
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+    mesh = init_device_mesh("cpu", (dist.get_world_size(),))
+    if not sequence_parallel:
+        styles = {"colwise": ColwiseParallel, "rowwise": RowwiseParallel}
+        parallelize_module(model, mesh, {name: styles[s]() for name, s in plan.items()})
+        return model
+    from torch.distributed.tensor import Replicate, Shard
+    from torch.distributed.tensor.parallel import PrepareModuleInput, SequenceParallel
+
+    # torch's tutorial: norms sequence-sharded, the module around each colwise group gathers its
+    # input once (PrepareModuleInput), rowwise outputs reduce-scattered back to Shard(1)
+    full = {}
+    for name, style in plan.items():
+        if style == "colwise":
+            full[name] = ColwiseParallel()
+            full[name.rsplit(".", 1)[0]] = PrepareModuleInput(input_layouts=(Shard(1),),
+                                                              desired_input_layouts=(Replicate(),))
+        else:
+            full[name] = RowwiseParallel(output_layouts=Shard(1))
+    for name, mod in model.named_modules():
+        if isinstance(mod, (torch.nn.LayerNorm, torch.nn.RMSNorm)):
+            full[name] = SequenceParallel(use_local_output=True)
+    parallelize_module(model, mesh, full)
+    return model
+
+
+def measure_rank_tp(case: dict, rank: int, measure) -> dict:
+    """Tensor parallel on this rank (DTensor, one mesh over the whole world): every rank gets the same
+    batch; the tracker counts DTensors and collective results by their local tensors."""
+    import distributed_models
+    import torch
+    from torch.utils._python_dispatch import is_traceable_wrapper_subclass
+
+    torch.manual_seed(0)
+    model, shape = distributed_models.MODELS[case["model"]]()
+    model.train()
+    tp_parallelize(model, case["plan"], case["strategy"] == "tp_sp")
+    params = list(model.parameters())
+    opt = measure.make_optimizer(case["optimizer"], params)
+    torch.manual_seed(1)  # the same batch on every rank (replicated input)
+    x = measure.make_input(model, shape, case["batch"], torch.float32, "cpu")
+    if case["strategy"] == "tp_sp":  # sequence parallel: each rank holds its chunk of the sequence
+        x = x.chunk(torch.distributed.get_world_size(), dim=1)[rank].contiguous()
+    buffers = list(model.buffers())
+    locals_ = [p._local_tensor if is_traceable_wrapper_subclass(p) else p for p in params]
+    gc.collect()
+    base = measure.unique_storage_bytes(locals_ + buffers + [x])
+    ta = _subclass_tracker(measure)
+    ta.register(locals_, "param")
+    ta.register(buffers, "buffer")
+    ta.register([x], "input")
+    tb = measure.ProfilerMemoryTracker("cpu")
+    tb.start()
+    try:
+        with ta:
+            measure.run_steps(model, x, opt, "train", STEPS, [tb, ta],
+                              on_exit=lambda step, phase: gc.collect() if phase == "release" else None)
+    finally:
+        tb.stop()
+    steps = measure.summarize(ta.phase_stats, "train", STEPS)
+    stats, _ = phase_stats_from_totals(tb, base)
+    out = {"rank": rank, "param_bytes": measure.unique_storage_bytes(locals_), "method": "a+subclass",
+           "steps": [{k: v for k, v in d.items() if k != "phases"} for d in steps],
+           "peak_contents": dict(sorted(ta.peak_contents().items(), key=lambda kv: -kv[1])[:8]),
+           "profiler_peaks": [d["peak_overall"] for d in measure.summarize(stats, "train", STEPS)]}
+    del tb.prof, opt, model, x, params, buffers, locals_
+    ta.live.clear()
+    gc.collect()
+    return out
+
+
+def pp_stages(name: str, stages: int) -> list[list[str]]:
+    """The engine's stage split of a network: the module names (units) of every stage."""
+    from memdesigner.engine.pipeline_parallel import split_stages
+    from memdesigner.model.blocks import engine_view
+
+    d, an = engine_view(design_of(name))
+    return [[u for u in st.units if u != "<input>"] for st in split_stages(d, an, stages)]
+
+
+def measure_rank_pp(case: dict, rank: int, measure) -> dict:
+    """Pipeline parallel on this rank: its stage (the engine's units, in an nn.Sequential) in a
+    ``PipelineStage`` run by ``Schedule1F1B`` over ``micro_batches`` chunks of the batch; the last
+    stage's loss is each micro-batch's ``out.mean()``. Phases: zero_grad, schedule (forward and
+    backward interleaved), step."""
+    import distributed_models
+    import torch
+    from torch.distributed.pipelining import PipelineStage, Schedule1F1B
+
+    P, M = case["world"], case["micro_batches"]
+    torch.manual_seed(0)
+    model, shape = distributed_models.MODELS[case["model"]]()
+    model.train()
+    stage_mod = torch.nn.Sequential(*[model.get_submodule(u) for u in case["stages"][rank]])
+    del model
+    stage = PipelineStage(stage_mod, rank, P, torch.device("cpu"))
+    sched = Schedule1F1B(stage, n_microbatches=M, loss_fn=lambda out, tgt: out.mean())
+    params = list(stage_mod.parameters())
+    opt = measure.make_optimizer(case["optimizer"], params)
+    torch.manual_seed(1)
+    x = measure.make_input(distributed_models.MODELS[case["model"]]()[0], shape, case["batch"] * M,
+                           torch.float32, "cpu") if rank == 0 else None
+    target = torch.zeros(M) if rank == P - 1 else None
+    gc.collect()
+    ta = _subclass_tracker(measure)
+    ta.register(params, "param")
+    ta.register(list(stage_mod.buffers()), "buffer")
+    if x is not None:
+        ta.register([x], "input")
+    steps = []
+    with ta:
+        for step in range(1, STEPS + 1):
+            rec = {"step": step}
+            for phase in ("zero_grad", "schedule", "step"):
+                ta.enter(step, phase)
+                if phase == "zero_grad":
+                    opt.zero_grad(set_to_none=True)
+                elif phase == "step":
+                    opt.step()
+                else:
+                    losses = [] if rank == P - 1 else None
+                    if rank == 0:
+                        sched.step(x)
+                    elif rank == P - 1:
+                        sched.step(target=target, losses=losses)
+                    else:
+                        sched.step()
+                    del losses
+                ta.exit(step, phase)
+                rec[f"peak_{phase}"] = ta.phase_stats[(step, phase)]["peak"]
+                gc.collect()
+            rec["peak_overall"] = max(rec["peak_zero_grad"], rec["peak_schedule"], rec["peak_step"])
+            steps.append(rec)
+    out = {"rank": rank, "param_bytes": measure.unique_storage_bytes(params), "method": "a+pipelining",
+           "steps": steps, "peak_contents": dict(sorted(ta.peak_contents().items(), key=lambda kv: -kv[1])[:8])}
+    del opt, stage, sched, stage_mod, params, x
+    ta.live.clear()
+    gc.collect()
+    return out
+
+
 def measure_rank(case: dict, rank: int, measure) -> dict:
     """One case on this rank: the tracker's per-step phase peaks (bytes)."""
+    if case["strategy"] == "pp":
+        return measure_rank_pp(case, rank, measure)
     if case["strategy"] in FSDP_STRATEGIES:
         return measure_rank_fsdp(case, rank, measure)
+    if case["strategy"] in TP_STRATEGIES:
+        return measure_rank_tp(case, rank, measure)
     import distributed_models
     import torch
     from torch.distributed.optim import ZeroRedundancyOptimizer
@@ -277,6 +493,9 @@ def measure_cases(cases: list[dict], truth_dir: Path) -> dict:
     import torch.multiprocessing as mp
 
     out = {}
+    cases = [{**c, "plan": tp_plan(c["model"], c["world"], c["strategy"] == "tp_sp")}
+             if c["strategy"] in TP_STRATEGIES else c for c in cases]
+    cases = [{**c, "stages": pp_stages(c["model"], c["world"])} if c["strategy"] == "pp" else c for c in cases]
     for world in sorted({c["world"] for c in cases}):
         sel = [c for c in cases if c["world"] == world]
         with tempfile.TemporaryDirectory() as tmp:
@@ -306,6 +525,9 @@ def steady_step(rank_rec: dict) -> int:
 def steady(rank_rec: dict, step: int | None = None) -> dict:
     """The engine's phases from one rank's step: forward (with the loss), backward, optimizer_step."""
     d = rank_rec["steps"][(step or steady_step(rank_rec)) - 1]
+    if rank_rec.get("method") == "a+pipelining":  # forward and backward interleave in the schedule
+        return {"forward": d["peak_schedule"], "backward": d["peak_schedule"], "optimizer_step": d["peak_step"],
+                "peak": d["peak_overall"]}
     return {"forward": max(d["peak_forward"], d["peak_loss"]), "backward": d["peak_backward"],
             "optimizer_step": d["peak_step"], "peak": d["peak_overall"]}
 
@@ -328,16 +550,21 @@ def compare(rec: dict) -> list[dict]:
     """One row per rank: estimated vs measured step-2 peak."""
     import memdesigner
 
+    if rec["strategy"] in TP_STRATEGIES:
+        kw = tp_settings(rec)
+    elif rec["strategy"] == "pp":
+        kw = {"pipeline_parallel": rec["world"], "micro_batches": rec["micro_batches"]}
+    else:
+        kw = {"gpus": rec["world"], "strategy": rec["strategy"]}
     rep = memdesigner.estimate(design_of(rec["model"]), mode="train", batch=rec["batch"],
-                               optimizer=rec["optimizer"], backend="cpu", gpus=rec["world"],
-                               strategy=rec["strategy"])
+                               optimizer=rec["optimizer"], backend="cpu", **kw)
     per = {r["rank"]: r for r in rep.per_rank}
     rows = []
     for rr in rec["ranks"]:
         m = steady(rr)
         e = per[rr["rank"]]
         rows.append({"model": rec["model"], "strategy": rec["strategy"], "world": rec["world"],
-                     "optimizer": rec["optimizer"], "rank": rr["rank"], "measured_bytes": m["peak"],
+                     "optimizer": rec["optimizer"], "rank": rr["rank"], "tp": rec["world"] if rec["strategy"] in TP_STRATEGIES else 1, "measured_bytes": m["peak"],
                      "estimated_bytes": e["peak_bytes"],
                      "rel_error": (e["peak_bytes"] - m["peak"]) / m["peak"],
                      "phase_measured": {k: m[k] for k in ("forward", "backward", "optimizer_step")},
@@ -366,12 +593,19 @@ def main(argv=None) -> int:
     ap.add_argument("--truth-dir", type=Path, default=None)
     ap.add_argument("--model", action="append", help="only these networks")
     ap.add_argument("--world", type=int, action="append")
-    ap.add_argument("--strategy", action="append", choices=STRATEGIES, help="only these strategies")
+    ap.add_argument("--strategy", action="append", choices=STRATEGIES + TP_STRATEGIES + ("pp",), help="only these strategies")
     ap.add_argument("--optimizer", action="append", choices=OPTIMIZERS)
     ap.add_argument("--json", help="write the comparison rows here")
     args = ap.parse_args(argv)
-    cases = grid(networks=tuple(args.model or NETWORKS), worlds=tuple(args.world or WORLDS),
-                 strategies=tuple(args.strategy or STRATEGIES), optimizers=tuple(args.optimizer or OPTIMIZERS))
+    strategies = tuple(args.strategy or STRATEGIES + TP_STRATEGIES + ("pp",))
+    worlds, optimizers = tuple(args.world or WORLDS), tuple(args.optimizer or OPTIMIZERS)
+    cases = grid(networks=tuple(m for m in args.model or NETWORKS if m in NETWORKS), worlds=worlds,
+                 strategies=tuple(x for x in strategies if x in STRATEGIES), optimizers=optimizers)
+    cases += tp_grid(networks=tuple(m for m in args.model or TP_NETWORKS if m in TP_NETWORKS), worlds=worlds,
+                     strategies=tuple(x for x in strategies if x in TP_STRATEGIES), optimizers=optimizers)
+    if "pp" in strategies:
+        cases += pp_grid(networks=tuple(m for m in args.model or PP_NETWORKS if m in PP_NETWORKS), worlds=worlds,
+                         optimizers=optimizers)
     truth = json.loads(TRUTH_JSON.read_text()) if TRUTH_JSON.exists() else {}
     if args.measure:  # one world size at a time, stored as soon as it is measured
         for world in sorted({c["world"] for c in cases}):

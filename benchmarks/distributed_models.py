@@ -133,3 +133,142 @@ def small_lstm():
 
 MODELS = {"mlp": mlp, "wide_mlp": wide_mlp, "lenet5": lenet5, "small_cnn": small_cnn, "bn_cnn": bn_cnn, "tiny_vit": tiny_vit,
           "small_lstm": small_lstm}
+
+
+# --------------------------------------------------------------------------
+# tensor parallel (benchmarks/distributed.py --strategy tp): every Linear is a named child that
+# torch's parallelize_module plan can address (memdesigner.engine.tensor_parallel's rule)
+# --------------------------------------------------------------------------
+class _TpMlpBlock(nn.Module):
+    def __init__(self, dim, hidden):
+        super().__init__()
+        self.up = nn.Linear(dim, hidden)
+        self.act = nn.ReLU()
+        self.down = nn.Linear(hidden, dim)
+
+    def forward(self, x):
+        return self.down(self.act(self.up(x)))
+
+
+class TpMlp(nn.Module):
+    """A stack of Megatron MLP blocks 256-1024-256 on (B, 256) rows: up colwise, down rowwise."""
+
+    def __init__(self, dim=256, hidden=1024, depth=2):
+        super().__init__()
+        self.layers = nn.Sequential(*[_TpMlpBlock(dim, hidden) for _ in range(depth)])
+
+    def forward(self, x):
+        return self.layers(x)
+
+
+def tp_mlp():
+    return TpMlp(), (256,)
+
+
+class _TpResMlpBlock(nn.Module):
+    def __init__(self, dim, hidden):
+        super().__init__()
+        self.norm = nn.LayerNorm(dim)
+        self.mlp = _TpMlpBlock(dim, hidden)
+
+    def forward(self, x):
+        return x + self.mlp(self.norm(x))
+
+
+class TpResMlp(nn.Module):
+    """Pre-norm residual MLP blocks on (B, S, D) tokens: the MLP half of a transformer."""
+
+    def __init__(self, dim=128, hidden=512, depth=2):
+        super().__init__()
+        self.layers = nn.Sequential(*[_TpResMlpBlock(dim, hidden) for _ in range(depth)])
+
+    def forward(self, x):
+        return self.layers(x)
+
+
+def tp_resmlp():
+    return TpResMlp(), (32, 128)
+
+
+class _TpAttention(nn.Module):
+    """Llama-style attention: separate q/k/v/o projections; the head count follows the local
+    width (``view(B, S, -1, head_dim)``), as torchtitan's does, so it runs sharded."""
+
+    def __init__(self, dim, heads):
+        super().__init__()
+        self.head_dim = dim // heads
+        self.wq = nn.Linear(dim, dim)
+        self.wk = nn.Linear(dim, dim)
+        self.wv = nn.Linear(dim, dim)
+        self.wo = nn.Linear(dim, dim)
+
+    def forward(self, x):
+        B, S, _ = x.shape
+        q = self.wq(x).view(B, S, -1, self.head_dim).transpose(1, 2)
+        k = self.wk(x).view(B, S, -1, self.head_dim).transpose(1, 2)
+        v = self.wv(x).view(B, S, -1, self.head_dim).transpose(1, 2)
+        o = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.wo(o.transpose(1, 2).reshape(B, S, -1))
+
+
+class _TpFeedForward(nn.Module):
+    """SwiGLU: w1 (gate) and w3 (up) colwise, w2 (down) rowwise."""
+
+    def __init__(self, dim, hidden):
+        super().__init__()
+        self.w1 = nn.Linear(dim, hidden, bias=False)
+        self.w2 = nn.Linear(hidden, dim, bias=False)
+        self.w3 = nn.Linear(dim, hidden, bias=False)
+
+    def forward(self, x):
+        return self.w2(torch.nn.functional.silu(self.w1(x)) * self.w3(x))
+
+
+class _TpBlock(nn.Module):
+    def __init__(self, dim, heads, hidden):
+        super().__init__()
+        self.attention_norm = nn.LayerNorm(dim)
+        self.attention = _TpAttention(dim, heads)
+        self.ffn_norm = nn.LayerNorm(dim)
+        self.feed_forward = _TpFeedForward(dim, hidden)
+
+    def forward(self, x):
+        h = x + self.attention(self.attention_norm(x))
+        return h + self.feed_forward(self.ffn_norm(h))
+
+
+class TpTransformer(nn.Module):
+    """torch's tensor-parallel tutorial's Llama, small: token embedding, 2 blocks, norm, output."""
+
+    def __init__(self, vocab=512, dim=128, heads=4, hidden=256, depth=2, seq=32):
+        super().__init__()
+        self.tok_embeddings = nn.Embedding(vocab, dim)
+        self.layers = nn.Sequential(*[_TpBlock(dim, heads, hidden) for _ in range(depth)])
+        self.norm = nn.LayerNorm(dim)
+        self.output = nn.Linear(dim, vocab, bias=False)
+        self.truth_input = ("tokens", vocab)
+
+    def forward(self, idx):
+        return self.output(self.norm(self.layers(self.tok_embeddings(idx))))
+
+
+def tp_transformer():
+    return TpTransformer(), (32,)
+
+
+class TpBlocks(nn.Module):
+    """The transformer's blocks alone on (B, S, D) activations (no embedding / output head)."""
+
+    def __init__(self, dim=128, heads=4, hidden=256, depth=2):
+        super().__init__()
+        self.layers = nn.Sequential(*[_TpBlock(dim, heads, hidden) for _ in range(depth)])
+
+    def forward(self, x):
+        return self.layers(x)
+
+
+def tp_blocks():
+    return TpBlocks(), (32, 128)
+
+
+MODELS.update({"tp_mlp": tp_mlp, "tp_resmlp": tp_resmlp, "tp_transformer": tp_transformer, "tp_blocks": tp_blocks})

@@ -10,7 +10,7 @@ import json
 import os
 import sys
 
-from memdesigner import cli_finetune, cli_report
+from memdesigner import cli_finetune, cli_parallel, cli_report
 from memdesigner.cli_generate import describe_generate
 from memdesigner.engine.distributed import STRATEGIES, describe_per_rank
 from memdesigner.units import format_bytes, format_count, format_flops, format_gib
@@ -45,6 +45,7 @@ def _settings_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--strategy", choices=STRATEGIES, default=None,
                    help="data-parallel training: DDP, DDP + ZeroRedundancyOptimizer (zero1), FSDP2 fully_shard (zero2, zero3)")
     p.add_argument("--offload", default=None, help="zero2/zero3: params = FSDP2 CPUOffloadPolicy (host RAM reported)")
+    cli_parallel.add_args(p)
     cli_finetune.add_args(p)
 
 
@@ -117,7 +118,7 @@ def _settings_from(args, design):
     base.pop("device", None)
     kw = {}
     for k in ("mode", "batch", "optimizer", "dtype", "amp", "checkpointing", "backend", "gpus", "strategy", "offload",
-              "new_tokens", "kv_cache", "kv_dtype"):
+              "new_tokens", "kv_cache", "kv_dtype", *cli_parallel.KEYS):
         v = getattr(args, k, None)
         if v is not None:
             kw[k] = v

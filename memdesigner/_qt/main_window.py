@@ -45,6 +45,7 @@ from memdesigner._qt.layout import needs_layout, positions
 from memdesigner._qt.layout_runner import saved_style
 from memdesigner._qt.opened_settings import opened_settings
 from memdesigner._qt.palette import PaletteWidget
+from memdesigner._qt.rank_picker import RankPicker
 from memdesigner._qt.scene import GraphScene
 from memdesigner._qt.settings_bar import SettingsBar
 from memdesigner._qt.summary import SummaryPanel
@@ -116,6 +117,8 @@ class MainWindow(QMainWindow):
         tl_lay.setContentsMargins(0, 0, 0, 0)
         tl_lay.setSpacing(0)
         tl_lay.addWidget(self.legend)
+        self.rank_picker = RankPicker(self.timeline)  # per-rank timelines (pipeline / tensor / data parallel)
+        tl_lay.addWidget(self.rank_picker)
         tl_lay.addWidget(self.timeline, 1)
         self.tabs.addTab(tl, "Memory timeline")
         self.tabs.addTab(self.batch_plot, "Peak vs batch")

@@ -45,7 +45,7 @@ class ResultPresenter(QObject):
         if res is not w.result:
             return  # a newer estimate arrived in between
         rep = res.report
-        w.timeline.set_report(rep, w.measured)
+        w.rank_picker.show_report(rep, w.measured)  # the busiest rank's timeline, or the one picked
         w.legend.setText(w.timeline.legend_html())
         rows = rep.layers if rep is not None else []
         w.table.set_rows(rows)

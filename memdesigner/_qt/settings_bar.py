@@ -9,13 +9,22 @@ from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QLabel, QWidget
 from memdesigner._qt.finetune_widgets import FinetuneControls
 from memdesigner._qt.generate_options import GenerateOptions
 from memdesigner._qt.number_fields import RefusingSpinBox
+from memdesigner._qt.parallel_options import ParallelOptions
 from memdesigner.engine import devices as devmod
 from memdesigner.engine.settings import DTYPES, MODES, OPTIMIZERS, Settings
-from memdesigner.model.run_settings import CORE, EXTRA_KEYS, FINETUNE_KEYS, GENERATE_KEYS, RunSettings, normalize
+from memdesigner.model.run_settings import (
+    CORE,
+    EXTRA_KEYS,
+    FINETUNE_KEYS,
+    GENERATE_KEYS,
+    PARALLEL_KEYS,
+    RunSettings,
+    normalize,
+)
 from memdesigner.units import format_gib
 
 # the keys the bar's widgets write; the rest of the model's dict is carried through unchanged
-OWNED = (*CORE, "device", *GENERATE_KEYS, *FINETUNE_KEYS, "training")
+OWNED = (*CORE, "device", *GENERATE_KEYS, *FINETUNE_KEYS, *PARALLEL_KEYS, "training")
 RENDER_DEFAULTS = {**CORE, "new_tokens": Settings().new_tokens, "kv_cache": "dynamic", "kv_dtype": "auto"}
 
 OPT_LABELS = {"none": "none", "sgd": "SGD", "momentum": "SGD + momentum", "adam": "Adam", "adamw": "AdamW",
@@ -70,7 +79,9 @@ class SettingsBar(QWidget):
         lay.addWidget(self.generate)
         self.finetune = FinetuneControls()
         lay.addWidget(self.finetune)
-        lay.addSpacing(4)  # the bar must still fit a 1366 px laptop screen
+        self.parallel = ParallelOptions()  # in place of a 4 px gap: the bar must fit a 1200 px window
+        lay.addWidget(self.parallel)
+        self.parallel.changed.connect(self._changed)
         lay.addWidget(QLabel("Device"))
         lay.addWidget(self.device)
         lay.addStretch(1)
@@ -177,6 +188,7 @@ class SettingsBar(QWidget):
             d["device"] = self.device_id()
         if mode == "generate":
             d.update(self.generate.values())
+        d.update(self.parallel.values())
         d.update(self.finetune.to_dict())
         return d
 
@@ -240,5 +252,6 @@ class SettingsBar(QWidget):
             for w in widgets:
                 w.blockSignals(False)
         self.generate.apply(d)
+        self.parallel.apply(d)
         self.finetune.apply_dict(d)
         self._sync_enabled()

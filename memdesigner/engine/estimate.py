@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from memdesigner.engine import finetune
+from memdesigner.engine import finetune, tensor_parallel
 from memdesigner.engine.devices import Device, get_device
 from memdesigner.engine.gc_pause import gc_paused
 from memdesigner.engine.peak_rules import why_alive
@@ -58,12 +58,22 @@ def _estimate(design, settings, device, max_batch, analysis, kw) -> Report:
 
         return generate_or_issue(design, settings, dev, max_batch)
     an = analysis or analyze(design)
-    design, an, plan = finetune.prepare(design, settings, an)
+    design, an, plan = _prepare(design, settings, an)
     rep = _run(design, an, settings, dev)
+    if settings.tensor_parallel > 1 and tensor_parallel.plan_of(design) is None and an.ok:
+        rep.warnings.append(f"tensor_parallel {settings.tensor_parallel}: no colwise / rowwise Linear pair to "
+                            "split (docs/memory-model.md §16): every rank holds the whole model")
     finetune.annotate(rep, plan, settings)
     if max_batch and dev is not None and an.ok:
         rep.max_batch = largest_batch(design, settings, dev, an, prepared=True)
     return rep
+
+
+def _prepare(design: Design, settings: Settings, an: Analysis | None):
+    """The design one rank simulates: fine-tuning's edits, then the tensor-parallel shard."""
+    design, an, plan = finetune.prepare(design, settings, an)
+    design, an = tensor_parallel.prepare(design, an, settings)
+    return design, an, plan
 
 
 def _device_peak(peak_rounded: int, dev: Device | None) -> int:
@@ -82,6 +92,11 @@ def _run(design: Design, an: Analysis, settings: Settings, dev: Device | None) -
     valid = sim.order  # the nodes without a problem, in order
     rows = sim.rows  # (the report's lazy layer rows hold these, not the simulation and its live set)
     params, non_trainable, n_rg, pbytes, bbytes = sim.totals
+    if settings.pipeline_parallel > 1:  # the busiest stage's simulation; the table covers every stage
+        valid = [nid for nid in an.order if an.nodes[nid].ok and nid in rows]
+        params, non_trainable, n_rg, pbytes, bbytes = (
+            sum(rows[n][k] for n in valid)
+            for k in ("params", "non_trainable", "requires_grad", "param_bytes", "buffer_bytes"))
     flops = sum([infos[nid].flops for nid in valid]) * batch
 
     def layer_rows():
@@ -158,6 +173,7 @@ def _run(design: Design, an: Analysis, settings: Settings, dev: Device | None) -
         blocks=instance_totals(design, rows),
         trainable_params=n_rg if n_rg != params else None,
         paged_optimizer_bytes=getattr(sim, "paged_optimizer_bytes", 0),
+        rank_timelines=dict(getattr(sim, "rank_events", {})) if len(per_rank) > 1 else {},
     )
 
 
@@ -182,7 +198,7 @@ def _gc_held_warning(design: Design, an: Analysis, settings: Settings, rounding:
 def peak_for_batch(design: Design, settings: Settings, dev: Device | None, an: Analysis, batch: int) -> int:
     if design.blocks:
         design, an = engine_view(design)
-    design, an, _ = finetune.prepare(design, settings, an)
+    design, an, _ = _prepare(design, settings, an)
     rounding = dev.allocator_rounding if dev is not None else 1
     sim = Simulation(design, an, settings.with_(batch=batch), rounding).run()
     return _device_peak(sim.mem.rpeak, dev)
@@ -195,7 +211,16 @@ def largest_batch(design: Design, settings: Settings, dev: Device, an: Analysis 
     from memdesigner.engine.batch_curve import batch_curve
 
     if not prepared:
-        design, an, _ = finetune.prepare(design, settings, an)
+        design, an, _ = _prepare(design, settings, an)
+    if settings.pipeline_parallel > 1:  # the busiest stage decides: whole per-stage runs, searched
+        from memdesigner.engine.search import largest_fitting
+
+        rounding = dev.allocator_rounding
+
+        def fits(b: int) -> bool:
+            sim, _ = run_ranks(design, an, settings.with_(batch=b), rounding)
+            return _device_peak(sim.mem.rpeak, dev) <= dev.memory_bytes
+        return max(0, largest_fitting(fits, 1, limit or 1 << 24))
 
     return batch_curve(design, settings, dev, an).largest_batch(dev.memory_bytes, limit)
 
@@ -208,7 +233,7 @@ def explain_peak(design: Design, settings: Settings | None = None, *, device=Non
     largest first. Runs the step twice: once to find the peak, once to capture its live set."""
     settings, dev = _resolve(settings, device, kw)
     design, an = engine_view(design) if design.blocks else (design, analyze(design))
-    design, an, _ = finetune.prepare(design, settings, an)
+    design, an, _ = _prepare(design, settings, an)
     rounding = dev.allocator_rounding if dev is not None else (512 if settings.backend == "cuda" else 1)
     peak = Simulation(design, an, settings, rounding).run().mem.peak
     snap = Simulation(design, an, settings, rounding, capture=peak).run().mem.captured or []

@@ -87,6 +87,9 @@ class Report:
     trainable_params: int | None = None  # parameters that require grad (None: all of them train)
     finetune: dict | None = None  # what engine/finetune.py did: adapters, frozen nodes, counts
     paged_optimizer_bytes: int = 0  # paged optimizer state in unified memory (not in peak_bytes)
+    # rank -> its timeline (list[Event]) where ranks differ (pipeline stages, zero shards): the
+    # window's rank picker; ``timeline`` is the busiest rank's. Not in to_dict (per_rank has the peaks)
+    rank_timelines: dict = field(default_factory=dict)
 
     _layers: list | None = None
 

@@ -30,6 +30,10 @@ class Settings:
     gpus: int = 1  # data-parallel world size (per-rank batch is `batch`)
     strategy: str = "none"  # none | ddp | zero1 (DDP + ZeroRedundancyOptimizer) | zero2 | zero3 (FSDP2)
     offload: str = "none"  # none | params: FSDP2 CPUOffloadPolicy (shards, gradients, optimizer step on the host)
+    tensor_parallel: int = 1  # tensor-parallel size T (engine/tensor_parallel.py); world = gpus x T x P
+    sequence_parallel: bool = False  # SequenceParallel on the norms (needs tensor_parallel > 1)
+    pipeline_parallel: int = 1  # pipeline stages P, 1F1B (engine/pipeline_parallel.py)
+    micro_batches: int = 1  # micro-batches per step under pipeline parallel (each of `batch` samples)
     new_tokens: int = 16  # generate: tokens generated after the prompt (the design's sequence length)
     kv_cache: str = "dynamic"  # generate: dynamic (torch.cat per step) | static (preallocated)
     kv_dtype: str = "auto"  # generate: cache storage dtype; auto = the model's
@@ -72,6 +76,18 @@ class Settings:
             raise ValueError(f"offload: {self.offload!r} is not one of {', '.join(OFFLOADS)}{hint}")
         if self.offload != "none" and self.strategy not in ("zero2", "zero3"):
             raise ValueError("offload: params needs strategy zero2 or zero3 (FSDP2 CPUOffloadPolicy)")
+        for name in ("tensor_parallel", "pipeline_parallel", "micro_batches"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise ValueError(f"{name}: {v!r} must be a positive integer")
+        if 1 < self.pipeline_parallel > self.micro_batches:
+            raise ValueError(f"micro_batches: {self.micro_batches} is fewer than the {self.pipeline_parallel} pipeline "
+                             "stages (Schedule1F1B needs at least one micro-batch per stage)")
+        if self.mode == "generate" and (self.tensor_parallel > 1 or self.pipeline_parallel > 1):
+            raise ValueError("tensor_parallel / pipeline_parallel: not modelled for generate (a train or "
+                             "inference step only)")
+        if self.sequence_parallel and self.tensor_parallel < 2:
+            raise ValueError("sequence_parallel: needs tensor_parallel 2 or more")
         if not isinstance(self.new_tokens, int) or isinstance(self.new_tokens, bool) or self.new_tokens < 1:
             raise ValueError(f"new_tokens: {self.new_tokens!r} must be a positive integer")
         if self.kv_cache not in KV_CACHES:

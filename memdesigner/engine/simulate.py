@@ -16,7 +16,7 @@ import math
 from types import MappingProxyType
 from typing import NamedTuple
 
-from memdesigner.engine import distributed, fsdp, optim_state
+from memdesigner.engine import distributed, fsdp, optim_state, tensor_parallel
 from memdesigner.engine.settings import Settings
 from memdesigner.model.analysis import Analysis
 from memdesigner.model.design import GC_HELD, Design
@@ -29,6 +29,7 @@ CATS = ("weights", "gradients", "optimizer_state", "activations", "workspace")
 W, G, O, A, K = range(5)
 
 FLOATS = ("float32", "float16", "bfloat16", "float64")
+INFLIGHT = "<in-flight micro-batches>"  # carried storage freed when backward ends (engine/pipeline_parallel.py)
 
 
 class Event(NamedTuple):
@@ -371,7 +372,8 @@ class Simulation:
         self.capture = capture
         # storages an earlier step left alive (engine/generate.py): (node id or None, bytes, label);
         # a node whose rule says releases_carried frees its own, the rest live to the end of the run
-        self.carry = carry or []
+        # (pipeline parallel: what other micro-batches and receive buffers hold, engine/pipeline_parallel.py)
+        self.carry = carry or list(getattr(design, "stage_carry", ()))
         self.persisted: dict[str, list[int]] = {}  # node -> bytes of its outputs that outlive the step
         self.rank = rank  # data-parallel rank (engine/distributed.py); None: the heaviest
         self.trace = trace  # keep every checked moment (engine/batch_curve.py fits lines through them)
@@ -427,6 +429,7 @@ class Simulation:
         rnd = self.rounding
         weights_total = state_total = weights_r = state_r = 0
         # FSDP2 (zero2/zero3): sharded parameters, per-unit gathers and reduce-scatters (engine/fsdp.py)
+        tp = tensor_parallel.plan_of(design)  # the collectives of tensor parallelism (None without)
         fs = (fsdp.FsdpStep(s.data_parallel, s.gpus, gloo=s.backend == "cpu", offload=s.offload == "params")
               if train and s.data_parallel in fsdp.FSDP_STRATEGIES else None)
         self.fsdp = fs
@@ -577,6 +580,8 @@ class Simulation:
         # embedding's output requires grad, so backward runs down to it even with a frozen base
         input_grads_at = next((n for n in order if nodes[n].type == "Embedding"), None) \
             if train and s.checkpoint_layers else None
+        # a pipeline stage after the first: its received inputs require grad (their gradient is sent back)
+        recv_grad = train and getattr(design, "inputs_require_grad", False)
         seg_inputs: dict[int, list] = {}  # segment -> storages its checkpoint keeps
         seg_base: dict[int, int] = {}  # segment -> live bytes when its forward began
         seg_live: dict[int, list] = {}  # segment -> [(node, bytes its forward held above that)]
@@ -596,6 +601,7 @@ class Simulation:
         ncons_get = n_cons.get
         alloc, incref, decref = mem.alloc, mem.incref, mem.decref
         an_nodes = an.nodes
+        self.base_bytes = mem.cur  # before the first op (the batch is the Input op's output)
         for nid in order:
             keys = in_keys[nid]
             if fs is not None:
@@ -684,6 +690,11 @@ class Simulation:
                 seg_live.setdefault(si_, []).append((nid, live_))
             for sid in tmp_sids:
                 decref(sid)
+            if tp is not None and nid in tp.fwd_allreduce and out_sids and out_sids[0] is not None:
+                # rowwise Linear: the all-reduce's output beside the partial sum (engine/tensor_parallel.py)
+                t_ = mem.alloc(mem.nb[out_sids[0]], A, 1, (nid, "tensor-parallel all-reduce output"))
+                mem.mark(("forward", nid))
+                mem.decref(t_)
             own = carried.pop(nid, []) if op.releases_carried else []
             if own and late:
                 for sid in own[:len(own) // 2]:
@@ -744,7 +755,7 @@ class Simulation:
                 local_release.setdefault(ku, []).append(out_sids[0])
             # outputs become values; each consumer holds one reference
             is_input = node.type == "Input"
-            grads_here = 1 if records or nid == input_grads_at else 0
+            grads_here = 1 if records or nid == input_grads_at or (recv_grad and node.type == "Input") else 0
             for j, sid in enumerate(out_sids):
                 key = (nid, j)
                 refs = ncons_get(key, 0)
@@ -812,6 +823,7 @@ class Simulation:
                         self.rows[saver]["recompute"] += new_out[key]
         if fs is not None:
             fs.forward_end(mem)
+        self.fwd_end_bytes = mem.cur  # what the forward leaves alive for backward (and its output)
         self.phase_peaks["forward"] = mem.ppeak
 
         if not train:
@@ -1010,6 +1022,11 @@ class Simulation:
                     fs.grad_made(nid, gsid)
                 mem.mark(("backward", nid))
                 mem.decref(half)
+            if tp is not None and nid in tp.bwd_allreduce:
+                for _k, g in new_grads:  # colwise Linear: its partial input gradient all-reduced
+                    t_ = mem.alloc(mem.nb[g], G, 1, (nid, "tensor-parallel all-reduce of the input gradient"))
+                    mem.mark(("backward", nid))
+                    mem.decref(t_)
             for k, g in new_grads:
                 old = grads.get(k)
                 if old is None:
@@ -1035,6 +1052,13 @@ class Simulation:
             fs.backward_end(mem, fcats)
         if ones is not None:
             mem.decref(ones)
+        for sid in carried.pop(INFLIGHT, ()):  # other micro-batches' activations, pending sends: done
+            mem.decref(sid)
+        merge = getattr(design, "stage_merge_bytes", 0)
+        if merge:  # the last pipeline stage returns torch.cat of every micro-batch's output
+            t_ = mem.alloc(merge, A, 1, "merged outputs of the micro-batches (torch.cat)")
+            mem.mark(("backward", None))
+            mem.decref(t_)
         self.phase_peaks["backward"] = mem.ppeak
 
         # -- optimizer step ----------------------------------------------------------------

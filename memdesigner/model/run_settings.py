@@ -11,6 +11,7 @@ from memdesigner.engine.settings import DTYPES, MODES, OPTIMIZERS, Settings
 
 CORE = {"mode": "inference", "batch": 1, "optimizer": "adam", "dtype": "fp32", "amp": False, "checkpointing": False}
 GENERATE_KEYS = ("new_tokens", "kv_cache", "kv_dtype")
+PARALLEL_KEYS = ("tensor_parallel", "sequence_parallel", "pipeline_parallel", "micro_batches")  # the bar's TP popup
 FINETUNE_KEYS = ("freeze", "lora_r", "lora_alpha", "lora_dropout", "lora_targets", "base_bits", "grad_accum",
                  "checkpoint_layers", "master_weights")
 EXTRA_KEYS = ("gpus", "strategy", "foreach", "offload", "checkpoint_units")  # no widget in the bar yet: carried
@@ -49,7 +50,7 @@ def to_settings(d: dict) -> Settings:
     extra = {k: tuple(d[k]) if isinstance(d[k], list) else d[k] for k in EXTRA_KEYS if k in d}
     if "checkpoint_units" in extra and (s.checkpointing or d.get("checkpoint_layers")):
         del extra["checkpoint_units"]  # a ticked checkpointing box wins over a planned set
-    groups = [extra]
+    groups = [{**extra, **{k: d[k] for k in PARALLEL_KEYS if k in d}}]
     if d["mode"] == "generate":
         groups.insert(0, {k: d[k] for k in GENERATE_KEYS if k in d})
     if train:

@@ -186,12 +186,12 @@ def test_devices_listed_in_one_unit(capsys, window):
 
 
 def test_palette_offers_only_types_a_user_places(window):
-    """Block ports and instances come from Group into block, LoRA casts and QLoRA weights from the
-    estimate: a newcomer dragging them in would get a broken node, so the palette leaves them out
+    """Block ports and instances come from Group into block, LoRA casts, QLoRA weights and sequence
+    parallel's collectives from the estimate: a newcomer dragging them in would get a broken node, so the palette leaves them out
     (the registration says so)."""
     pal = window.palette
     hidden = {lt.name for lt in registry.all_types() if not lt.in_palette}
-    assert hidden == {"Block", "BlockInput", "BlockOutput", "ToDtype", "QuantLinear"}
+    assert hidden == {"Block", "BlockInput", "BlockOutput", "ToDtype", "QuantLinear", "AllGather", "ReduceScatter"}
     assert not hidden & set(pal.items)
     assert {"Linear", "RMSNorm", "SparseMoE", "KVCache"} <= set(pal.items)
 

@@ -5,6 +5,7 @@ from memdesigner.model.layers import (  # noqa: F401
     attention,
     block,
     cast,
+    collective,
     conv,
     dense,
     generation,
