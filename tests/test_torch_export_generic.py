@@ -151,3 +151,37 @@ def test_a_call_that_is_not_allowed_or_malformed_exports_a_placeholder(call, cap
     assert "recorded call cannot be written" in capsys.readouterr().err
     assert "import os" not in code and "torch.load" not in code and "system" not in code
     _make(code)()
+
+
+class Encoder(nn.Module):
+    def __init__(self, norm_first):
+        super().__init__()
+        layer = nn.TransformerEncoderLayer(32, 4, dim_feedforward=64, dropout=0.1, activation="gelu",
+                                           batch_first=True, norm_first=norm_first)
+        self.encoder = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+        self.fc = nn.Linear(32, 3)
+
+    def forward(self, x):
+        return self.fc(self.encoder(x)[:, 0])
+
+
+@pytest.mark.parametrize("norm_first", [True, False])
+def test_fused_encoder_layers_export_as_transformer_encoder_layers(norm_first):
+    """In inference PyTorch runs each nn.TransformerEncoderLayer as one fused kernel (the design's
+    Node.fused): written op by op, the exported network's inference peak was another number."""
+    d = from_module(Encoder(norm_first), (6, 32))
+    from memdesigner.model.blocks import expand
+
+    assert any(n.fused for n in expand(d).nodes.values())
+    code = to_python(d)
+    assert code.count("nn.TransformerEncoderLayer(32, nhead=4, dim_feedforward=64") == 2
+    _, _, back = _round_trip(d)  # the inference setting included
+    assert len({n.fused for n in expand(back).nodes.values()} - {""}) == 2  # two fused layers again
+
+
+def test_recorded_call_survives_the_design_file(tmp_path):
+    from memdesigner.io.design_file import load_design, save_design
+
+    d = from_module(Latents(), (5, 16))
+    save_design(d, tmp_path / "d.json")
+    assert to_python(load_design(tmp_path / "d.json")) == to_python(d)

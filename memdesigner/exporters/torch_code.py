@@ -151,7 +151,7 @@ def _insert_dels(fwd, marks, ins, var, keep, extra_reads=None):
     return out
 
 
-from memdesigner.exporters import _generic_call, _llm_export  # noqa: E402
+from memdesigner.exporters import _fused_encoder, _generic_call, _llm_export  # noqa: E402
 
 
 def _generic_call_code(nid, node, p, a, refs, ranks, model_input, tensor_attr, warnings):
@@ -261,8 +261,23 @@ def to_python(design: Design, class_name: str | None = None) -> str:
         return tensor_names[key]
 
     marks: list = []  # (index into fwd where the node's lines start, node id)
+    fused = _fused_encoder.find(design, order, ins, _lit)  # fused TransformerEncoderLayers: one module each
+    fused_rest = {m for g in fused.values() for m in g.members[1:]}
     for nid in order:
         marks.append((len(fwd), nid))
+        if nid in fused_rest:
+            marks.pop()  # written with the group's first node
+            continue
+        if nid in fused:
+            g = fused[nid]
+            a = _ident(nodes[nid].fused, used)
+            init.append(f"self.{a} = nn.TransformerEncoderLayer({an.nodes[g.src[0]].outputs[g.src[1]].shape[-1]}, "
+                        f"{g.ctor})")
+            v = _ident(a, var_used, {"self", "torch", "nn", "F"})
+            for m in g.members:
+                var[(m, 0)] = v
+            fwd.append(f"{v} = self.{a}({var[g.src]})")
+            continue
         node = nodes[nid]
         info = an.nodes[nid]
         p = info.props
