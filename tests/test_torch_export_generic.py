@@ -184,4 +184,5 @@ def test_recorded_call_survives_the_design_file(tmp_path):
 
     d = from_module(Latents(), (5, 16))
     save_design(d, tmp_path / "d.json")
-    assert to_python(load_design(tmp_path / "d.json")) == to_python(d)
+    code = to_python(load_design(tmp_path / "d.json"))
+    assert code == to_python(d) and "self.norm(self.norm_t0.expand(x.size(0), -1, -1))" in code

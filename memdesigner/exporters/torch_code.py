@@ -229,6 +229,9 @@ def to_python(design: Design, class_name: str | None = None) -> str:
     n_edges: dict = {}
     for e in design.edges:
         n_edges[(e.src, e.src_port)] = n_edges.get((e.src, e.src_port), 0) + 1
+    for nid in order:  # a Generic reading the model's input itself (x.size(1)): x keeps its name
+        if nodes[nid].type == "Generic" and ('"input"' in str(nodes[nid].props.get("call", "")) or not ins[nid]):
+            n_edges[(inputs[0], 0)] = n_edges.get((inputs[0], 0), 0) + 1
 
     def new_var(nid, port=0, base=None):
         # a chain reuses its input's name (x = self.conv(x)): the old value dies as it would in
