@@ -137,7 +137,8 @@ def test_export_import_round_trip_keeps_params_and_estimate(name):
     if lt.no_torch_export:
         pytest.skip(lt.no_torch_export)
     if name == "Generic":
-        pytest.skip("a Generic node exports as a zeros placeholder: there is no op to import back")
+        pytest.skip("a default Generic node has no recorded call (a zeros placeholder): "
+                    "tests/test_torch_export_generic.py round-trips recorded calls")
     if name in STRUCTURAL:
         pytest.skip("exported through its expansion: tests/test_blocks.py")
     if name in OP_BY_OP_EXPORT:

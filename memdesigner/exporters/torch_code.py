@@ -127,7 +127,7 @@ def _base(v: str) -> str:
     return v.split("[", 1)[0]
 
 
-def _insert_dels(fwd, marks, ins, var, keep):
+def _insert_dels(fwd, marks, ins, var, keep, extra_reads=None):
     """``del`` each local after its last use, so tensors die when they would in the design
     (a forward's locals otherwise stay alive until it returns)."""
     bounds = [m[0] for m in marks] + [len(fwd)]
@@ -135,6 +135,8 @@ def _insert_dels(fwd, marks, ins, var, keep):
     for k, (_start, nid) in enumerate(marks):
         for e in ins[nid]:
             reads_at[_base(var[(e.src, e.src_port)])] = k
+        for name in (extra_reads or {}).get(nid, ()):
+            reads_at[_base(name)] = k
     writes = {k: {_base(var[(nid, j)]) for (n2, j) in var if n2 == nid} for k, (_s, nid) in enumerate(marks)}
     dels: dict = {}
     for name, k in reads_at.items():
@@ -149,7 +151,23 @@ def _insert_dels(fwd, marks, ins, var, keep):
     return out
 
 
-from memdesigner.exporters import _llm_export  # noqa: E402
+from memdesigner.exporters import _fused_encoder, _generic_call, _llm_export  # noqa: E402
+
+
+def _generic_call_code(nid, node, p, a, refs, ranks, model_input, tensor_attr, warnings):
+    """A Generic node's recorded call as code, or None (no call, or one that cannot be written:
+    the caller writes the zeros placeholder, with a warning)."""
+    if not p.get("call"):
+        return None
+    try:
+        call = _generic_call.parse(p["call"])
+        done = _generic_call.render(call, a, refs, ranks, model_input, lambda o, j: tensor_attr(o, j, nid), _lit)
+        for spec_j in range(len(call.get("tensors") or [])):  # owned tensors exist even when unread
+            tensor_attr(None, spec_j, nid)
+        return done
+    except (_generic_call.CallError, ExportError) as err:
+        warnings.append(one_line(f"{node.name}: its recorded call cannot be written ({err})"))
+        return None
 
 
 def _registered_export(type_name: str):
@@ -211,6 +229,9 @@ def to_python(design: Design, class_name: str | None = None) -> str:
     n_edges: dict = {}
     for e in design.edges:
         n_edges[(e.src, e.src_port)] = n_edges.get((e.src, e.src_port), 0) + 1
+    for nid in order:  # a Generic reading the model's input itself (x.size(1)): x keeps its name
+        if nodes[nid].type == "Generic" and ('"input"' in str(nodes[nid].props.get("call", "")) or not ins[nid]):
+            n_edges[(inputs[0], 0)] = n_edges.get((inputs[0], 0), 0) + 1
 
     def new_var(nid, port=0, base=None):
         # a chain reuses its input's name (x = self.conv(x)): the old value dies as it would in
@@ -226,9 +247,40 @@ def to_python(design: Design, class_name: str | None = None) -> str:
         return v
 
     helpers: dict = {}  # helper class name -> source (registrations' exports)
+    extra_reads: dict = {}  # node id -> variables it reads that are no design input (the model's input)
+    tensor_names: dict = {}  # (Generic node id, j) -> attribute of the tensor its recorded call owns
+
+    def tensor_attr(owner, j, nid_now):
+        key = (owner or nid_now, j)
+        if key not in tensor_names:
+            own = nodes.get(key[0])
+            specs = _generic_call.parse(own.props.get("call", "")).get("tensors", []) \
+                if own is not None and own.type == "Generic" and key[0] in attr else []
+            if not isinstance(specs, list) or not 0 <= j < len(specs):
+                raise _generic_call.CallError(f"tensor {j} of {key[0]!r} does not exist")
+            name = _ident(f"{attr[key[0]]}_t{j}", used)
+            init.append(_generic_call.tensor_init(specs[j], name, _lit))
+            tensor_names[key] = name
+        return tensor_names[key]
+
     marks: list = []  # (index into fwd where the node's lines start, node id)
+    fused = _fused_encoder.find(design, order, ins, _lit)  # fused TransformerEncoderLayers: one module each
+    fused_rest = {m for g in fused.values() for m in g.members[1:]}
     for nid in order:
         marks.append((len(fwd), nid))
+        if nid in fused_rest:
+            marks.pop()  # written with the group's first node
+            continue
+        if nid in fused:
+            g = fused[nid]
+            a = _ident(nodes[nid].fused, used)
+            init.append(f"self.{a} = nn.TransformerEncoderLayer({an.nodes[g.src[0]].outputs[g.src[1]].shape[-1]}, "
+                        f"{g.ctor})")
+            v = _ident(a, var_used, {"self", "torch", "nn", "F"})
+            for m in g.members:
+                var[(m, 0)] = v
+            fwd.append(f"{v} = self.{a}({var[g.src]})")
+            continue
         node = nodes[nid]
         info = an.nodes[nid]
         p = info.props
@@ -401,11 +453,26 @@ def to_python(design: Design, class_name: str | None = None) -> str:
             else:
                 line = f"F.mse_loss({x}, torch.zeros_like({x}))"
         elif t == "Generic":
-            dt = {"float": "", "int64": ", dtype=torch.long", "bool": ", dtype=torch.bool"}[p["dtype"]]
-            src = x or args[0]
-            shape = ", ".join(str(d) for d in p["out_shape"])
-            warnings.append(one_line(f"{node.name}: Generic op {L('op')} is written as a zeros placeholder"))
-            line = f"{src}.new_zeros(({src}.shape[0], {shape}){dt})  # TODO: Generic op {L('op')}"
+            n_init, names_before = len(init), dict(tensor_names)
+            done = _generic_call_code(nid, node, p, a, [ref(nid, k) for k in range(len(ins[nid]))],
+                                      [len(in_spec(nid, k).shape) + 1 for k in range(len(ins[nid]))], args[0],
+                                      tensor_attr, warnings)
+            if done is not None:
+                init.extend(done.init)
+                line = done.expr
+                if done.reads_input:
+                    extra_reads[nid] = {args[0]}
+            else:
+                del init[n_init:]  # tensors a call that could not be written had created
+                tensor_names.clear()
+                tensor_names.update(names_before)
+                dt = {"float": "", "int64": ", dtype=torch.long", "bool": ", dtype=torch.bool"}[p["dtype"]]
+                src = x or args[0]
+                if not x:
+                    extra_reads[nid] = {args[0]}  # read here: not deleted before
+                shape = ", ".join(str(d) for d in p["out_shape"])
+                warnings.append(one_line(f"{node.name}: Generic op {L('op')} is written as a zeros placeholder"))
+                line = f"{src}.new_zeros(({src}.shape[0], {shape}){dt})  # TODO: Generic op {L('op')}"
         elif _registered_export(t) is not None:
             ex = _run_export(node, _registered_export(t), ExportCtx(
                 a, [ref(nid, k) for k in range(len(ins[nid]))], [in_spec(nid, k).shape for k in range(len(ins[nid]))],
@@ -437,7 +504,7 @@ def to_python(design: Design, class_name: str | None = None) -> str:
             if src in attr and sparam and all(part.isidentifier() for part in (pname + "." + sparam).split(".")):
                 init.append(f"self.{attr[nid]}.{pname} = self.{attr[src]}.{sparam}")
     sinks = [var[(nid, 0)] for nid in order if consumers[nid] == 0 and nodes[nid].type != "Input"]
-    fwd = _insert_dels(fwd, marks, ins, var, set(sinks))
+    fwd = _insert_dels(fwd, marks, ins, var, set(sinks), extra_reads)
     ret = sinks[0] if len(sinks) == 1 else "(" + ", ".join(sinks) + ("," if len(sinks) == 1 else "") + ")"
     if not sinks:
         ret = args[0]

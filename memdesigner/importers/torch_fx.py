@@ -112,6 +112,7 @@ class _State:
     generic_owner: dict = field(default_factory=dict)  # module path -> Generic node carrying its params
     gm: Any = None
     generic_fx: dict = field(default_factory=dict)  # fx node -> [fx input node of each design input]
+    call_tensors: dict = field(default_factory=dict)  # id(tensor) -> (Generic node id, index) its call owns
 
 
 def _sanitize(name: str) -> str:
@@ -534,6 +535,12 @@ def _generic(st: _State, fxn, op: str, inputs: list, why: str = "", saves_input:
     out = _single(st, fxn, "Generic", props, ins, dmap)
     for t in claims:
         st.param_owner[id(t)] = f"{out.nid}.weight"
+    # the call itself, as data: the exporter writes it back instead of a placeholder
+    from memdesigner.importers._torch_call import call_props
+
+    call = call_props(st, fxn, out.nid, ins, Val)
+    if call:
+        st.design.nodes[out.nid].props["call"] = call
     st.generic_fx[fxn] = (out.nid, _input_nodes(st, fxn, ins))
     return out
 

@@ -63,6 +63,15 @@ class _Child:
         self.sig = tuple(rel)
 
 
+def _inner_fused(fused: str, call: str) -> str:
+    """A fused group's key inside the definition, relative to the repeated call. A group that is
+    the whole call (an nn.TransformerEncoderLayer repeated by its encoder) keeps a key of its own:
+    an empty one would drop the fusion from every instance."""
+    if not fused:
+        return ""
+    return fused.replace(call + ".", "").replace(call, "") or "layer"
+
+
 NEXT = -2  # a keep_until the next repetition's module call (or the reader after the run) stands for
 
 
@@ -217,7 +226,7 @@ def _apply(design: Design, plan, an, where: dict, reads: dict) -> None:
         n = nodes[nid]
         keep = first.ids[rel[8]] if rel[8] >= 0 else ""  # NEXT: the scope hold of the next call
         g.nodes[nid] = Node(nid, n.type, rel[4], n.props, n.pos, n.bits, n.rev, rel[3], keep, {},
-                            n.fused.replace(first.call + ".", "").replace(first.call, "") if n.fused else "",
+                            _inner_fused(n.fused, first.call),
                             n.layout, n.output)
     x0 = min(n.pos[0] for n in g.nodes.values())
     y0 = min(n.pos[1] for n in g.nodes.values())

@@ -561,6 +561,21 @@ def _generic_mem(m):
     return mem
 
 
+CALL_DOC = """the PyTorch call this node stands for, as JSON (empty: unknown; the export writes a zeros
+placeholder): {"kind": "function" | "method" | "module", "target": import path ("torch.einsum",
+"torch.nn.functional.max_pool1d", "torch.ops.aten.ne.Scalar", "operator.mul"), a method name
+("squeeze") or a torch.nn class ("torch.nn.LayerNorm"), "args": [element...], "kwargs": {name:
+element}, "init": {name: constant} (module: its constructor arguments), "tensors": [{"shape": [...],
+"dtype": "torch.float32", "param": bool (an nn.Parameter, else a buffer), "grad": bool}] (the
+tensors the node owns)}. An element is a constant (number, string, bool, null, a JSON list),
+{"tuple": [element...]}, {"slice": [start, stop, step]}, {"ellipsis": true}, {"torch": "torch.float32"}
+(a dtype, layout or memory format), {"float": "inf"}, {"device": true} (the input's device),
+{"in": k} (the node's k-th input; "dmap": [design dim of each real dim] when the design lays it out
+otherwise), {"input": 0} (the model's input), {"tensor": j} (owned tensor j), {"shared": node id,
+"tensor": j} (tensor j of another Generic node) or {"call": {kind, target, args, kwargs}} (a nested
+call computing a size or a view of a tensor)."""
+
+
 Generic = register(LayerType(
     name="Generic", family="generic",
     doc="An op memdesigner has no rule for: its output (traced shape and dtype) still counts.",
@@ -581,9 +596,11 @@ Generic = register(LayerType(
            Prop("eval_temp_bytes_fixed", "int", 0, min=0, doc="traced in eval mode: transient bytes, fixed"),
            Prop("saved_inputs", "str", "", doc="traced: inputs autograd saves (comma-separated, -1 = output)"),
            Prop("saved_bytes_per_sample", "int", 0, min=0, doc="traced: new bytes saved per sample"),
-           Prop("saved_bytes_fixed", "int", 0, min=0, doc="traced: new bytes saved whatever the batch")),
+           Prop("saved_bytes_fixed", "int", 0, min=0, doc="traced: new bytes saved whatever the batch"),
+           Prop("call", "str", "", doc=CALL_DOC)),
     min_inputs=0, max_inputs=None, shape=_generic_shape, memory=_generic_mem,
     params=lambda c: [ParamSpec("weight", (c["params"],))] if c["params"] else [],
     keeps_for_backward="assumed: its inputs",
-    no_import="the importers' fallback for ops no registration maps (exported as a zeros placeholder)",
+    no_import="the importers' fallback for ops no registration maps (exported as its recorded call, or a zeros "
+              "placeholder without one)",
 ))
