@@ -19,6 +19,7 @@ import numpy as np
 from memdesigner.engine.checkpoint_plan import plan_checkpoints
 from memdesigner.engine.devices import Device, all_devices
 from memdesigner.engine.estimate import _resolve, estimate, largest_batch
+from memdesigner.engine.search import smallest_fitting
 from memdesigner.engine.settings import Settings
 from memdesigner.model.analysis import analyze
 from memdesigner.model.blocks import for_engine
@@ -160,22 +161,6 @@ def _param_bytes(rep, s: Settings) -> int:
     return rep.params * (2 if s.dtype in ("fp16", "bf16") else 4)
 
 
-def _fewest(fits, lo: int, hi: int) -> int | None:
-    """The smallest n in [lo, hi] with fits(n) (fits monotone in n): doubling, then bisection."""
-    bad, n = lo - 1, lo
-    while not fits(n):
-        if n >= hi:
-            return None
-        bad, n = n, min(hi, max(n + 1, n * 2))
-    while n - bad > 1:
-        mid = (bad + n) // 2
-        if fits(mid):
-            n = mid
-        else:
-            bad = mid
-    return n
-
-
 def _sharding(ctx: _Ctx, base) -> int | None:
     """A higher ZeRO stage on the same GPUs, CPU offload, or, on one GPU, zero3 over the fewest
     GPUs that fit (exact); the price is the extra communication per step. Returns the fewest GPUs."""
@@ -210,7 +195,7 @@ def _sharding(ctx: _Ctx, base) -> int | None:
 
     if not fits(MAX_GPUS):  # the peak only falls with more ranks: if the most do not fit, none do
         return None
-    n = _fewest(fits, 2, MAX_GPUS)
+    n = smallest_fitting(fits, 2, MAX_GPUS)
     comm = _comm_bytes("zero3", n, pbytes)
     s2 = s.with_(gpus=n, strategy="zero3")
     ctx.add(reps[n], ("gpus",), f"{n} GPUs with zero3 (FSDP2 fully_shard), batch {s.batch} per GPU (the fewest)",
@@ -224,7 +209,7 @@ def _sharding(ctx: _Ctx, base) -> int | None:
             off[m] = ctx.est(s.with_(gpus=m, strategy="zero3", offload="params"))
         return off[m].device["fits"]
 
-    m = _fewest(fits_off, 1, n)
+    m = smallest_fitting(fits_off, 1, n)
     if m is not None:
         _offload(ctx, s.with_(gpus=m, strategy="zero3", offload="params"), ("gpus", "offload") if m > 1
                  else ("offload",), m, off[m])

@@ -1,4 +1,4 @@
-"""The one search over a monotone "does it fit" predicate (largest batch, longest context)."""
+"""The searches over a monotone "does it fit" predicate (largest batch, longest context, fewest GPUs)."""
 
 from __future__ import annotations
 
@@ -21,3 +21,20 @@ def largest_fitting(fits, lo: int, limit: int) -> int:
         else:
             bad = mid
     return hi
+
+
+def smallest_fitting(fits, lo: int, hi: int) -> int | None:
+    """The smallest n in [lo, hi] with fits(n) (fits monotone: once true, true for every larger n);
+    None when even hi does not fit. Doubling, then bisection."""
+    bad, n = lo - 1, lo
+    while not fits(n):
+        if n >= hi:
+            return None
+        bad, n = n, min(hi, max(n + 1, n * 2))
+    while n - bad > 1:
+        mid = (bad + n) // 2
+        if fits(mid):
+            n = mid
+        else:
+            bad = mid
+    return n
