@@ -49,6 +49,7 @@ class EstimateRequest:
     device: Device | None
     sweep: bool = True
     t0: float = field(default_factory=time.perf_counter)
+    analysis: Analysis | None = None  # the previous request's, when only the settings changed
 
 
 @dataclass
@@ -59,6 +60,7 @@ class EstimateResult:
     error: str | None = None
     t0: float = 0.0
     seconds: float = 0.0
+    design: Design | None = None  # the snapshot it estimated
 
 
 @dataclass
@@ -75,9 +77,9 @@ class BatchSweep:
 def compute(req: EstimateRequest) -> EstimateResult:
     t = time.perf_counter()
     try:
-        an = analyze(req.design)
+        an = req.analysis or analyze(req.design)
         rep = estimate(req.design, req.settings, device=req.device, analysis=an)
-        return EstimateResult(req.gen, rep, an, None, req.t0, time.perf_counter() - t)
+        return EstimateResult(req.gen, rep, an, None, req.t0, time.perf_counter() - t, req.design)
     except Exception as exc:  # an engine bug must not take the window down: show it instead  # noqa: BLE001
         return EstimateResult(req.gen, None, None, f"{type(exc).__name__}: {exc}", req.t0, time.perf_counter() - t)
 
@@ -165,6 +167,7 @@ class EstimateService(QObject):
         self._latest = [0]
         self.busy = False
         self.last_result: EstimateResult | None = None
+        self._reuse: list | None = None  # [design, its snapshot, the snapshot's analysis or None]
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
         self._timer.setInterval(delay_ms)
@@ -184,9 +187,13 @@ class EstimateService(QObject):
         self._thread.finished.connect(self._worker.deleteLater)
         self._thread.start()
 
-    def schedule(self) -> None:
+    def schedule(self, design_changed: bool = True) -> None:
         """Coalesce a burst of edits into one estimate. The generation moves on at the edit, so a
-        result still in flight for the design before it is dropped on arrival."""
+        result still in flight for the design before it is dropped on arrival. ``design_changed``
+        False (a run-setting change only): the last snapshot and its analysis are reused, so
+        typing a batch size neither copies nor re-analyses a big design."""
+        if design_changed:
+            self._reuse = None
         self.gen += 1
         self._latest[0] = self.gen
         self._sweep_timer.stop()
@@ -198,15 +205,26 @@ class EstimateService(QObject):
         self.gen += 1
         self._latest[0] = self.gen
         self._set_busy(True)
-        self._submit.emit(EstimateRequest(self.gen, snapshot(design), settings, device))
+        self._submit.emit(self._request(design, settings, device))
         return self.gen
+
+    def _request(self, design, settings, device) -> EstimateRequest:
+        """This generation's request: a fresh snapshot, or the last one (and its analysis, once
+        known) when nothing but the settings changed since it was taken."""
+        reuse = self._reuse
+        if reuse is not None and reuse[0] is design:
+            snap, an = reuse[1], reuse[2]
+        else:
+            snap, an = snapshot(design), None
+            self._reuse = [design, snap, None]
+        return EstimateRequest(self.gen, snap, settings, device, analysis=an)
 
     def run_sync(self, sweep_too: bool = True) -> EstimateResult:
         """Estimate on the calling thread (headless render, scripts)."""
         design, settings, device = self.provider()
         self.gen += 1
         self._latest[0] = self.gen
-        req = EstimateRequest(self.gen, snapshot(design), settings, device)
+        req = self._request(design, settings, device)
         res = compute(req)
         self._on_finished(res)
         self._sweep_timer.stop()
@@ -218,6 +236,9 @@ class EstimateService(QObject):
 
     @Slot(object)
     def _on_finished(self, res: EstimateResult):
+        reuse = self._reuse
+        if reuse is not None and reuse[2] is None and res.analysis is not None and res.design is reuse[1]:
+            reuse[2] = res.analysis  # the snapshot's analysis, for the next settings change
         if res.gen != self.gen:
             return  # stale: a newer edit is already on its way
         self.last_result = res

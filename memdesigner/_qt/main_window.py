@@ -272,7 +272,7 @@ class MainWindow(QMainWindow):
 
     def _settings_changed(self):
         self._update_title()
-        self.service.schedule()
+        self.service.schedule(design_changed=False)
 
     @property
     def dirty(self) -> bool:
