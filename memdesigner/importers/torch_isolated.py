@@ -21,6 +21,7 @@ import json
 import math
 import multiprocessing
 import os
+import pickle
 import re
 import sys
 import threading
@@ -117,6 +118,33 @@ def wait_for_child(recv, timeout: float | None, cancel=None) -> bool:
             return True
 
 
+def run_in_child(child, request: dict, name: str, timeout: float | None, cancel, decode) -> tuple:
+    """Run ``child(send, request)`` in a fresh process and wait for the one message it sends:
+    (``decode(bytes)``, or None when it ended without a readable answer; its exit code).
+    TimeoutError after ``timeout`` s, Cancelled once ``cancel`` is set; the child is killed then."""
+    ctx = _context()
+    recv, send = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=child, args=(send, request), name=name, daemon=True)
+    msg = None
+    try:
+        with _main_hidden():
+            proc.start()
+        send.close()
+        if not wait_for_child(recv, timeout, cancel):
+            raise TimeoutError(name)
+        try:
+            msg = decode(recv.recv_bytes())
+        except (EOFError, OSError, ValueError, pickle.UnpicklingError):  # no readable answer
+            msg = None
+        proc.join(10)
+    finally:
+        recv.close()
+        if proc.is_alive():
+            proc.kill()
+            proc.join(5)
+    return msg, proc.exitcode
+
+
 def import_file_isolated(target: str, input_shape=None, input_dtype=None, name: str | None = None,
                          timeout: float | None = DEFAULT_TIMEOUT_S, cancel=None):
     """``import_file`` run in a child process; returns the Design (with ``import_warnings`` and
@@ -137,31 +165,15 @@ def import_file_isolated(target: str, input_shape=None, input_dtype=None, name: 
     request = {"target": str(Path(path).resolve()) + sep + factory, "cwd": os.getcwd(), "env": dict(os.environ),
                "input_shape": list(input_shape) if input_shape is not None else None,
                "input_dtype": input_dtype, "name": name}
-    ctx = _context()
-    recv, send = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_child, args=(send, request), name="memdesigner-torch-import", daemon=True)
     try:
-        with _main_hidden():
-            proc.start()
-        send.close()
-        msg = None
-        if wait_for_child(recv, timeout, cancel):
-            try:
-                msg = json.loads(recv.recv_bytes().decode("utf-8"))
-            except (EOFError, OSError, ValueError):
-                msg = None
-        else:
-            raise TorchImportError(f"{shown}: the model code did not finish within {timeout:g} s "
-                                   "(an endless loop? a larger model needs a larger --timeout)")
-        proc.join(10)
-    finally:
-        recv.close()
-        if proc.is_alive():
-            proc.kill()
-            proc.join(5)
+        msg, exitcode = run_in_child(_child, request, "memdesigner-torch-import", timeout, cancel,
+                                     lambda b: json.loads(b.decode("utf-8")))
+    except TimeoutError:
+        raise TorchImportError(f"{shown}: the model code did not finish within {timeout:g} s "
+                               "(an endless loop? a larger model needs a larger --timeout)") from None
     if msg is None:
         raise TorchImportError(f"{shown}: the model code ended the import process before it finished "
-                               f"({_exit_reason(proc.exitcode)})")
+                               f"({_exit_reason(exitcode)})")
     if msg.get("missing_torch"):
         raise TorchNotInstalled(msg["error"])
     if msg.get("needs_input_shape"):

@@ -32,34 +32,18 @@ def measure_isolated(design, settings, *, cancel=None, timeout: float | None = N
     the harness's raw ``record``).
     ImportError without torch, MeasureError (one line) when it fails, torch_isolated.Cancelled
     once ``cancel`` (a threading.Event) is set (the child is killed)."""
-    from memdesigner.importers.torch_isolated import _context, _exit_reason, _main_hidden, wait_for_child
+    from memdesigner.importers.torch_isolated import _exit_reason, run_in_child
     from memdesigner.io.design_file import design_to_dict
 
     if not torch_available():
         raise ImportError("No module named 'torch'")
     request = {"design": design_to_dict(design), "settings": settings, "cwd": os.getcwd()}
-    ctx = _context()
-    recv, send = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_child, args=(send, request), name="memdesigner-measure", daemon=True)
-    msg = None
     try:
-        with _main_hidden():
-            proc.start()
-        send.close()
-        if not wait_for_child(recv, timeout, cancel):
-            raise MeasureError(f"the measurement did not finish within {timeout:g} s")
-        try:
-            msg = pickle.loads(recv.recv_bytes())
-        except (EOFError, OSError, pickle.UnpicklingError):
-            msg = None
-        proc.join(10)
-    finally:
-        recv.close()
-        if proc.is_alive():
-            proc.kill()
-            proc.join(5)
+        msg, exitcode = run_in_child(_child, request, "memdesigner-measure", timeout, cancel, pickle.loads)
+    except TimeoutError:
+        raise MeasureError(f"the measurement did not finish within {timeout:g} s") from None
     if msg is None:
-        raise MeasureError(f"the measuring process ended before it answered ({_exit_reason(proc.exitcode)})")
+        raise MeasureError(f"the measuring process ended before it answered ({_exit_reason(exitcode)})")
     if not msg.get("ok"):
         raise MeasureError(msg.get("error") or "the measurement failed")
     return msg["result"]
