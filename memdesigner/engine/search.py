@@ -25,16 +25,6 @@ def largest_fitting(fits, lo: int, limit: int) -> int:
 
 def smallest_fitting(fits, lo: int, hi: int) -> int | None:
     """The smallest n in [lo, hi] with fits(n) (fits monotone: once true, true for every larger n);
-    None when even hi does not fit. Doubling, then bisection."""
-    bad, n = lo - 1, lo
-    while not fits(n):
-        if n >= hi:
-            return None
-        bad, n = n, min(hi, max(n + 1, n * 2))
-    while n - bad > 1:
-        mid = (bad + n) // 2
-        if fits(mid):
-            n = mid
-        else:
-            bad = mid
-    return n
+    None when even hi does not fit: one past the largest n that does not fit."""
+    last_bad = largest_fitting(lambda n: not fits(n), lo, hi)
+    return None if last_bad >= hi else last_bad + 1
