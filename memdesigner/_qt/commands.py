@@ -11,16 +11,19 @@ from memdesigner.model.design import Design, Edge, Node
 
 class AddNodeCmd(QUndoCommand):
     def __init__(self, design: Design, type_name: str, props: dict | None = None, pos=(0.0, 0.0),
-                 name: str | None = None, bits: int | None = None, node_id: str | None = None):
+                 name: str | None = None, bits: int | None = None, node_id: str | None = None,
+                 fields: dict | None = None):
+        """``fields``: Design.add_node's other keywords (scope, keep_until, tied, ...; a paste)."""
         super().__init__(f"Add {type_name}")
         self.design = design
         self.args = (type_name, dict(props or {}), tuple(pos), name, bits, node_id)
+        self.fields = dict(fields or {})
         self.node: Node | None = None
 
     def redo(self):
         if self.node is None:
             t, props, pos, name, bits, nid = self.args
-            self.node = self.design.add_node(t, props, id=nid, name=name, pos=pos, bits=bits)
+            self.node = self.design.add_node(t, props, id=nid, name=name, pos=pos, bits=bits, **self.fields)
         else:
             self.design.insert_node(self.node)
 

@@ -206,12 +206,8 @@ def design_from_dict(data, source: str = "design") -> Design:
         if not all(_canvas_coordinate(v) for v in pos):
             raise DesignFileError(f"{source}: {where}.pos: {_short(pos)} is not a canvas position "
                                   f"(finite numbers within ±{MAX_POS:.0e})")
-        d.add_node(lt.name, props, id=nd["id"], name=nd.get("name"), pos=pos,
-                   bits=nd.get("bits"), scope=nd.get("scope", ""), keep_until=nd.get("keep_until", ""),
-                   tied=nd.get("tied"), fused=nd.get("fused", ""), layout=nd.get("layout", ""),
-                   output=bool(nd.get("output", False)))
-        if nd.get("trainable") is False:
-            d.nodes[nd["id"]].trainable = False
+        d.add_node(lt.name, props, id=nd["id"], name=nd.get("name"), pos=pos, bits=nd.get("bits"),
+                   **node_fields(nd))
     problem = None
     for i, ed in enumerate(data["edges"]):
         where = f"edges[{i}]"
@@ -241,6 +237,14 @@ def design_from_dict(data, source: str = "design") -> Design:
         raise DesignFileError(f"{source}: {problem}")
     load_blocks(d, data.get("blocks", ()), source)
     return d
+
+
+def node_fields(nd: dict) -> dict:
+    """A node dict's fields beyond id, type, name, props, pos and bits, as Design.add_node's
+    keywords: what design_to_dict writes, read back by load, autosave recovery and paste alike."""
+    return {"scope": nd.get("scope", ""), "keep_until": nd.get("keep_until", ""), "tied": nd.get("tied"),
+            "fused": nd.get("fused", ""), "layout": nd.get("layout", ""), "output": bool(nd.get("output", False)),
+            "trainable": nd.get("trainable") is not False}
 
 
 def design_to_dict(d: Design) -> dict:
