@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from PySide6.QtGui import QUndoCommand
 
+from memdesigner._qt import undo_bursts
 from memdesigner.model.design import Design, Edge, Node
 
 
@@ -103,19 +104,34 @@ class RemoveEdgeCmd(QUndoCommand):
 
 
 class SetPropCmd(QUndoCommand):
-    def __init__(self, design: Design, node_id: str, key: str, value):
+    """``burst``: the user's edit burst (_qt/undo_bursts.py); consecutive changes of the same
+    field of the same node in one burst are one undo step. None: never merged."""
+
+    def __init__(self, design: Design, node_id: str, key: str, value, burst: int | None = None):
         super().__init__(f"Set {key}")
         self.design = design
         self.node_id = node_id
         self.key = key
         self.new = value
         self.old = design.nodes[node_id].props.get(key)
+        self.burst = burst
 
     def redo(self):
         self.design.set_prop(self.node_id, self.key, self.new)
 
     def undo(self):
         self.design.set_prop(self.node_id, self.key, self.old)
+
+    def id(self) -> int:
+        return -1 if self.burst is None else undo_bursts.MERGE_ID
+
+    def mergeWith(self, other) -> bool:
+        if not isinstance(other, SetPropCmd) or other.burst != self.burst or \
+                (other.design, other.node_id, other.key) != (self.design, self.node_id, self.key):
+            return False
+        self.new = other.new
+        self.setObsolete(self.new == self.old)  # stepped back to where it started: no step at all
+        return True
 
 
 class SetNameCmd(QUndoCommand):

@@ -14,7 +14,7 @@ from pathlib import Path
 from PySide6.QtCore import QObject, QTimer, Signal
 from PySide6.QtGui import QUndoCommand, QUndoStack
 
-from memdesigner._qt import recent, recovery
+from memdesigner._qt import recent, recovery, undo_bursts
 from memdesigner.io.design_file import load_design, save_design
 from memdesigner.model.design import Design
 from memdesigner.model.run_settings import RunSettings, normalize
@@ -31,20 +31,42 @@ def autosave_delay_ms() -> int:
 
 
 class SetRunSettingsCmd(QUndoCommand):
-    """One change of the run settings (the whole dict before and after)."""
+    """One change of the run settings (the whole dict before and after). ``burst``
+    (_qt/undo_bursts.py): consecutive changes of the same one setting in a burst (the Batch
+    box's arrow clicks) are one undo step; None: never merged."""
 
-    def __init__(self, model: RunSettings, old: dict, new: dict):
-        changed = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
+    def __init__(self, model: RunSettings, old: dict, new: dict, burst: int | None = None):
+        super().__init__()
+        self.model, self.old, self.new, self.burst = model, dict(old), dict(new), burst
+        self.changed = _changed(old, new)
+        self._name()
+
+    def _name(self):
+        changed, new = self.changed, self.new
         what = changed[0] if len(changed) == 1 else "run settings"
-        text = f"Set {what} to {new[what]}" if len(changed) == 1 and what in new else f"Change {what}"
-        super().__init__(text)
-        self.model, self.old, self.new = model, dict(old), dict(new)
+        self.setText(f"Set {what} to {new[what]}" if len(changed) == 1 and what in new else f"Change {what}")
 
     def redo(self):
         self.model.set_all(self.new)
 
     def undo(self):
         self.model.set_all(self.old)
+
+    def id(self) -> int:
+        return -1 if self.burst is None or len(self.changed) != 1 else undo_bursts.MERGE_ID
+
+    def mergeWith(self, other) -> bool:
+        if not isinstance(other, SetRunSettingsCmd) or other.model is not self.model or \
+                other.burst != self.burst or other.changed != self.changed or other.old != self.new:
+            return False
+        self.new = other.new
+        self._name()
+        self.setObsolete(self.new == self.old)
+        return True
+
+
+def _changed(old: dict, new: dict) -> list:
+    return sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
 
 
 class DesignDocument(QObject):
@@ -87,10 +109,11 @@ class DesignDocument(QObject):
         if self.slot is not None and not self._timer.isActive():
             self._timer.start()
 
-    def edit_settings(self, old: dict, new: dict) -> None:
-        """A user change of the run settings: one undo step."""
+    def edit_settings(self, old: dict, new: dict, burst: int | None = None) -> None:
+        """A user change of the run settings: one undo step (one per ``burst`` of changes to the
+        same setting, _qt/undo_bursts.py)."""
         if normalize(new) != self.settings.to_dict():
-            self.stack.push(SetRunSettingsCmd(self.settings, old, new))
+            self.stack.push(SetRunSettingsCmd(self.settings, old, new, burst))
 
     # -- replacing the design ----------------------------------------------------------------
     def replace(self, design: Design, path: str | None, unsaved: bool = False) -> None:
