@@ -95,6 +95,7 @@ class DesignDocument(QObject):
         self._ops: list = []  # journal ops of the edit in progress (written as the edit ends)
         self._full = True  # the next write is a full autosave (none yet, or a change the journal cannot hold)
         self._meta = None  # what the journal cannot hold, as of the last full autosave
+        self._removed: set = set()  # ids the journal's bulk deletes took out (their undo names them)
         self._flush_soon = QTimer(self)  # an edit made outside the undo stack ends with its event-loop turn
         self._flush_soon.setSingleShot(True)
         self._flush_soon.setInterval(0)
@@ -110,7 +111,7 @@ class DesignDocument(QObject):
 
     def _design_event(self, event, payload):
         if self.slot is not None and not self._loading:
-            ops = design_journal.record(self.design, event, payload)
+            ops = design_journal.record(self.design, event, payload, self._removed)
             self._journal(ops)
         self._touched()
 
@@ -231,7 +232,7 @@ class DesignDocument(QObject):
             self._full = True
             return False
         self.design.settings = self.settings.to_dict()
-        self._ops = []  # the full autosave holds them
+        self._ops, self._removed = [], set()  # the full autosave holds them (a new journal begins)
         try:
             self.slot.write(self.design, self.path)
         except OSError:

@@ -31,14 +31,22 @@ def _edge(e: Edge) -> list:
     return [e.src, e.dst, e.src_port, e.dst_port]
 
 
-def record(design: Design, event: str, payload) -> list[dict] | None:
-    """The journal ops for one notification of ``design`` (after the change)."""
+def _pos(n) -> list:
+    return [n.id, round(float(n.pos[0]), 1), round(float(n.pos[1]), 1)]
+
+
+def record(design: Design, event: str, payload, removed: set | None = None) -> list[dict] | None:
+    """The journal ops for one notification of ``design`` (after the change). ``removed``: the
+    ids a ``dels`` op of this journal took out (the caller keeps it per journal); the undo of
+    such a delete names them instead of writing each node again (10,000 nodes: ~400 ms)."""
     if event == "node_added":
         last = next(reversed(design.nodes), None) == payload.id  # the common case, without a scan
         at = len(design.nodes) - 1 if last else design.node_index(payload.id)
         return [{"op": "add", "node": node_to_dict(payload), "at": at}]
-    if event in ("node_changed", "node_moved"):
+    if event == "node_changed":
         return [{"op": "set", "node": node_to_dict(payload)}]
+    if event == "node_moved":
+        return [{"op": "pos", "pos": [_pos(payload)]}]
     if event == "node_removed":
         return [{"op": "del", "id": payload.id}]
     if event == "edge_added":
@@ -48,15 +56,19 @@ def record(design: Design, event: str, payload) -> list[dict] | None:
     if event == "edge_removed":
         return [{"op": "unedge", "e": _edge(payload)}]
     if event == "nodes_moved":
-        return [{"op": "set", "node": node_to_dict(n)} for n in payload]
+        return [{"op": "pos", "pos": [_pos(n) for n in payload]}]
     if event == "nodes_removed":
         nodes, edges = payload
+        if removed is not None:
+            removed.update(n.id for n in nodes)
         return [{"op": "dels", "ids": [n.id for n in nodes], "edges": [_edge(e) for e in edges]}]
     if event == "nodes_added":
         nodes, edges = payload
         where = {nid: i for i, nid in enumerate(design.nodes)}
         ewhere = {e: i for i, e in enumerate(design.edges)}
-        return [{"op": "adds", "nodes": sorted([where[n.id], node_to_dict(n)] for n in nodes if n.id in where),
+        back = removed is not None and all(n.id in removed for n in nodes)  # the undo of a dels above
+        return [{"op": "adds", "nodes": sorted([where[n.id], n.id if back else node_to_dict(n)]
+                                               for n in nodes if n.id in where),
                  "edges": sorted([ewhere[e], _edge(e)] for e in edges if e in ewhere)}]
     return None  # reset (and anything new): only a full autosave holds it
 
@@ -87,7 +99,8 @@ def _node(nd: dict):
     return d.nodes[nd["id"]]
 
 
-def _apply(design: Design, op: dict) -> None:
+def _apply(design: Design, op: dict, gone: dict) -> None:
+    """``gone``: the nodes the replay's ``dels`` ops took out, by id (for an ``adds`` naming them)."""
     kind = op["op"]
     if kind == "add":
         design.insert_node(_node(op["node"]), op["at"])
@@ -102,10 +115,15 @@ def _apply(design: Design, op: dict) -> None:
         design.add_edge(*op["e"], index=op["at"], check_cycle=False)
     elif kind == "unedge":
         design.remove_edge(Edge(*op["e"]))
+    elif kind == "pos":
+        for nid, x, y in op["pos"]:
+            design.nodes[nid].pos = (float(x), float(y))
     elif kind == "dels":
-        design.remove_nodes(op["ids"], [Edge(*e) for e in op["edges"]])
+        nodes, _ = design.remove_nodes(op["ids"], [Edge(*e) for e in op["edges"]])
+        gone.update((n.id, n) for _, n in nodes)
     elif kind == "adds":
-        design.restore_nodes([(i, _node(nd)) for i, nd in op["nodes"]], [(i, Edge(*e)) for i, e in op["edges"]])
+        design.restore_nodes([(i, gone.pop(nd) if isinstance(nd, str) else _node(nd)) for i, nd in op["nodes"]],
+                             [(i, Edge(*e)) for i, e in op["edges"]])
     elif kind == "settings":
         design.settings = dict(op["settings"])
     else:
@@ -116,15 +134,15 @@ def replay(base: dict, steps: list[list[dict]], source: str = "autosave") -> Des
     """The design of the full autosave ``base`` with the journal's steps applied in order. A step
     that does not apply (never expected: a journal only follows its own autosave) ends the replay
     at the step before it."""
-    design = design_from_dict(base, source)
+    design, gone = design_from_dict(base, source), {}
     for k, ops in enumerate(steps):
         try:
             for op in ops:
-                _apply(design, op)
+                _apply(design, op, gone)
         except (DesignFileError, KeyError, ValueError, TypeError, IndexError):
-            design = design_from_dict(base, source)
+            design, gone = design_from_dict(base, source), {}
             for done in steps[:k]:
                 for op in done:
-                    _apply(design, op)
+                    _apply(design, op, gone)
             break
     return design

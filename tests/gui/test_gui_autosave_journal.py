@@ -77,6 +77,12 @@ def test_an_edit_appends_one_line_and_rewrites_nothing(window, qtbot, monkeypatc
     lines = _journal(window)[len(before):].splitlines()
     assert full == [] and len(lines) == 2 and all(len(line) < 300 for line in lines)
     assert _recovered(window)["nodes"][4]["props"]["out_features"] == 12
+    # the undo of a bulk delete names the nodes the journal took out, not each node again
+    window.stack.push(RemoveNodesCmd(d, ["conv", "relu", "flat"]))
+    window.stack.undo()
+    undo = _journal(window).splitlines()[-1]
+    assert b'"adds"' in undo and b'"type"' not in undo
+    assert _recovered(window) == design_to_dict(d)
 
 
 def test_a_line_cut_by_a_kill_is_dropped_whole(window, qtbot):
