@@ -6,21 +6,25 @@ from __future__ import annotations
 
 from PySide6.QtGui import QUndoCommand
 
+from memdesigner._qt import undo_bursts
 from memdesigner.model.design import Design, Edge, Node
 
 
 class AddNodeCmd(QUndoCommand):
     def __init__(self, design: Design, type_name: str, props: dict | None = None, pos=(0.0, 0.0),
-                 name: str | None = None, bits: int | None = None, node_id: str | None = None):
+                 name: str | None = None, bits: int | None = None, node_id: str | None = None,
+                 fields: dict | None = None):
+        """``fields``: Design.add_node's other keywords (scope, keep_until, tied, ...; a paste)."""
         super().__init__(f"Add {type_name}")
         self.design = design
         self.args = (type_name, dict(props or {}), tuple(pos), name, bits, node_id)
+        self.fields = dict(fields or {})
         self.node: Node | None = None
 
     def redo(self):
         if self.node is None:
             t, props, pos, name, bits, nid = self.args
-            self.node = self.design.add_node(t, props, id=nid, name=name, pos=pos, bits=bits)
+            self.node = self.design.add_node(t, props, id=nid, name=name, pos=pos, bits=bits, **self.fields)
         else:
             self.design.insert_node(self.node)
 
@@ -100,19 +104,34 @@ class RemoveEdgeCmd(QUndoCommand):
 
 
 class SetPropCmd(QUndoCommand):
-    def __init__(self, design: Design, node_id: str, key: str, value):
+    """``burst``: the user's edit burst (_qt/undo_bursts.py); consecutive changes of the same
+    field of the same node in one burst are one undo step. None: never merged."""
+
+    def __init__(self, design: Design, node_id: str, key: str, value, burst: int | None = None):
         super().__init__(f"Set {key}")
         self.design = design
         self.node_id = node_id
         self.key = key
         self.new = value
         self.old = design.nodes[node_id].props.get(key)
+        self.burst = burst
 
     def redo(self):
         self.design.set_prop(self.node_id, self.key, self.new)
 
     def undo(self):
         self.design.set_prop(self.node_id, self.key, self.old)
+
+    def id(self) -> int:
+        return -1 if self.burst is None else undo_bursts.MERGE_ID
+
+    def mergeWith(self, other) -> bool:
+        if not isinstance(other, SetPropCmd) or other.burst != self.burst or \
+                (other.design, other.node_id, other.key) != (self.design, self.node_id, self.key):
+            return False
+        self.new = other.new
+        self.setObsolete(self.new == self.old)  # stepped back to where it started: no step at all
+        return True
 
 
 class SetNameCmd(QUndoCommand):

@@ -2,9 +2,14 @@
 path (absolute), the undo stack (dirty = not at the clean index), the run-settings model (with
 its own undo commands), the autosave that crash recovery reads, and save / open / recent files.
 
-Autosave: every change (graph edit, settings change, undo, redo) starts a single-shot timer of
-``autosave_delay_ms()`` unless one is already running, so the file is written at most that long
-after the first unsaved change, however busy the user is; a clean document has no autosave."""
+Autosave: each edit (graph edit, settings change, undo, redo) is on disk as it ends: the first
+one of an unsaved stretch writes the full autosave, each later one appends one line to its
+journal (io/design_journal.py: the changed nodes and edges, one write()), so no later kill loses
+it, however late a loaded machine runs the event loop. Every change also starts a single-shot
+timer of ``autosave_delay_ms()`` unless one is already running, which rewrites the full
+autosave (and starts an empty journal), so a journal holds at most that long of edits. A change
+the journal cannot hold (a reset, block definitions, the design's name) writes the full
+autosave at once. A clean document has no autosave."""
 
 from __future__ import annotations
 
@@ -14,7 +19,8 @@ from pathlib import Path
 from PySide6.QtCore import QObject, QTimer, Signal
 from PySide6.QtGui import QUndoCommand, QUndoStack
 
-from memdesigner._qt import recent, recovery
+from memdesigner._qt import recent, recovery, undo_bursts
+from memdesigner.io import design_journal
 from memdesigner.io.design_file import load_design, save_design
 from memdesigner.model.design import Design
 from memdesigner.model.run_settings import RunSettings, normalize
@@ -31,20 +37,42 @@ def autosave_delay_ms() -> int:
 
 
 class SetRunSettingsCmd(QUndoCommand):
-    """One change of the run settings (the whole dict before and after)."""
+    """One change of the run settings (the whole dict before and after). ``burst``
+    (_qt/undo_bursts.py): consecutive changes of the same one setting in a burst (the Batch
+    box's arrow clicks) are one undo step; None: never merged."""
 
-    def __init__(self, model: RunSettings, old: dict, new: dict):
-        changed = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
+    def __init__(self, model: RunSettings, old: dict, new: dict, burst: int | None = None):
+        super().__init__()
+        self.model, self.old, self.new, self.burst = model, dict(old), dict(new), burst
+        self.changed = _changed(old, new)
+        self._name()
+
+    def _name(self):
+        changed, new = self.changed, self.new
         what = changed[0] if len(changed) == 1 else "run settings"
-        text = f"Set {what} to {new[what]}" if len(changed) == 1 and what in new else f"Change {what}"
-        super().__init__(text)
-        self.model, self.old, self.new = model, dict(old), dict(new)
+        self.setText(f"Set {what} to {new[what]}" if len(changed) == 1 and what in new else f"Change {what}")
 
     def redo(self):
         self.model.set_all(self.new)
 
     def undo(self):
         self.model.set_all(self.old)
+
+    def id(self) -> int:
+        return -1 if self.burst is None or len(self.changed) != 1 else undo_bursts.MERGE_ID
+
+    def mergeWith(self, other) -> bool:
+        if not isinstance(other, SetRunSettingsCmd) or other.model is not self.model or \
+                other.burst != self.burst or other.changed != self.changed or other.old != self.new:
+            return False
+        self.new = other.new
+        self._name()
+        self.setObsolete(self.new == self.old)
+        return True
+
+
+def _changed(old: dict, new: dict) -> list:
+    return sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
 
 
 class DesignDocument(QObject):
@@ -64,7 +92,15 @@ class DesignDocument(QObject):
         self._timer.setSingleShot(True)
         self._timer.setInterval(autosave_delay_ms())
         self._timer.timeout.connect(self.autosave)
-        self.stack.indexChanged.connect(self._touched)
+        self._ops: list = []  # journal ops of the edit in progress (written as the edit ends)
+        self._full = True  # the next write is a full autosave (none yet, or a change the journal cannot hold)
+        self._meta = None  # what the journal cannot hold, as of the last full autosave
+        self._removed: set = set()  # ids the journal's bulk deletes took out (their undo names them)
+        self._flush_soon = QTimer(self)  # an edit made outside the undo stack ends with its event-loop turn
+        self._flush_soon.setSingleShot(True)
+        self._flush_soon.setInterval(0)
+        self._flush_soon.timeout.connect(self._write_edit)
+        self.stack.indexChanged.connect(self._edit_done)
         self.settings.subscribe(self._settings_changed)
         self.design.subscribe(self._design_event)
 
@@ -74,11 +110,57 @@ class DesignDocument(QObject):
         return not self.stack.isClean()
 
     def _design_event(self, event, payload):
+        if self.slot is not None and not self._loading:
+            ops = design_journal.record(self.design, event, payload, self._removed)
+            self._journal(ops)
         self._touched()
 
     def _settings_changed(self, d: dict):
         self.design.settings = d  # every serializer of the design sees the current settings
+        if self.slot is not None and not self._loading:
+            self._journal([{"op": "settings", "settings": dict(d)}])
         self._touched()
+
+    def _journal(self, ops: list | None) -> None:
+        if ops is None:
+            self._full = True
+        elif not self._full:
+            self._ops.extend(ops)
+        self._flush_soon.start()
+
+    def _edit_done(self, *_):
+        """An edit ended (the undo stack moved: a command, a macro, an undo or a redo)."""
+        self._touched()
+        self._write_edit()
+
+    def _write_edit(self):
+        """Put the edit that ended on disk now (also at the end of the event-loop turn of a change
+        made without the undo stack)."""
+        self._flush_soon.stop()
+        if self.slot is None or self._loading:
+            return
+        ops, self._ops = self._ops, []
+        if not self.dirty:
+            if not self._full:  # undone back to the saved state: nothing to recover
+                self.slot.clear()
+                self._full = True
+            return
+        if self._full or not self.slot.has_journal() or self._meta_now() != self._meta:
+            self.autosave()
+        elif ops:
+            try:
+                self.slot.append(ops)
+            except OSError:
+                self._full = True
+
+    def _meta_now(self) -> tuple:
+        """What the journal does not hold: the design's name and flags, the source path, and the
+        block definitions (their graphs are edited apart from the design's own notifications)."""
+        d = self.design
+        blocks = tuple((name, bd.stack, id(bd.graph), tuple(bd.graph.edges),
+                        tuple((n.id, n.rev, n.name, n.pos, n.bits, n.trainable) for n in bd.graph.nodes.values()))
+                       for name, bd in d.blocks.items()) if d.blocks else ()
+        return (d.name, d.channels_last, getattr(d, "description", ""), self.path, blocks)
 
     def _touched(self, *_):
         if self._loading:
@@ -87,10 +169,11 @@ class DesignDocument(QObject):
         if self.slot is not None and not self._timer.isActive():
             self._timer.start()
 
-    def edit_settings(self, old: dict, new: dict) -> None:
-        """A user change of the run settings: one undo step."""
+    def edit_settings(self, old: dict, new: dict, burst: int | None = None) -> None:
+        """A user change of the run settings: one undo step (one per ``burst`` of changes to the
+        same setting, _qt/undo_bursts.py)."""
         if normalize(new) != self.settings.to_dict():
-            self.stack.push(SetRunSettingsCmd(self.settings, old, new))
+            self.stack.push(SetRunSettingsCmd(self.settings, old, new, burst))
 
     # -- replacing the design ----------------------------------------------------------------
     def replace(self, design: Design, path: str | None, unsaved: bool = False) -> None:
@@ -108,9 +191,10 @@ class DesignDocument(QObject):
             design.subscribe(self._design_event)
         finally:
             self._loading = False
+        self._ops, self._full = [], True  # the next write is this design in full
         if unsaved:
             self.stack.resetClean()
-            self._touched()
+            self._edit_done()
         elif self.slot is not None:
             self._timer.stop()
             self.slot.clear()
@@ -145,17 +229,22 @@ class DesignDocument(QObject):
             return False
         if not self.dirty:
             self.slot.clear()
+            self._full = True
             return False
         self.design.settings = self.settings.to_dict()
+        self._ops, self._removed = [], set()  # the full autosave holds them (a new journal begins)
         try:
             self.slot.write(self.design, self.path)
         except OSError:
+            self._full = True
             return False
+        self._full, self._meta = False, self._meta_now()
         return True
 
     def discard_autosave(self) -> None:
         """Saved, or the user chose not to keep the changes: nothing to recover."""
         self._timer.stop()
+        self._ops, self._full = [], True
         if self.slot is not None:
             self.slot.clear()
 

@@ -8,6 +8,7 @@ from PySide6.QtWidgets import QApplication
 
 from memdesigner._qt import block_clip
 from memdesigner._qt.commands import AddEdgeCmd, AddNodeCmd, RemoveNodesCmd
+from memdesigner.model import registry
 from memdesigner.model.design import Design
 from memdesigner.model.registry import LayerError
 
@@ -50,7 +51,7 @@ def to_clipboard(data: dict) -> None:
 
 
 def from_clipboard() -> dict | None:
-    from memdesigner.io.design_file import DesignFileError, parse_design_text
+    from memdesigner.io.design_file import FORMAT, VERSION, DesignFileError, parse_design_text, schema_error
 
     text = QApplication.clipboard().text()
     if not text.startswith(_CLIP_PREFIX):
@@ -59,7 +60,11 @@ def from_clipboard() -> dict | None:
         data = parse_design_text(text[len(_CLIP_PREFIX):], "clipboard")
     except DesignFileError:
         return None
-    return data if isinstance(data, dict) else None
+    if not isinstance(data, dict):
+        return None
+    # and the file's schema: a paste reads each field as a load does
+    graph = {"format": FORMAT, "version": VERSION, "nodes": data.get("nodes"), "edges": data.get("edges", [])}
+    return None if schema_error(graph) else data
 
 
 PASTE_STEP = 40.0
@@ -76,13 +81,17 @@ def free_offset(design: Design, positions, step: float = PASTE_STEP) -> tuple[fl
 
 
 def paste(design: Design, stack, data: dict, offset=None) -> list[str]:
-    """Add copies with fresh ids and their internal edges; returns the new ids. Without an
-    offset, the copies go to the first free diagonal step from the originals."""
+    """Add copies with fresh ids and their internal edges; returns the new ids. Every field the
+    serializer writes comes along (pasted_fields). Without an offset, the copies go to the first
+    free diagonal step from the originals."""
     if not data or not data.get("nodes"):
         return []
     if offset is None:
         offset = free_offset(design, [tuple(nd["pos"]) for nd in data["nodes"]])
-    mapping: dict[str, str] = {}
+    # fresh ids first (new_id's counter only grows: each is distinct): a keep_until or a tie may
+    # name a node pasted after it
+    mapping = {nd["id"]: design.new_id(registry.get(nd["type"]).name) for nd in data["nodes"]}
+    fused = fresh_fused_keys(design, data["nodes"])
     stack.beginMacro(f"Paste {len(data['nodes'])} layer(s)")
     try:
         defs = block_clip.paste_definitions(design, stack, data)
@@ -98,9 +107,9 @@ def paste(design: Design, stack, data: dict, offset=None) -> list[str]:
             if name and any(n.name == name for n in design.nodes.values()):
                 name = None  # a fresh id-based name avoids two layers with one name
             cmd = AddNodeCmd(design, nd["type"], props, (nd["pos"][0] + offset[0], nd["pos"][1] + offset[1]),
-                             name=name, bits=nd.get("bits"))
+                             name=name, bits=nd.get("bits"), node_id=mapping[nd["id"]],
+                             fields=pasted_fields(design, nd, mapping, fused))
             stack.push(cmd)
-            mapping[nd["id"]] = cmd.node.id
         for ed in data.get("edges", []):
             src, dst = mapping.get(ed["from"]), mapping.get(ed["to"])
             if src and dst and design.check_edge(src, dst, ed.get("from_port", 0), ed.get("to_port", 0)) is None:
@@ -110,7 +119,44 @@ def paste(design: Design, stack, data: dict, offset=None) -> list[str]:
     return list(mapping.values())
 
 
-def design_layer_coerce(type_name: str, props: dict) -> dict:
-    from memdesigner.model import registry
+def pasted_fields(design: Design, nd: dict, mapping: dict, fused: dict) -> dict:
+    """The node's saved fields (io/design_file.node_fields) with references remapped: a
+    ``keep_until`` or ``tied`` target inside the pasted set points at its copy; one outside it is
+    kept if that node is in this design (the copy shares the original's embedding, or stays alive
+    until the original's reader ran) and dropped otherwise (pasted into another document, or the
+    target was deleted). A fused group gets a fresh key when the design already has that group,
+    so the copy does not fuse with the original."""
+    from memdesigner.io.design_file import node_fields
 
+    f = node_fields(nd)
+    ku = f["keep_until"]
+    if ku and not ku.startswith("*"):  # "*gc" and the like name no node
+        f["keep_until"] = mapping.get(ku) or (ku if ku in design.nodes else "")
+    tied = {}
+    for p, target in dict(f["tied"] or {}).items():
+        nid, _, param = str(target).rpartition(".")
+        if nid in mapping:
+            tied[p] = f"{mapping[nid]}.{param}"
+        elif nid in design.nodes:
+            tied[p] = target
+    f["tied"] = tied
+    f["fused"] = fused.get(f["fused"], f["fused"])
+    return f
+
+
+def fresh_fused_keys(design: Design, nodes) -> dict[str, str]:
+    """Pasted fused-group key -> a key no node of ``design`` uses yet (for keys it already uses)."""
+    have = {n.fused for n in design.nodes.values() if n.fused}
+    out = {}
+    for key in dict.fromkeys(nd.get("fused") for nd in nodes if nd.get("fused")):
+        if key in have:
+            k = 2
+            while f"{key}#{k}" in have:
+                k += 1
+            out[key] = f"{key}#{k}"
+            have.add(out[key])
+    return out
+
+
+def design_layer_coerce(type_name: str, props: dict) -> dict:
     return registry.get(type_name).coerce_props(props)

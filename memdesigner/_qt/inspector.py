@@ -21,7 +21,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from memdesigner._qt import theme
+from memdesigner._qt import theme, undo_bursts
 from memdesigner._qt.commands import SetBitsCmd, SetNameCmd, SetPropCmd
 from memdesigner._qt.finetune_widgets import trainable_checkbox
 from memdesigner._qt.icons import family_pixmap
@@ -262,7 +262,7 @@ class Inspector(QScrollArea):
         self.fields = {}
         for p in lt.props:
             row = FieldRow(p)
-            row.committed.connect(self.commit)
+            row.committed.connect(lambda key, raw: self.commit(key, raw, burst=undo_bursts.current()))
             row.error_changed.connect(self._update_banner)
             self.fields[p.name] = row
             form.addRow(p.name.replace("_", " "), row)
@@ -294,9 +294,10 @@ class Inspector(QScrollArea):
             row.set_value(node.props.get(name, row.prop.default))
 
     # -- editing ----------------------------------------------------------------------------
-    def commit(self, key: str, raw) -> bool:
+    def commit(self, key: str, raw, burst: int | None = None) -> bool:
         """Coerce through the registry; refuse at the field with the reason, or push an undoable
-        edit. The benchmark drives edits through here."""
+        edit (merged with the previous one of this field in the same ``burst``: the field's own
+        editor passes undo_bursts.current()). The benchmark drives edits through here."""
         if self.node_id is None:
             return False
         node = self.design.nodes[self.node_id]
@@ -312,7 +313,7 @@ class Inspector(QScrollArea):
             row.show_error(None)
         if node.props.get(key) == value:
             return True
-        self.stack.push(SetPropCmd(self.design, self.node_id, key, value))
+        self.stack.push(SetPropCmd(self.design, self.node_id, key, value, burst=burst))
         return True
 
     def _rename(self):

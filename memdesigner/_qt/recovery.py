@@ -1,5 +1,5 @@
 """Crash recovery: each open document owns one autosave file in the user data folder
-(``autosave-<instance>.json``) and holds an OS lock on its ``.lock`` beside it for as long as it
+(``autosave-<instance>.json``, with the journal of the edits made since: io/design_journal.py) and holds an OS lock on its ``.lock`` beside it for as long as it
 runs. A file whose lock can be taken belongs to no running instance: a crash left it. The kernel
 drops the lock when a process dies (even by SIGKILL), so a running instance's file is never
 offered to another, and a dead one's always is. Files are written atomically (temporary file,
@@ -17,7 +17,6 @@ from filelock import FileLock, Timeout
 
 from memdesigner.io.design_file import (
     DesignFileError,
-    design_from_dict,
     design_to_dict,
     parse_design_text,
     write_text_atomic,
@@ -37,20 +36,28 @@ def _lock_path(file: Path) -> Path:
     return file.with_suffix(".lock")
 
 
-def _envelope_text(design: Design, source_path: str | None) -> str:
+def _envelope_text(design: Design, source_path: str | None, journal: str | None = None) -> str:
     import json
 
     return json.dumps({"format": FORMAT, "saved_at": time.time(), "path": source_path,
-                       "design": design_to_dict(design)})
+                       "design": design_to_dict(design), **({"journal": journal} if journal else {})})
+
+
+def _journals(file: Path) -> list[Path]:
+    return list(file.parent.glob(f"{file.stem}.*.journal"))
 
 
 class Slot:
-    """This document's autosave file, locked for the document's lifetime."""
+    """This document's autosave file, locked for the document's lifetime, and the journal of the
+    edits since it was written (io/design_journal.py): each full write starts a new journal file,
+    named in the autosave, so a journal is only ever replayed onto the autosave it follows."""
 
     def __init__(self):
         self.id = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self.file = recovery_dir() / f"autosave-{self.id}.json"
         self._lock: FileLock | None = None
+        self._gen = 0
+        self._journal: tuple[int, Path] | None = None  # (fd, path) of the open journal
 
     def _hold(self) -> None:
         if self._lock is None:
@@ -59,16 +66,46 @@ class Slot:
             self._lock.acquire(timeout=0)
 
     def write(self, design: Design, source_path: str | None) -> Path:
+        """The full autosave, atomically, and a fresh (empty) journal after it. A kill before
+        the rename leaves the old autosave with its old journal, a kill after it the new one
+        with its empty journal: either is a state the design was in."""
         self._hold()
-        write_text_atomic(self.file, _envelope_text(design, source_path), fsync=False)
+        self._gen += 1
+        path = self.file.with_name(f"{self.file.stem}.{self._gen}.journal")
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o600)
+        try:
+            write_text_atomic(self.file, _envelope_text(design, source_path, path.name), fsync=False)
+        except BaseException:
+            os.close(fd)
+            _unlink(path)
+            raise
+        self._close_journal(remove=True)
+        self._journal = (fd, path)
         return self.file
+
+    def has_journal(self) -> bool:
+        return self._journal is not None
+
+    def append(self, ops: list) -> None:
+        """One edit's journal step: one write() of one line, on disk for any later kill."""
+        from memdesigner.io.design_journal import step_line
+
+        os.write(self._journal[0], step_line(ops))
+
+    def _close_journal(self, remove: bool) -> None:
+        if self._journal is not None:
+            fd, path = self._journal
+            self._journal = None
+            os.close(fd)
+            if remove:
+                _unlink(path)
 
     def clear(self) -> None:
         """Nothing to recover any more (saved, discarded, closed)."""
-        try:
-            self.file.unlink()
-        except OSError:
-            pass
+        self._close_journal(remove=True)
+        _unlink(self.file)
+        for j in _journals(self.file):
+            _unlink(j)
 
     def release(self) -> None:
         self.clear()
@@ -99,6 +136,13 @@ class Recoverable:
             self.lock = None
 
 
+def _unlink(path: Path) -> None:
+    try:
+        path.unlink()
+    except OSError:
+        pass
+
+
 def _read(file: Path) -> dict:
     data = parse_design_text(file.read_bytes(), str(file))
     if not isinstance(data, dict) or data.get("format") != FORMAT or not isinstance(data.get("design"), dict):
@@ -126,7 +170,14 @@ def find() -> list[Recoverable]:
             lock.release()
             continue
         name = data["design"].get("name") or "untitled"
-        out.append(Recoverable(f, data.get("path"), float(data.get("saved_at") or 0), str(name), lock))
+        saved = float(data.get("saved_at") or 0)
+        journal = data.get("journal")
+        if isinstance(journal, str):  # its last journalled edit, when later
+            try:
+                saved = max(saved, (f.parent / Path(journal).name).stat().st_mtime)
+            except OSError:
+                pass
+        out.append(Recoverable(f, data.get("path"), saved, str(name), lock))
     return sorted(out, key=lambda r: -r.saved_at)
 
 
@@ -141,11 +192,20 @@ def find_and_release() -> list[Recoverable]:
 def load(rec: Recoverable) -> Design:
     """The design of an autosave (its run settings in ``design.settings``); DesignFileError when
     it cannot be read."""
+    from memdesigner.io.design_journal import read_steps, replay
+
     try:
         data = _read(rec.file)
     except OSError as err:
         raise DesignFileError(f"{rec.file}: cannot read: {err.strerror or err}") from None
-    return design_from_dict(data["design"], str(rec.file))
+    journal = data.get("journal")
+    steps = []
+    if isinstance(journal, str):
+        try:  # its edits since the full autosave; none when the kill came before the first
+            steps = read_steps((rec.file.parent / Path(journal).name).read_bytes())
+        except OSError:
+            steps = []
+    return replay(data["design"], steps, str(rec.file))
 
 
 def _remove_partial_writes(file: Path) -> None:
@@ -158,11 +218,11 @@ def _remove_partial_writes(file: Path) -> None:
 
 
 def discard(rec: Recoverable) -> None:
-    """Delete this one autosave (recovered into a document, or discarded by the user); no other."""
-    try:
-        rec.file.unlink()
-    except OSError:
-        pass
+    """Delete this one autosave (recovered into a document, or discarded by the user) with its
+    journals; no other."""
+    _unlink(rec.file)
+    for j in _journals(rec.file):
+        _unlink(j)
     _remove_partial_writes(rec.file)
     rec.release()
     try:

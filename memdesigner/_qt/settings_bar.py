@@ -6,6 +6,7 @@ from __future__ import annotations
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QLabel, QWidget
 
+from memdesigner._qt import undo_bursts
 from memdesigner._qt.finetune_widgets import FinetuneControls
 from memdesigner._qt.generate_options import GenerateOptions
 from memdesigner._qt.number_fields import RefusingSpinBox
@@ -145,14 +146,15 @@ class SettingsBar(QWidget):
         if normalize(new) == old:
             return
         if self._edit is not None:
-            self._edit(old, new)
+            self._edit(old, new, undo_bursts.current())  # a burst of Batch clicks: one undo step
         else:
             self.model.set_all(new)
 
     # -- the model ------------------------------------------------------------------------
     def bind(self, model: RunSettings, edit=None) -> None:
-        """View ``model``; ``edit(old, new)`` applies a user change (the document pushes an undo
-        command); without it the bar sets the model directly."""
+        """View ``model``; ``edit(old, new, burst)`` applies a user change (the document pushes an
+        undo command, merged within a burst: _qt/undo_bursts.py); without it the bar sets the
+        model directly."""
         if self.model is not None:
             self.model.unsubscribe(self._model_changed)
         self.model, self._edit = model, edit

@@ -32,6 +32,7 @@ from memdesigner._qt.icons import family_icon
 from memdesigner.model.templates import TEMPLATES
 
 MAX_RECENT_SHOWN = 6
+THUMB = QSize(116, 69)  # the cached thumbnails (thumbnails.SIZE) shown smaller: two columns on a laptop
 TEMPLATE_ICONS = {"mlp": "dense", "cnn": "convolution", "transformer": "attention", "llama": "attention"}
 
 
@@ -68,6 +69,22 @@ def _button(text: str, tip: str, icon: QIcon | None = None) -> QPushButton:
     return b
 
 
+def _column(body: QHBoxLayout, title: str, width: int) -> QVBoxLayout:
+    """A fixed-width column of the start view with its title; returns the layout to fill."""
+    col = QWidget()
+    col.setFixedWidth(width)
+    lay = QVBoxLayout(col)
+    lay.setContentsMargins(0, 0, 0, 0)
+    lay.setSpacing(3)
+    lay.addWidget(_title(title))
+    inner = QVBoxLayout()
+    inner.setSpacing(3)
+    lay.addLayout(inner)
+    lay.addStretch(1)
+    body.addWidget(col)
+    return inner
+
+
 class StartView(QFrame):
     def __init__(self, win):
         super().__init__(win.view.viewport())
@@ -88,8 +105,8 @@ class StartView(QFrame):
         page.setStyleSheet("#start-page { background: palette(base); }")
         scroll.setWidget(page)
         lay = QVBoxLayout(page)
-        lay.setContentsMargins(20, 12, 20, 12)
-        lay.setSpacing(6)
+        lay.setContentsMargins(20, 8, 20, 8)
+        lay.setSpacing(4)
 
         head = QHBoxLayout()
         title = QLabel("Start a design")
@@ -104,9 +121,12 @@ class StartView(QFrame):
         head.addWidget(self.empty_button)
         lay.addLayout(head)
 
+        # one row of columns: examples (their own list scrolls), templates, imports, recent files,
+        # so a 1366x768 laptop's canvas (about 830x280 beside the docks) shows every part at once
         body = QHBoxLayout()
-        body.setSpacing(18)
+        body.setSpacing(14)
         left = QVBoxLayout()
+        left.setSpacing(3)
         left.addWidget(_title("Open an example"))
         self.examples = QListWidget()
         self.examples.setViewMode(QListView.IconMode)
@@ -114,13 +134,13 @@ class StartView(QFrame):
         self.examples.setResizeMode(QListView.Adjust)
         self.examples.setWrapping(True)
         self.examples.setUniformItemSizes(True)
-        self.examples.setIconSize(thumbnails.SIZE)
-        self.examples.setGridSize(QSize(thumbnails.SIZE.width() + 16, thumbnails.SIZE.height() + 34))
-        self.examples.setSpacing(4)
+        self.examples.setIconSize(THUMB)
+        self.examples.setGridSize(QSize(THUMB.width() + 12, THUMB.height() + 32))
+        self.examples.setSpacing(2)
         self.examples.setDragEnabled(False)
         self.examples.setAcceptDrops(False)
         self.examples.setFrameShape(QFrame.NoFrame)
-        self.examples.setMinimumHeight(thumbnails.SIZE.height() + 44)
+        self.examples.setMinimumSize(THUMB.width() + 30, THUMB.height() + 36)
         self.examples.setSizePolicy(QSizePolicy.Expanding, QSizePolicy.Expanding)
         self.examples.setStyleSheet("QListWidget { background: transparent; }")
         self.examples.itemActivated.connect(self._open_example)
@@ -137,16 +157,14 @@ class StartView(QFrame):
         left.addWidget(self.examples, 1)
         body.addLayout(left, 1)
 
-        right = QVBoxLayout()
-        right.setSpacing(3)
-        right.addWidget(_title("Start from a template"))
+        templates = _column(body, "From a template", 150)
         self.template_buttons = {}
         for t in TEMPLATES:
             b = _button(t.title, t.doc, family_icon(TEMPLATE_ICONS.get(t.key, "generic")))
             b.clicked.connect(lambda _=False, t=t: self.open_template(t))
-            right.addWidget(b)
+            templates.addWidget(b)
             self.template_buttons[t.key] = b
-        right.addWidget(_title("Import a model"))
+        imports = _column(body, "Import a model", 158)
         self.import_buttons = {}
         for key, text, act in (("torch", "PyTorch model (.py)…", win.act_import_torch),
                                ("keras", "Keras model (JSON)…", win.act_import_keras),
@@ -154,17 +172,12 @@ class StartView(QFrame):
                                ("hf", "Hugging Face config…", win.act_import_hf)):
             b = _button(text, act.toolTip() or act.text().replace("&", ""))
             b.clicked.connect(lambda _=False, act=act: act.trigger())
-            right.addWidget(b)
+            imports.addWidget(b)
             self.import_buttons[key] = b
-        right.addWidget(_title("Recent files"))
+        recent_col = _column(body, "Recent files", 160)
         self.recent_box = QVBoxLayout()
-        self.recent_box.setSpacing(1)
-        right.addLayout(self.recent_box)
-        right.addStretch(1)
-        side = QWidget()
-        side.setLayout(right)
-        side.setFixedWidth(250)
-        body.addWidget(side)
+        self.recent_box.setSpacing(0)
+        recent_col.addLayout(self.recent_box)
         lay.addLayout(body, 1)
 
         self.recent_buttons: list[QPushButton] = []
@@ -178,6 +191,7 @@ class StartView(QFrame):
         win.result_applied.connect(lambda *_: self.sync())
         self.fill_recent()
         self.sync()
+        QTimer.singleShot(0, self.sync)  # once the window's other canvas tools exist (the minimap)
 
     # -- shown or not ---------------------------------------------------------------------------
     def wanted(self) -> bool:
@@ -199,6 +213,11 @@ class StartView(QFrame):
             self.raise_()
         elif not show and not self.isHidden():
             self.hide()
+        mm, act = getattr(self.win, "minimap", None), getattr(self.win, "act_minimap", None)
+        if mm is not None:  # an overview of nothing would sit on top of the start view
+            want = not show and (act is None or act.isChecked())
+            if mm.isVisible() != want:
+                mm.setVisible(want)
         if show and self._pending and not self._thumb_timer.isActive():
             self._thumb_timer.start()
 
@@ -254,6 +273,7 @@ class StartView(QFrame):
         while self.recent_box.count():
             w = self.recent_box.takeAt(0).widget()
             if w is not None:
+                w.hide()  # at once: deleteLater waits for the event loop
                 w.deleteLater()
         self.recent_buttons = []
         paths = recent_files(self.win)[:MAX_RECENT_SHOWN]

@@ -279,9 +279,10 @@ class TimelinePlot(pg.PlotWidget):
         s = self.scale
         tl = (measured or {}).get("timeline") or []
         if tl:
-            from memdesigner.snapshot.align import align_measured
+            from memdesigner.snapshot.align import align_measured_ops  # op by op (layer tags), else by phase
 
-            mx, my = align_measured([e.phase for e in self.events], tl, measured.get("timeline_phases"))
+            mx, my = align_measured_ops([(e.phase, e.node) for e in self.events], tl, measured.get("timeline_phases"),
+                                        measured.get("timeline_layers"))
             self._measured_curve.setData(mx, my / s)
         self._measured_curve.setVisible(bool(tl))
         pk = (measured or {}).get("peak_bytes")

@@ -191,8 +191,10 @@ def _run_export(node, hook, ctx):
         raise ExportError(f"{node.id}: {node.type} has no PyTorch export here: {err}") from None
 
 
-def to_python(design: Design, class_name: str | None = None) -> str:
-    """The design as a Python module: ``class <Name>(nn.Module)`` and ``def make()``."""
+def to_python(design: Design, class_name: str | None = None, layers: dict | None = None) -> str:
+    """The design as a Python module: ``class <Name>(nn.Module)`` and ``def make()``. ``layers``
+    (a dict, filled in): module attribute -> the (expanded) design's node ids it runs, so a
+    measurement can say which layer each moment of the step belongs to."""
     design = expand(design)  # blocks become the flat network they stand for
     an = analyze(design)
     bad = [i for i in an.issues]
@@ -274,6 +276,8 @@ def to_python(design: Design, class_name: str | None = None) -> str:
         if nid in fused:
             g = fused[nid]
             a = _ident(nodes[nid].fused, used)
+            if layers is not None:
+                layers[a] = list(g.members)
             init.append(f"self.{a} = nn.TransformerEncoderLayer({an.nodes[g.src[0]].outputs[g.src[1]].shape[-1]}, "
                         f"{g.ctor})")
             v = _ident(a, var_used, {"self", "torch", "nn", "F"})
@@ -541,6 +545,9 @@ def to_python(design: Design, class_name: str | None = None) -> str:
     out.append("")
     for w in warnings:
         print(f"warning: {w}", file=sys.stderr)
+    if layers is not None:
+        for nid in order:
+            layers.setdefault(attr[nid], [nid])
     return "\n".join(out)
 
 

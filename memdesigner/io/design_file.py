@@ -206,12 +206,8 @@ def design_from_dict(data, source: str = "design") -> Design:
         if not all(_canvas_coordinate(v) for v in pos):
             raise DesignFileError(f"{source}: {where}.pos: {_short(pos)} is not a canvas position "
                                   f"(finite numbers within ±{MAX_POS:.0e})")
-        d.add_node(lt.name, props, id=nd["id"], name=nd.get("name"), pos=pos,
-                   bits=nd.get("bits"), scope=nd.get("scope", ""), keep_until=nd.get("keep_until", ""),
-                   tied=nd.get("tied"), fused=nd.get("fused", ""), layout=nd.get("layout", ""),
-                   output=bool(nd.get("output", False)))
-        if nd.get("trainable") is False:
-            d.nodes[nd["id"]].trainable = False
+        d.add_node(lt.name, props, id=nd["id"], name=nd.get("name"), pos=pos, bits=nd.get("bits"),
+                   **node_fields(nd))
     problem = None
     for i, ed in enumerate(data["edges"]):
         where = f"edges[{i}]"
@@ -243,6 +239,51 @@ def design_from_dict(data, source: str = "design") -> Design:
     return d
 
 
+def node_fields(nd: dict) -> dict:
+    """A node dict's fields beyond id, type, name, props, pos and bits, as Design.add_node's
+    keywords: what design_to_dict writes, read back by load, autosave recovery and paste alike."""
+    return {"scope": nd.get("scope", ""), "keep_until": nd.get("keep_until", ""), "tied": nd.get("tied"),
+            "fused": nd.get("fused", ""), "layout": nd.get("layout", ""), "output": bool(nd.get("output", False)),
+            "trainable": nd.get("trainable") is not False}
+
+
+def node_to_dict(n) -> dict:
+    """One node as the design file writes it (save, autosave, its journal and the clipboard)."""
+    props = {}
+    for p in n.layer.props:
+        v = n.props.get(p.name, p.default)
+        if v != p.default:
+            props[p.name] = list(v) if isinstance(v, tuple) else v
+    nd = {"id": n.id, "type": n.type}
+    if n.name != n.id:
+        nd["name"] = n.name
+    if props:
+        nd["props"] = props
+    nd["pos"] = [round(float(n.pos[0]), 1), round(float(n.pos[1]), 1)]
+    if n.bits is not None:
+        nd["bits"] = n.bits
+    if n.scope:
+        nd["scope"] = n.scope
+    if n.keep_until:
+        nd["keep_until"] = n.keep_until
+    if n.tied:
+        nd["tied"] = dict(n.tied)
+    if n.fused:
+        nd["fused"] = n.fused
+    if n.layout:
+        nd["layout"] = n.layout
+    if n.output:
+        nd["output"] = True
+    if not n.trainable:
+        nd["trainable"] = False
+    return nd
+
+
+def edge_to_dict(e) -> dict:
+    return {"from": e.src, "to": e.dst, **({"from_port": e.src_port} if e.src_port else {}),
+            **({"to_port": e.dst_port} if e.dst_port else {})}
+
+
 def design_to_dict(d: Design) -> dict:
     out = {"format": FORMAT, "version": VERSION, "name": d.name}
     if getattr(d, "description", ""):
@@ -251,43 +292,9 @@ def design_to_dict(d: Design) -> dict:
         out["channels_last"] = True
     if d.settings:
         out["settings"] = dict(d.settings)
-    nodes = []
-    for n in d.nodes.values():
-        lt = n.layer
-        props = {}
-        for p in lt.props:
-            v = n.props.get(p.name, p.default)
-            if v != p.default:
-                props[p.name] = list(v) if isinstance(v, tuple) else v
-        nd = {"id": n.id, "type": n.type}
-        if n.name != n.id:
-            nd["name"] = n.name
-        if props:
-            nd["props"] = props
-        nd["pos"] = [round(float(n.pos[0]), 1), round(float(n.pos[1]), 1)]
-        if n.bits is not None:
-            nd["bits"] = n.bits
-        if n.scope:
-            nd["scope"] = n.scope
-        if n.keep_until:
-            nd["keep_until"] = n.keep_until
-        if n.tied:
-            nd["tied"] = dict(n.tied)
-        if n.fused:
-            nd["fused"] = n.fused
-        if n.layout:
-            nd["layout"] = n.layout
-        if n.output:
-            nd["output"] = True
-        if not n.trainable:
-            nd["trainable"] = False
-        nodes.append(nd)
+    nodes = [node_to_dict(n) for n in d.nodes.values()]
     out["nodes"] = nodes
-    out["edges"] = [
-        {"from": e.src, "to": e.dst, **({"from_port": e.src_port} if e.src_port else {}),
-         **({"to_port": e.dst_port} if e.dst_port else {})}
-        for e in d.edges
-    ]
+    out["edges"] = [edge_to_dict(e) for e in d.edges]
     if getattr(d, "blocks", None):
         out["blocks"] = blocks_to_list(d)
     else:  # nothing a version-1 reader would miss: older memdesigners keep reading it

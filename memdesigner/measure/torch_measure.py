@@ -56,14 +56,27 @@ def _load_truth_measure():
     return mod
 
 
-def factory_from_design(design):
-    """A zoo-style factory ``() -> (module, input_shape)`` built from the exported code."""
+def factory_from_design(design, tags=None):
+    """A zoo-style factory ``() -> (module, input_shape)`` built from the exported code. ``tags``
+    (a list, filled in): the LayerTags (measure/layer_tags.py) hooked into every model it makes."""
     from memdesigner.exporters.torch_code import to_python
+    from memdesigner.measure.layer_tags import LayerTags
 
-    code = to_python(design)
+    layers: dict = {}
+    code = to_python(design, layers=layers)
     ns: dict = {"__name__": "_memdesigner_exported"}
     exec(compile(code, f"<memdesigner export of {design.name}>", "exec"), ns)  # noqa: S102 - our own code
-    return ns["make"]
+    if tags is None:
+        return ns["make"]
+    lt = LayerTags(layers)
+    tags.append(lt)
+
+    def make():
+        model, shape = ns["make"]()
+        lt.install(model)
+        return model, shape
+
+    return make
 
 
 SNAPSHOT_MAX_ENTRIES = 200_000  # trace events kept by the allocator's ring buffer (a few KB each)
@@ -110,7 +123,9 @@ def measure_design(design, settings=None, *, method: str = "auto", steps: int = 
     """Run one real step of ``design`` and return what the storage tracker saw.
 
     Returns ``{"peak_bytes", "phase_peaks": {forward, backward, optimizer_step}, "timeline": [bytes
-    after each op], "timeline_phases": [the engine phase of each entry, or None], "device", "method", "record", "snapshot", "snapshot_note"}``. phase_peaks follow
+    after each op], "timeline_phases": [the engine phase of each entry, or None], "timeline_layers":
+    [(the forward or backward, the design's node ids) the entry happened in, or None],
+    "device", "method", "record", "snapshot", "snapshot_note"}``. phase_peaks follow
     the engine's phases: the forward includes the loss. On CUDA ``snapshot`` is PyTorch's memory
     snapshot of the whole run (allocator history included); elsewhere it is None and
     ``snapshot_note`` says why. method: "auto" (the truth harness if found, else built-in),
@@ -137,23 +152,34 @@ def measure_design(design, settings=None, *, method: str = "auto", steps: int = 
 
 
 def _measure(design, s, device: str, method: str, steps: int, seed: int) -> dict:
-    factory = factory_from_design(design)
+    tags: list = []
+    factory = factory_from_design(design, tags)
     opt = OPT_NAMES.get(s.optimizer, s.optimizer)
     truth = _load_truth_measure() if method in ("auto", "truth") else None
     if method == "truth" and truth is None:
         raise RuntimeError("the truth harness (shared/truth/measure.py) was not found")
     if truth is not None:
-        rec = truth.measure(factory, batch=s.batch, mode=s.mode, optimizer=opt, dtype=s.dtype, device=device,
-                            steps=steps, seed=seed, methods="a", foreach=s.foreach, timeline=True, amp=s.amp)
+        from memdesigner.measure.layer_tags import tagged_tracker_class
+
+        base = truth.DispatchStorageTracker
+        tagged = truth.DispatchStorageTracker = tagged_tracker_class(base, tags[0])
+        try:
+            rec = truth.measure(factory, batch=s.batch, mode=s.mode, optimizer=opt, dtype=s.dtype, device=device,
+                                steps=steps, seed=seed, methods="a", foreach=s.foreach, timeline=True, amp=s.amp)
+        finally:
+            truth.DispatchStorageTracker = base
         a = rec["method_a"]
         steady = a["steady"]
-        steady_tl = [(ph[1], cur) for (ph, _what, _delta, cur) in (a.get("timeline") or [])
-                     if ph is not None and ph[0] == steps]
+        timeline = a.get("timeline") or []
+        layer_of = tagged.last.tags if tagged.last is not None and len(tagged.last.tags) == len(timeline) else None
+        steady_tl = [(ph[1], cur, layer_of[i] if layer_of else None)
+                     for i, (ph, _what, _delta, cur) in enumerate(timeline) if ph is not None and ph[0] == steps]
         return {"peak_bytes": a["peak_overall"], "phase_peaks": _phases(steady, s.mode),
-                "timeline": [cur for _, cur in steady_tl],
-                "timeline_phases": [ENGINE_PHASE.get(ph) for ph, _ in steady_tl],
+                "timeline": [cur for _, cur, _ in steady_tl],
+                "timeline_phases": [ENGINE_PHASE.get(ph) for ph, _, _ in steady_tl],
+                "timeline_layers": [lay for _, _, lay in steady_tl] if layer_of else None,
                 "device": device, "method": "truth", "record": rec}
-    res = _builtin_measure(factory, s, device, opt, steps, seed)
+    res = _builtin_measure(factory, s, device, opt, steps, seed, tags[0])
     res["method"] = "builtin"
     return res
 
@@ -168,7 +194,7 @@ def _phases(steady: dict, mode: str) -> dict:
 # ----------------------------------------------------------------------------------------------
 # built-in tracker (method (a) of shared/truth, simplified)
 # ----------------------------------------------------------------------------------------------
-def _make_tracker(torch, device_type: str):
+def _make_tracker(torch, device_type: str, tags=None):
     from torch.utils._python_dispatch import TorchDispatchMode
     from torch.utils._pytree import tree_leaves
 
@@ -185,6 +211,7 @@ def _make_tracker(torch, device_type: str):
             self.phase_peak: dict = {}
             self.timeline: list = []
             self.timeline_phase: list = []  # the harness phase of each timeline entry
+            self.timeline_layer: list = []  # the design layer of each (measure/layer_tags.py)
             self.lock = threading.RLock()
 
         def _bump(self, delta):
@@ -228,6 +255,7 @@ def _make_tracker(torch, device_type: str):
             with self.lock:
                 self.timeline.append(self.cur)
                 self.timeline_phase.append(self.phase[1] if self.phase is not None else None)
+                self.timeline_layer.append(tags.tag() if tags is not None else None)
             return out
 
         def enter(self, step, phase):
@@ -242,7 +270,7 @@ def _make_tracker(torch, device_type: str):
     return StorageTracker()
 
 
-def _builtin_measure(factory, s, device, opt_name, steps, seed) -> dict:
+def _builtin_measure(factory, s, device, opt_name, steps, seed, tags=None) -> dict:
     import torch
 
     torch.manual_seed(seed)
@@ -275,7 +303,7 @@ def _builtin_measure(factory, s, device, opt_name, steps, seed) -> dict:
     amp_dtype = None
     if s.amp:
         amp_dtype = torch.bfloat16 if device == "cpu" else torch.float16
-    tr = _make_tracker(torch, device)
+    tr = _make_tracker(torch, device, tags)
     for t in list(model.parameters()) + list(model.buffers()) + [x]:
         tr.see(t)
 
@@ -333,6 +361,7 @@ def _builtin_measure(factory, s, device, opt_name, steps, seed) -> dict:
         phases = {"forward": pp.get((last, "forward"), 0)}
     return {"peak_bytes": tr.peak, "phase_peaks": phases, "timeline": tr.timeline[steady_tl_start:],
             "timeline_phases": [ENGINE_PHASE.get(p) for p in tr.timeline_phase[steady_tl_start:]],
+            "timeline_layers": tr.timeline_layer[steady_tl_start:] if tags is not None else None,
             "device": device}
 
 

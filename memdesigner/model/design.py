@@ -118,7 +118,7 @@ class Design:
     def add_node(self, type_name: str, props: dict | None = None, *, id: str | None = None,
                  name: str | None = None, pos=(0.0, 0.0), bits: int | None = None, scope: str = "",
                  keep_until: str = "", tied: dict | None = None, fused: str = "", layout: str = "",
-                 output: bool = False) -> Node:
+                 output: bool = False, trainable: bool = True) -> Node:
         lt = registry.get(type_name)
         nid = id or self.new_id(lt.name)
         if nid in self.nodes:
@@ -126,7 +126,8 @@ class Design:
         values = lt.defaults()
         values.update(props or {})
         node = Node(nid, lt.name, name or nid, values, tuple(pos), bits, scope=scope, keep_until=keep_until,
-                    tied=dict(tied or {}), fused=fused, layout=layout, output=bool(output))
+                    tied=dict(tied or {}), fused=fused, layout=layout, output=bool(output),
+                    trainable=bool(trainable))
         self.nodes[nid] = node
         self._emit("node_added", node)
         return node

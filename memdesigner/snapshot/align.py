@@ -101,3 +101,61 @@ def align_measured(est_phases: list, values: list, phases: list | None) -> tuple
     if not xs:
         return np.linspace(0, n_ops, len(y)), y
     return np.concatenate(xs), np.concatenate(ys)
+
+
+def align_measured_ops(est: list, values: list, phases: list | None, layers: list | None
+                       ) -> tuple[np.ndarray, np.ndarray]:
+    """Like align_measured, op by op: ``est`` is the estimate's (phase, node id) per op and
+    ``layers`` the measured entries' (phase, node ids) tags (measure/layer_tags.py). An entry made
+    while a layer ran sits on that layer's ops of that phase in the estimate (a run of entries of
+    one layer spread over its ops); the entries between layers (an inline op, the loss, the
+    optimizer's loops) are spread evenly between the layers around them. Without tags: by phase."""
+    if not layers or not phases or len(layers) != len(values) or len(phases) != len(values):
+        return align_measured([p for p, _ in est], values, phases)
+    y = np.asarray(values, dtype=float)
+    xs, ys = [], []
+    for phase, a, b in phase_runs([p for p, _ in est]):
+        idx = [j for j, p in enumerate(phases) if p == phase]
+        if not idx:
+            continue
+        span: dict = {}  # node id -> (first op, end op) in this phase run
+        for i in range(a, b):
+            n = est[i][1]
+            if n is not None:
+                lo, hi = span.get(n, (i, i + 1))
+                span[n] = (min(lo, i), max(hi, i + 1))
+        where = []  # per entry: the (lo, hi) op range of its layer, or None
+        for j in idx:
+            tag = layers[j]
+            rs = [span[n] for n in tag[1] if n in span] if tag and tag[0] == phase else []
+            where.append((min(r[0] for r in rs), max(r[1] for r in rs)) if rs else None)
+        x = np.empty(len(idx))
+        k = 0
+        while k < len(idx):  # runs of entries of one layer over that layer's ops
+            if where[k] is None:
+                k += 1
+                continue
+            m = k
+            while m < len(idx) and where[m] == where[k]:
+                m += 1
+            lo, hi = where[k]
+            x[k:m] = lo + (np.arange(m - k) + 1) / (m - k) * (hi - lo)
+            k = m
+        k, prev = 0, float(a)
+        while k < len(idx):  # the untagged entries between the layers around them
+            if where[k] is not None:
+                prev = x[k]
+                k += 1
+                continue
+            m = k
+            while m < len(idx) and where[m] is None:
+                m += 1
+            last = m == len(idx)  # a trailing run ends at the phase's end, else before the next layer
+            nxt = max(prev, float(b) if last else float(where[m][0]))
+            x[k:m] = prev + (np.arange(m - k) + 1) / (m - k + (0 if last else 1)) * (nxt - prev)
+            k = m
+        xs.append(x)
+        ys.append(y[idx])
+    if not xs:
+        return align_measured([p for p, _ in est], values, phases)
+    return np.concatenate(xs), np.concatenate(ys)

@@ -1,6 +1,7 @@
 """The window under a crash test (tests/gui/test_gui_kill_recovery.py): it recovers what the
 previous, killed instance left, logs the recovered state, then edits the graph and the run
-settings at random until it is killed with SIGKILL, logging each edit's time and resulting state.
+settings at random until it is killed with SIGKILL, logging each edit's time and resulting state
+(E) and each write of the autosave or its journal (W before, D after, with the state written).
 
     python crash_driver.py             (env: MEMDESIGNER_RECOVERY_DIR, MEMDESIGNER_AUTOSAVE_MS)
 
@@ -63,16 +64,19 @@ def main(log_path: str, seed: int) -> None:
         return state_sig(win.design, win.document.settings.to_dict())
 
     log.write(f"R {time.time():.6f} {sig()}\n")
-    doc_autosave = win.document.autosave
+    slot = win.document.slot
 
-    def autosave_logged():
-        wrote = doc_autosave()
-        if wrote:
-            log.write(f"A {time.time():.6f} {sig()}\n")
-        return wrote
+    def logged(write):
+        """W: about to put this state on disk (a full autosave or a journal step), D: it is."""
+        def run(*a):
+            s = sig()
+            log.write(f"W {time.time():.6f} {s}\n")
+            out = write(*a)
+            log.write(f"D {time.time():.6f} {s}\n")
+            return out
+        return run
 
-    win.document._timer.timeout.disconnect()
-    win.document._timer.timeout.connect(autosave_logged)
+    slot.write, slot.append = logged(slot.write), logged(slot.append)
     count = [0]
 
     def edit():
@@ -103,6 +107,8 @@ def main(log_path: str, seed: int) -> None:
         log.write(f"E {time.time():.6f} {sig()}\n")
         if os.getppid() != zygote:
             os._exit(0)  # the test is gone: nobody will kill this instance
+        if rng.random() < 0.15:  # a long UI turn (a big repaint, a loaded machine): timers run late
+            time.sleep(rng.uniform(0.2, 0.4))
         QTimer.singleShot(rng.randint(10, 60), edit)
 
     QTimer.singleShot(0, edit)

@@ -3,6 +3,7 @@ and run settings, undo and redo); the next instance must recover every edit olde
 autosave delay, and no autosave on disk is ever torn. Deterministic seed; each instance recovers
 its predecessor's work through the real start-up path, then is edited and killed in turn."""
 
+import json
 import os
 import random
 import signal
@@ -14,11 +15,11 @@ from pathlib import Path
 from crash_driver import __file__ as DRIVER
 
 from memdesigner._qt import recovery
+from memdesigner.io import design_journal
 
-KILLS = 24
+KILLS = 21  # the issue asks for at least 20
 DELAY_MS = 150
 WARM = 3  # instances started ahead
-SLACK_S = 1.0  # a loaded machine can stall a process: older than delay + slack is asserted, delay is reported
 
 
 def _log(path: Path) -> list[tuple[str, float, str]]:
@@ -33,10 +34,16 @@ def _log(path: Path) -> list[tuple[str, float, str]]:
 
 
 def _check_files(folder: Path) -> int:
-    """Every autosave on disk parses and loads; returns how many there are."""
+    """Every autosave on disk parses and loads with every complete step of its journal (only a
+    last line without its newline, the step a kill cut short, may be dropped); returns how many
+    autosaves there are."""
     files = sorted(folder.glob("autosave-*.json"))
     for f in files:
-        recovery.load(recovery.Recoverable(f, None, 0.0, ""))  # raises on a torn or invalid file
+        data = json.loads(f.read_text())  # raises on a torn file
+        journal = (folder / data["journal"]).read_bytes()
+        complete = journal[:journal.rfind(b"\n") + 1]
+        assert len(design_journal.read_steps(journal)) == complete.count(b"\n")
+        recovery.load(recovery.Recoverable(f, None, 0.0, ""))  # raises on an invalid file
     return len(files)
 
 
@@ -96,7 +103,7 @@ def test_kill_minus_nine_loses_no_edit_older_than_the_autosave_delay(tmp_path):
 
 def _run(zygote, warm, folder, rng):
     checked = made = recovered_edits = old = old_recovered = 0
-    oldest_lost = 0.0  # the age at the kill of the oldest edit not recovered
+    newest_lost = []  # per kill: the age of each edit not recovered
     previous = None  # (log lines, kill time) of the instance killed last
     for k in range(KILLS + 1):
         pid, log = warm.pop(0)
@@ -112,12 +119,13 @@ def _run(zygote, warm, folder, rng):
         assert recovered[0] == "R"
         if previous is not None:
             lines, killed_at = previous
-            # R (recovered, rewritten at once) and A lines: autosaves known to be on disk; the
-            # kill may land after a write and before its log line, so a later state is fine too
-            last = max(i for i, line in enumerate(lines) if line[0] in "RA")
-            candidates = {sig for _, _, sig in lines[last:]}
-            assert recovered[2] in candidates, f"kill {k}: not the last autosave written"
-            pos = next(i for i in range(last, len(lines)) if lines[i][2] == recovered[2])
+            # R (recovered and rewritten) and D lines: states known to be on disk; a W line (a
+            # write begun) may have reached the disk before the kill too
+            last = max(i for i, line in enumerate(lines) if line[0] in "RD")
+            candidates = {sig for kind, _, sig in lines[last:] if kind in "RDW"}
+            assert recovered[2] in candidates, f"kill {k}: not a state written last"
+            # the newest place that state was in (an undo can come back to an earlier state)
+            pos = max(i for i in range(last, len(lines)) if lines[i][2] == recovered[2])
             for i, (kind, t, _) in enumerate(lines):
                 if kind != "E":
                     continue
@@ -125,12 +133,11 @@ def _run(zygote, warm, folder, rng):
                 saved = i <= pos
                 recovered_edits += saved
                 if not saved:
-                    oldest_lost = max(oldest_lost, killed_at - t)
+                    newest_lost.append(killed_at - t)
                 if t < killed_at - DELAY_MS / 1000:
                     old += 1
                     old_recovered += saved
-                    if t < killed_at - DELAY_MS / 1000 - SLACK_S:
-                        assert saved, f"kill {k}: an edit {killed_at - t:.3f} s old was not autosaved"
+                    assert saved, f"kill {k}: an edit {killed_at - t:.3f} s old was not recovered"
             checked += 1
         if k == KILLS:
             os.kill(pid, signal.SIGKILL)
@@ -141,7 +148,7 @@ def _run(zygote, warm, folder, rng):
         zygote.reap(pid)
         assert _check_files(folder) <= 1  # never torn, and the recovered one is not left beside it
         previous = (_log(log), killed_at)
-    assert checked == KILLS
-    assert old_recovered >= 0.75 * old  # the rest within the slack (an event loop stalled by a loaded machine)
-    print(f"\n{KILLS} kills, {made} edits, {recovered_edits} recovered; {old_recovered} of the {old} older "
-          f"than the {DELAY_MS} ms autosave delay; the oldest edit lost was {oldest_lost * 1000:.0f} ms old")
+    assert checked == KILLS and old_recovered == old > 0
+    oldest = max(newest_lost, default=0.0)
+    print(f"\n{KILLS} kills, {made} edits, {recovered_edits} recovered; all {old} older than the {DELAY_MS} ms "
+          f"autosave delay; {len(newest_lost)} lost, the oldest {oldest * 1000:.1f} ms old")

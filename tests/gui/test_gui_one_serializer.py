@@ -46,5 +46,8 @@ def test_the_clipboard_is_read_by_the_design_file_parser(qapp):
 
     QApplication.clipboard().setText('memdesigner-nodes:{"nodes": [{"pos": [NaN, 0]}]}')
     assert graph_ops.from_clipboard() is None  # refused, like a design file with NaN
+    QApplication.clipboard().setText('memdesigner-nodes:{"nodes": [{"id": "a", "type": "ReLU", "pos": [0, 0], '
+                                     '"tied": 5}], "edges": []}')
+    assert graph_ops.from_clipboard() is None  # and by its schema (a tie is an object)
     graph_ops.to_clipboard(graph_ops.copy_data(small_cnn(), ["conv"]))
     assert graph_ops.from_clipboard()["nodes"][0]["id"] == "conv"

@@ -188,3 +188,35 @@ def test_a_palette_drop_on_the_start_view_lands_on_the_canvas_calmly(window, qtb
     assert abs(item.sceneBoundingRect().center().x() - at.x()) < 2
     assert item.pending == NOT_CONNECTED and item.issue == "" and not item.in_error
     qtbot.waitUntil(lambda: not sv.isVisible(), timeout=5000)
+
+
+def test_the_start_view_fits_a_1366x768_laptop_without_scrolling(window, qtbot, tmp_path):
+    """Issue 10 §2: every part (examples, templates, imports, recent files) is in view on the
+    canvas a 1366x768 screen leaves beside the docks; the examples' own list may scroll."""
+    from PySide6.QtCore import QRect
+    from PySide6.QtWidgets import QScrollArea
+
+    from memdesigner._qt import recent
+    from memdesigner._qt.window_fit import place
+
+    for i in range(6):  # as many recent files as it lists
+        p = tmp_path / f"a_design_with_a_name_{i}.json"
+        p.write_text("{}")
+        recent.add(str(p))
+    place(window, None, available=QRect(0, 0, 1366, 768 - 32))
+    sv = window.start_view
+    sv.fill_recent()
+    qtbot.waitUntil(sv.isVisible, timeout=5000)
+    qtbot.wait(50)
+    page = sv.findChild(QScrollArea)
+    assert page.verticalScrollBar().maximum() == 0 and page.horizontalScrollBar().maximum() == 0
+    shown = sv.rect()
+    buttons = [*sv.template_buttons.values(), *sv.import_buttons.values(), *sv.recent_buttons]
+    assert len(sv.recent_buttons) == 6
+    for b in buttons:
+        assert shown.contains(QRect(b.mapTo(sv, b.rect().topLeft()), b.size())), b.text()
+    ex = sv.examples
+    assert shown.contains(QRect(ex.mapTo(sv, ex.rect().topLeft()), ex.size()))
+    assert not window.minimap.isVisible()  # an overview of nothing would cover the recent files
+    window.set_design(small_cnn(), None, layout=False)
+    qtbot.waitUntil(lambda: window.minimap.isVisible() and not sv.isVisible(), timeout=5000)

@@ -62,6 +62,18 @@ def test_measured_curve_sits_on_the_estimates_phases(window, qtbot):
         a, b = runs[ph]
         xs = np.asarray([xi for xi, p in zip(x, phases) if p == ph])
         assert len(xs) and xs.min() > a and xs.max() <= b, ph
+    # op by op: what a layer's module did sits on that layer's ops (conv, relu, fc, both ways)
+    ops = {}
+    for i, e in enumerate(window.timeline.events):
+        ops.setdefault((e.phase, e.node), []).append(i)
+    tags = [t for t, p in zip(m["timeline_layers"], m["timeline_phases"]) if p in runs]
+    seen = set()
+    for xi, p, t in zip(x, phases, tags):
+        if t and t[0] == p:
+            (node,) = t[1]
+            assert min(ops[(p, node)]) < xi <= max(ops[(p, node)]) + 1, (p, node, xi)
+            seen.add((p, node))
+    assert {(p, n) for p in ("forward", "backward") for n in ("conv", "relu", "fc")} <= seen
 
 
 def test_cancel_a_measurement_leaves_the_timeline_alone(window, qtbot):
