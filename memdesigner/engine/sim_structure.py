@@ -1,0 +1,103 @@
+"""What a run reads from the graph alone, computed once per analysis: the valid nodes in order,
+each op's inputs and consumer counts, the model's outputs, fused groups and module-call holds."""
+
+from __future__ import annotations
+
+from memdesigner.model.analysis import Analysis
+from memdesigner.model.design import Design
+
+
+class Structure:
+    """What a run reads from the graph alone (valid order, inputs, consumers, sinks, module-call
+    holds): the same for every run over one analysis (a batch curve's probes, the ranks of a
+    distributed step, the window's re-estimates of an unchanged expansion)."""
+
+    def __init__(self, design: Design, an: Analysis):
+        nodes = design.nodes
+        infos = an.nodes
+        self.order = order = [n for n in an.order if infos[n].issue is None and infos[n].blocked_by is None]
+        self.valid = valid = set(order)
+        self.in_edges = in_edges = {n: [] for n in order}
+        self.n_cons = n_cons = {}
+        for e in design.edges:
+            if e.dst in valid and e.src in valid:
+                in_edges[e.dst].append(e)
+                n_cons[(e.src, e.src_port)] = n_cons.get((e.src, e.src_port), 0) + 1
+        for lst in in_edges.values():
+            if len(lst) > 1:
+                lst.sort(key=lambda e: e.dst_port)
+        self.in_keys = {nid: [(e.src, e.src_port) for e in lst] for nid, lst in in_edges.items()}
+        # one pass over the nodes: the model's outputs (sinks: nodes none of whose outputs feed
+        # anything; an op whose first output is ignored but whose second is used, like
+        # `_, h_n = gru(x)`, is not one), a Loss node, fused groups, positions, output keys
+        self.sinks = sinks = set()
+        self.position = position = {}
+        self.out_keys = out_keys = {}
+        has_loss = scoped = False
+        last_of: dict[str, str] = {}
+        for i, n in enumerate(order):
+            node = nodes[n]
+            position[n] = i
+            k = len(infos[n].outputs)
+            out_keys[n] = [(n, j) for j in range(k)]
+            if node.fused:
+                last_of[node.fused] = n
+            if node.scope:
+                scoped = True
+            t = node.type
+            if t == "Loss":
+                has_loss = True
+            elif t == "Input":
+                continue
+            if not node.output:
+                if (n, 0) in n_cons:  # (a count is never 0)
+                    continue
+                if k > 1 and any((n, j) in n_cons for j in range(1, k)):
+                    continue
+            sinks.add(n)
+        self.has_loss_node = has_loss
+        # inference of a fused group (TransformerEncoderLayer): every op but its last
+        self.fused_inner = {n for n in order if nodes[n].fused and last_of[nodes[n].fused] != n} if last_of else set()
+        self.holds_at, self.release_at = scope_holds(order, nodes, in_edges) if scoped else ({}, {})
+
+
+def structure_of(design: Design, an: Analysis) -> Structure:
+    """The graph's structure for ``an``, kept on the analysis for the next run over it."""
+    memo = an.__dict__.get("_sim_structure")
+    if memo is not None and memo[0] is design and memo[1] == len(design.edges):
+        return memo[2]
+    st = Structure(design, an)
+    an.__dict__["_sim_structure"] = (design, len(design.edges), st)
+    return st
+
+
+def scope_holds(order, nodes, in_edges):
+    """A module call keeps its input alive in the caller's frame until the call returns
+    (``return self.conv(x)`` holds ``x``; nn.Sequential's loop variable holds each child's
+    input). A scope is the chain of module calls an op ran in, outermost first, joined by
+    '/' ("features/features.3/features.3.conv"). For every call in the chain: the values its
+    ops read from outside are held from its first op until its last op ran."""
+    groups: dict[str, list] = {}
+    for i, nid in enumerate(order):
+        scope = nodes[nid].scope
+        if not scope:
+            continue
+        parts = scope.split("/")
+        for k in range(1, len(parts) + 1):
+            g = groups.setdefault("/".join(parts[:k]), [i, i, set()])
+            g[1] = i
+            g[2].add(nid)
+    holds_at: dict[str, list] = {}
+    release_at: dict[str, list] = {}
+    for gid, (first, last, members) in groups.items():
+        ext = []
+        for nid in members:
+            for e in in_edges[nid]:
+                key = (gid, (e.src, e.src_port))
+                if e.src not in members and key not in ext:
+                    ext.append(key)
+        if ext and last > first:
+            holds_at.setdefault(order[first], []).extend(ext)
+            release_at.setdefault(order[last], []).extend(ext)
+    return holds_at, release_at
+
