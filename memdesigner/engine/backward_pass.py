@@ -24,8 +24,8 @@ def run_loss(sim, r) -> None:
     grads: dict[tuple, int] = {}
     if not has_loss_node:
         for nid in order:
-            key = (nid, 0)
-            if nid in sinks and an.nodes[nid].outputs and key in val_sid and val_spec[key][2]:
+            key = st.base[nid]  # its first output
+            if nid in sinks and an.nodes[nid].outputs and val_sid[key] is not None and val_spec[key][2]:
                 ldt = val_spec[key][1]
                 loss_sids.append(mem.alloc(DTYPE_BYTES[ldt], A, 1, "loss = out.mean()"))
                 grads[key] = None  # filled in backward
@@ -42,7 +42,7 @@ def run_backward(sim, r) -> None:
     design, an, mem, nodes, order, st = r.design, r.an, r.mem, r.nodes, r.order, r.st
     dtype, amp, batch, rnd = r.dtype, r.amp, r.batch, r.rnd
     fs, tp, carried, fcats, accum = r.fs, r.tp, r.carried, r.fcats, r.accum
-    in_keys, has_loss_node = st.in_keys, st.has_loss_node
+    ins, base_of, n_out, vkey, has_loss_node = st.ins, st.base, st.n_out, st.vkey, st.has_loss_node
     val_spec, saved_of, grad_mode, ctx_of = r.val_spec, r.saved_of, r.grad_mode, r.ctx_of
     held_outputs, seg_of, segments, seg_inputs, seg_live = r.held_outputs, r.seg_of, r.segments, r.seg_inputs, r.seg_live
     input_grads_at, loss_sids, grads = r.input_grads_at, r.loss_sids, r.grads
@@ -53,7 +53,8 @@ def run_backward(sim, r) -> None:
     seeded = has_loss_node or bool(loss_sids)
     ones = mem.alloc(DTYPE_BYTES[amp or dtype], G, 1, "ones_like(loss)") if seeded else None  # the loss's dtype
     for key in list(grads):
-        shape = an.nodes[key[0]].outputs[key[1]].shape
+        knid, kj = st.vkey[key]
+        shape = an.nodes[knid].outputs[kj].shape
         n = batch * math.prod(shape)
         grads[key] = mem.alloc(n * DTYPE_BYTES[val_spec[key][1]], G, 1, "MeanBackward0 gradient")
     mem.event("backward", None, "loss backward")
@@ -90,7 +91,6 @@ def run_backward(sim, r) -> None:
             if fs is not None:
                 fs.grad_made(nid, sid)
         return transient
-    out_keys = st.out_keys
     grads_pop = grads.pop
     alloc, incref, decref = mem.alloc, mem.incref, mem.decref
     for nid in reversed(order):
@@ -102,7 +102,8 @@ def run_backward(sim, r) -> None:
         op = grad_mode[nid]
         c = ctx_of[nid]
         node = nodes[nid]
-        g_out = [grads_pop(k, None) for k in out_keys[nid]]
+        b, k_ = base_of[nid], n_out[nid]
+        g_out = [grads_pop(b, None)] if k_ == 1 else [grads_pop(v, None) for v in range(b, b + k_)]
         if loss_node_ones and node.type == "Loss":
             g_out = [ones]
             mem.incref(ones)
@@ -112,12 +113,12 @@ def run_backward(sim, r) -> None:
         else:
             release_all(mem, saved_of.pop(nid, []))
             continue
-        si = seg_of.get(nid)
+        si = seg_of.get(nid) if seg_of else None
         if si is not None and si not in recomputed:
             # entering a checkpointed segment from its end: rerun its forward with grad
             recomputed[si] = rerun_segment(mem, sim.rows, segments[si], seg_live.get(si, ()), nid)
         rsid = recomputed[si].pop(nid, None) if si is not None else None
-        keys = in_keys[nid]
+        keys = ins[nid]
         tmp = [alloc(nb, K, 1, what) for nb, what in c.bwd_temps]
         done_params = _NONE
         stage_tmp: list = []
@@ -151,7 +152,7 @@ def run_backward(sim, r) -> None:
             elif kind == G_T:
                 new_grads.append((k, alloc(nb, G, 1, what)))
             else:
-                new_grads.append((k, alloc(nb, G, 1, (k[0], "gradient"))))
+                new_grads.append((k, alloc(nb, G, 1, (vkey[k][0], "gradient"))))
         if stage_tmp:
             tmp += stage_tmp
         # parameter gradients (AccumulateGrad keeps them as p.grad). Under autocast the op
@@ -224,9 +225,11 @@ def run_backward(sim, r) -> None:
                 mem.decref(old)
                 mem.decref(g)
                 grads[k] = summed
+    # the value of the leaf input_grads_at made (its first output), if any
+    leaf_v = base_of[input_grads_at] if input_grads_at in base_of and n_out[input_grads_at] else -1
     for k, g in grads.items():
         if g is not None:
-            if k == (input_grads_at, 0) and input_grads_at not in grad_mode:
+            if k == leaf_v and input_grads_at not in grad_mode:
                 held_outputs.append(g)  # that leaf's .grad: it lives as long as the leaf
             else:
                 mem.decref(g)

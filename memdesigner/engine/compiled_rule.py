@@ -3,6 +3,7 @@ counts and small tuples, so that a run walks numbers instead of re-reading rule 
 
 from __future__ import annotations
 
+import itertools
 from types import MappingProxyType
 
 from memdesigner.model.layout import contiguous_strides, dense_like
@@ -14,14 +15,40 @@ FLOATS = ("float32", "float16", "bfloat16", "float64")
 NONE = MappingProxyType({})  # an empty, read-only stand-in for per-op lists and dicts most ops leave empty
 
 
-# memoised memory rules: (type, props identity, inputs, settings) -> (MemCtx, OpMem, props, outputs,
-# params, CompiledRule)
+# memoised memory rules: (settings id, type, props identity, outputs identity, params identity, input
+# spec ids) -> (MemCtx, OpMem, props, outputs, params, CompiledRule)
 RULES: dict = {}
 
 # saved-entry kinds of CompiledRule.saved
 S_EXTRA, S_IN, S_OUT, S_PARAM, S_NONE = range(5)
 # input-gradient kinds of CompiledRule.grads_in
 G_ALIAS, G_STAGE, G_T, G_NEW = range(4)
+
+
+_SPEC_IDS: dict = {}
+_SETTINGS_IDS: dict = {}
+_next_id = itertools.count().__next__  # never reused: a cleared table only costs cache misses
+
+
+def spec_id(spec: tuple) -> int:
+    """A number per distinct value spec (shape, dtype, requires grad, strides), so that a rule's
+    cache key holds small ints instead of nested tuples hashed again for every op."""
+    n = _SPEC_IDS.get(spec)
+    if n is None:
+        if len(_SPEC_IDS) > 200000:
+            _SPEC_IDS.clear()
+        n = _SPEC_IDS[spec] = _next_id()
+    return n
+
+
+def settings_id(key: tuple) -> int:
+    """The same for the settings a memory rule reads (dtype, training, backend, autocast, batch)."""
+    n = _SETTINGS_IDS.get(key)
+    if n is None:
+        if len(_SETTINGS_IDS) > 20000:
+            _SETTINGS_IDS.clear()
+        n = _SETTINGS_IDS[key] = _next_id()
+    return n
 
 
 def nbytes(t: T) -> int:
@@ -35,7 +62,7 @@ class CompiledRule:
     repetition of a layer and every re-estimate after an edit elsewhere)."""
 
     __slots__ = ("records", "temps", "outs", "extras", "kept", "saved", "vals", "bwd_temps", "grads_in",
-                 "casts", "pgrads", "stages", "specs", "affine", "late")
+                 "casts", "pgrads", "stages", "specs", "spec_ids", "affine", "late")
 
     def __init__(self, m: MemCtx, op: OpMem, outputs, params, pitem: int):
         self.records = m.records
@@ -81,6 +108,7 @@ class CompiledRule:
         self.vals = vals
         # the value each output becomes, (shape, dtype, requires grad, strides): [without grad, with]
         self.specs = [((oshape, dt, False, st), (oshape, dt, flt, st)) for dt, oshape, st, flt in vals]
+        self.spec_ids = [(spec_id(a), spec_id(b)) for a, b in self.specs]
         self.affine = op.affine
         self.late = op.late_outputs
         self.bwd_temps = [(nbytes(t), t.what) for t in op.bwd_temps]

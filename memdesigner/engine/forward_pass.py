@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from memdesigner.engine.checkpoint_segments import checkpoint_segments
 from memdesigner.engine.compiled_rule import NONE as _NONE
-from memdesigner.engine.compiled_rule import RULES, S_EXTRA, S_IN, S_OUT, S_PARAM, CompiledRule, nbytes
+from memdesigner.engine.compiled_rule import RULES, S_EXTRA, S_IN, S_OUT, S_PARAM, CompiledRule, nbytes, settings_id
 from memdesigner.engine.live_set import A, K, release_all
 from memdesigner.model.design import GC_HELD
 from memdesigner.model.oprules import In, MemCtx, OpMem, Out, T
@@ -18,10 +18,13 @@ def run_forward(sim, r) -> None:
     s, design, an, mem, nodes, order, st = r.s, r.design, r.an, r.mem, r.nodes, r.order, r.st
     train, dtype, amp, batch, pitem = r.train, r.dtype, r.amp, r.batch, r.pitem
     fs, tp, carried, fcats = r.fs, r.tp, r.carried, r.fcats
-    n_cons, in_keys, sinks, has_loss_node = st.n_cons, st.in_keys, st.sinks, st.has_loss_node
-    val_sid: dict[tuple, int] = {}
-    # per value: (full shape, dtype, requires grad, strides): what the next op's rule reads
-    val_spec: dict[tuple, tuple] = {}
+    ins, base_of, refs_of, vkey, sinks, has_loss_node = st.ins, st.base, st.refs, st.vkey, st.sinks, st.has_loss_node
+    nv = len(vkey)
+    val_sid: list = [None] * nv  # per value (sim_structure.Structure): its storage, once made
+    # per value: (full shape, dtype, requires grad, strides): what the next op's rule reads; and
+    # that spec's number (compiled_rule.spec_id), for the rule cache's key
+    val_spec: list = [None] * nv
+    val_key: list = [None] * nv
     saved_of: dict[str, list[int]] = {}
     grad_mode: dict[str, OpMem] = {}
     ctx_of: dict[str, CompiledRule] = {}
@@ -41,7 +44,7 @@ def run_forward(sim, r) -> None:
     layer_saved: dict[int, dict] = {}  # checkpoint_layers: segment -> {value its ops save: first saver}
     new_out: dict[tuple, int] = {}  # checkpoint_layers: bytes of each new output
     alias_of: dict[tuple, tuple] = {}  # checkpoint_layers: a view/no-op output -> the value it shares
-    settings_key = (dtype, train, s.backend, amp, batch)
+    skey = settings_id((dtype, train, s.backend, amp, batch))
 
     fused_inner = st.fused_inner if not train and not amp else None
     holds_at, release_at = st.holds_at, st.release_at
@@ -51,29 +54,28 @@ def run_forward(sim, r) -> None:
     if fs is not None:
         fs.forward_begin(mem, fcats)
     rules = RULES
-    ncons_get = n_cons.get
     alloc, incref, decref = mem.alloc, mem.incref, mem.decref
     an_nodes = an.nodes
     sim.base_bytes = mem.cur  # before the first op (the batch is the Input op's output)
     for nid in order:
-        keys = in_keys[nid]
+        keys = ins[nid]
         if fs is not None:
             fs.where = ("forward", nid)
             fs.before_op(mem, nid, position[nid], fcats, any(val_spec[k][2] for k in keys))
         if nid in holds_at:
             for hk in holds_at[nid]:
-                if hk[1] in val_sid:
+                if val_sid[hk[1]] is not None:
                     incref(val_sid[hk[1]])
                     held.add(hk)
         info = an_nodes[nid]
         node = nodes[nid]
-        specs = tuple([val_spec[k] for k in keys])
         props, outputs, params = info.props, info.outputs, info.params
-        mkey = (node.type, id(props), id(outputs), id(params), specs, settings_key)
+        mkey = (skey, node.type, id(props), id(outputs), id(params), tuple([val_key[k] for k in keys]))
         hit = rules.get(mkey)
         if hit is not None and hit[2] is props and hit[3] is outputs and hit[4] is params:
             op, c = hit[1], hit[5]
         else:
+            specs = [val_spec[k] for k in keys]
             lt = node.layer
             m = MemCtx(
                 props=props, in_shapes=[sp[0] for sp in specs], in_dtypes=[sp[1] for sp in specs],
@@ -92,8 +94,8 @@ def run_forward(sim, r) -> None:
         ckpt = records and nid in seg_of
         if ckpt and seg_of[nid] not in seg_base:  # the segment's first op that records
             members = set(segments[seg_of[nid]])
-            ext = [val_sid[k] for m_ in segments[seg_of[nid]] for k in in_keys[m_]
-                   if k[0] not in members and k in val_sid]
+            ext = [val_sid[k] for m_ in segments[seg_of[nid]] for k in ins[m_]
+                   if vkey[k][0] not in members and val_sid[k] is not None]
             for sid in ext:
                 incref(sid)
             seg_inputs[seg_of[nid]] = ext
@@ -126,7 +128,7 @@ def run_forward(sim, r) -> None:
                 incref(src_sid)
                 out_sids.append(src_sid)
                 if segments:
-                    alias_of[(nid, j)] = alias_of.get(keys[o], keys[o])
+                    alias_of[(nid, j)] = alias_of.get(vkey[keys[o]], vkey[keys[o]])
         kept = c.kept
         extra_sids = {tid: alloc(nb, A, 1, (nid, what)) for tid, nb, what in c.extras} if c.extras else _NONE
         mem.event("forward", nid, node.name)
@@ -137,7 +139,7 @@ def run_forward(sim, r) -> None:
                 # a value an earlier op of the rerun saved and that is still alive here is
                 # one storage, counted once (the rerun's kept bytes already hold it)
                 for key in layer_saved.get(si_, ()):
-                    sid_ = val_sid.get(key)
+                    sid_ = val_sid[base_of[key[0]] + key[1]]
                     if sid_ is not None and key in new_out and seg_of.get(key[0]) == si_ and mem.rc[sid_] > 0:
                         live_ -= new_out[key]
             seg_live.setdefault(si_, []).append((nid, live_))
@@ -209,17 +211,19 @@ def run_forward(sim, r) -> None:
         # outputs become values; each consumer holds one reference
         is_input = node.type == "Input"
         grads_here = 1 if records or nid == input_grads_at or (recv_grad and node.type == "Input") else 0
+        b = base_of[nid]
         for j, sid in enumerate(out_sids):
-            key = (nid, j)
-            refs = ncons_get(key, 0)
+            v = b + j
+            refs = refs_of[v]
             if j == 0 and nid in sinks and (refs == 0 or node.output) and \
                     (not has_loss_node or node.type == "Loss" or not train):
                 refs += 1
                 held_outputs.append(sid)
             if is_input:
                 refs += 1  # the caller keeps the batch alive
-            val_sid[key] = sid
-            val_spec[key] = c.specs[j][grads_here]
+            val_sid[v] = sid
+            val_spec[v] = c.specs[j][grads_here]
+            val_key[v] = c.spec_ids[j][grads_here]
             # each consumer's reference, less the op's own
             if refs == 0:
                 decref(sid)
@@ -260,7 +264,7 @@ def run_forward(sim, r) -> None:
                 ss = layer_saved.setdefault(seg_of[nid], {})
                 for t in op.saved:
                     if isinstance(t, In):
-                        ss.setdefault(alias_of.get(keys[t.i], keys[t.i]), nid)
+                        ss.setdefault(alias_of.get(vkey[keys[t.i]], vkey[keys[t.i]]), nid)
                     elif isinstance(t, Out):
                         ss.setdefault(alias_of.get((nid, t.j), (nid, t.j)), nid)
                 for j, o in enumerate(op.outputs):

@@ -53,10 +53,15 @@ class LiveSet:
         self.exact: set = set()  # aggregates whose rounded size is given (alloc_exact)
 
     def alloc(self, nbytes: int, cat: int, refs: int = 1, what="") -> int:
-        sid = len(self.nb)
-        self.nb.append(nbytes)
+        nb = self.nb
+        sid = len(nb)
+        nb.append(nbytes)
         r = self.round
-        rn = ((nbytes + r - 1) // r) * r if r > 1 and nbytes else nbytes
+        if r > 1 and nbytes:
+            rn = ((nbytes + r - 1) // r) * r
+            self.slack += r - 1
+        else:
+            rn = nbytes
         self.rnb.append(rn)
         self.cat.append(cat)
         self.rc.append(refs)
@@ -64,8 +69,6 @@ class LiveSet:
         self.cur += nbytes
         self.rcur += rn
         self.by[cat] += nbytes
-        if nbytes and r > 1:
-            self.slack += r - 1
         if refs <= 0:
             self._release(sid)
         return sid
@@ -147,7 +150,6 @@ class LiveSet:
         if self.trace is not None:
             self.trace.append((cur, rcur, self.slack))
         self.events.append(_tuple_new(Event, (phase, node, label, cur, by, rcur)))
-
 
 
 def release_all(mem, saved: list) -> None:

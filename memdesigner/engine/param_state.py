@@ -40,6 +40,49 @@ def _param_facts(params: list, pdtype: str, bits: int | None) -> list:
     return facts
 
 
+_LAYERS: dict = {}
+
+
+def _layer_sums(params: list, pdtype: str, bits: int | None, rnd: int, opt: str, master: bool, backend: str) -> tuple:
+    """One layer's parameter sums without FSDP sharding or tied parameters (place_weights' loop,
+    for one parameter list): (parameter bytes, buffer bytes, parameters, non-trainable, requiring
+    grad, weight bytes, rounded, state bytes, rounded, paged state bytes, [(grad bytes, numel,
+    shape) per parameter that requires grad])."""
+    state_per_param = {"none": 0, "sgd": 0, "momentum": 1, "adam": 2, "adamw": 2}.get(opt, 0)
+    new_opt = opt in optim_state.NEW_OPTIMIZERS
+    step_tensor = 4 if (opt in ("adam", "adamw") and backend == "cpu") else 0
+    pitem = DTYPE_BYTES[pdtype]
+    pb = bb = n_p = n_nt = n_rg = w = wr = st = sr = pg = 0
+    entries = []
+    for p, numel, trainable_, requires_grad, nb in _param_facts(params, pdtype, bits):
+        if trainable_:
+            pb += nb
+            n_p += numel
+        else:
+            bb += nb
+            n_nt += numel if p.dtype is None else 0
+        w += nb
+        wr += nb if rnd <= 1 else -(-nb // rnd) * rnd
+        if requires_grad:
+            n_rg += numel
+            tb = numel * pitem
+            entries.append((tb, numel, p.shape))
+            if new_opt:
+                raw, rr, pgb = optim_state.state_of(opt, p.shape, numel, backend, rnd)
+                st += raw
+                sr += rr
+                pg += pgb
+            elif state_per_param:
+                sb = numel * 4 if master else tb
+                st += state_per_param * sb + step_tensor
+                sr += state_per_param * (sb if rnd <= 1 else -(-sb // rnd) * rnd) + step_tensor
+            if master:
+                mb = numel * 4
+                st += mb
+                sr += mb if rnd <= 1 else -(-mb // rnd) * rnd
+    return pb, bb, n_p, n_nt, n_rg, w, wr, st, sr, pg, entries
+
+
 def place_weights(sim, r) -> None:
     """Allocates what the step holds from its start; sets the parameter facts on ``sim`` (rows,
     totals, trainable tensors, the data-parallel plan) and the optimizer facts on ``r``."""
@@ -62,18 +105,47 @@ def place_weights(sim, r) -> None:
     fs = (fsdp.FsdpStep(s.data_parallel, s.gpus, gloo=s.backend == "cpu", offload=s.offload == "params")
           if train and s.data_parallel in fsdp.FSDP_STRATEGIES else None)
     sim.fsdp = fs
-    sim.trainable_shapes: list[tuple] = []
+    sim.trainable_shapes = trainable_shapes = []
     uscope = fsdp.unit_scopes(nodes) if fs is not None else {}
     host_shards = 0
     sim.host_bytes = 0  # host RAM this rank needs for offloaded state (zero2/zero3 offload params)
     t_p = t_nt = t_rg = t_pb = t_bb = 0
+    infos, rows = an.nodes, sim.rows
     for nid in order:
-        info = an.nodes[nid]
+        params = infos[nid].params
+        if not params:
+            rows[nid] = {"params": 0, "non_trainable": 0, "param_bytes": 0, "buffer_bytes": 0,
+                         "activation_bytes": 0, "kept_bytes": 0, "requires_grad": 0}
+            continue
         bits = nodes[nid].bits
         tied = nodes[nid].tied
+        if fs is None and not tied:  # the common case: the layer's sums, memoised per parameter list
+            lkey = (id(params), pdtype, bits, rnd, opt, master, s.backend)
+            hit = _LAYERS.get(lkey)
+            if hit is None or hit[0] is not params:
+                if len(_LAYERS) > 20000:
+                    _LAYERS.clear()
+                hit = _LAYERS[lkey] = (params, _layer_sums(params, pdtype, bits, rnd, opt, master, s.backend))
+            pb, bb, n_p, n_nt, n_rg, w_, wr_, st_, sr_, pg_, entries = hit[1]
+            weights_total += w_
+            weights_r += wr_
+            state_total += st_
+            state_r += sr_
+            paged_total += pg_
+            for tb, numel, shape in entries:
+                trainable_shapes.append(shape)
+                trainable.append((nid, tb, numel))
+                shapes.append(shape)
+            rows[nid] = {"params": n_p, "non_trainable": n_nt, "param_bytes": pb, "buffer_bytes": bb,
+                         "activation_bytes": 0, "kept_bytes": 0, "requires_grad": n_rg}
+            t_p += n_p
+            t_nt += n_nt
+            t_rg += n_rg
+            t_pb += pb
+            t_bb += bb
+            continue
         pb = bb = n_p = n_nt = n_rg = 0
-        params = info.params
-        for p, numel, trainable_, requires_grad, nb in (_param_facts(params, pdtype, bits) if params else ()):
+        for p, numel, trainable_, requires_grad, nb in _param_facts(params, pdtype, bits):
             if tied and p.name in tied:  # the same tensor as another layer's parameter: counted there
                 continue
             if fs is not None and trainable_:
@@ -94,7 +166,7 @@ def place_weights(sim, r) -> None:
                 if fs is not None:  # the optimizer state follows the rank's own rows
                     numel = fsdp.sharded_numel(p.shape, s.gpus, sim.rank or 0)
                     tb = numel * pitem
-                sim.trainable_shapes.append(p.shape)
+                trainable_shapes.append(p.shape)
                 trainable.append((nid, tb, numel))
                 shapes.append(p.shape)
                 if fs is not None and fs.offload:  # CPUOffloadPolicy: the shard lives on the host
@@ -114,8 +186,8 @@ def place_weights(sim, r) -> None:
                     mb = numel * 4
                     state_total += mb
                     state_r += mb if rnd <= 1 else -(-mb // rnd) * rnd
-        sim.rows[nid] = {"params": n_p, "non_trainable": n_nt, "param_bytes": pb, "buffer_bytes": bb,
-                          "activation_bytes": 0, "kept_bytes": 0, "requires_grad": n_rg}
+        rows[nid] = {"params": n_p, "non_trainable": n_nt, "param_bytes": pb, "buffer_bytes": bb,
+                     "activation_bytes": 0, "kept_bytes": 0, "requires_grad": n_rg}
         t_p += n_p
         t_nt += n_nt
         t_rg += n_rg

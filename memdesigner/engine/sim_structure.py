@@ -3,6 +3,8 @@ each op's inputs and consumer counts, the model's outputs, fused groups and modu
 
 from __future__ import annotations
 
+from operator import attrgetter
+
 from memdesigner.model.analysis import Analysis
 from memdesigner.model.design import Design
 
@@ -10,36 +12,53 @@ from memdesigner.model.design import Design
 class Structure:
     """What a run reads from the graph alone (valid order, inputs, consumers, sinks, module-call
     holds): the same for every run over one analysis (a batch curve's probes, the ranks of a
-    distributed step, the window's re-estimates of an unchanged expansion)."""
+    distributed step, the window's re-estimates of an unchanged expansion). Values (an op's
+    outputs) are numbered in execution order, so a run keeps them in lists, not dicts."""
 
     def __init__(self, design: Design, an: Analysis):
         nodes = design.nodes
         infos = an.nodes
         self.order = order = [n for n in an.order if infos[n].issue is None and infos[n].blocked_by is None]
         self.valid = valid = set(order)
+        # value numbers: op ``n``'s output ``j`` is value ``base[n] + j``
+        base: dict[str, int] = {}
+        self.vkey = vkey = []  # value -> (node, output index)
+        self.n_out = n_out = {}
+        for n in order:
+            base[n] = len(vkey)
+            k = n_out[n] = len(infos[n].outputs)
+            if k == 1:
+                vkey.append((n, 0))
+            else:
+                vkey.extend([(n, j) for j in range(k)])
+        self.base = base
+        self.refs = refs = [0] * len(vkey)  # consumers of each value
         self.in_edges = in_edges = {n: [] for n in order}
-        self.n_cons = n_cons = {}
         for e in design.edges:
             if e.dst in valid and e.src in valid:
                 in_edges[e.dst].append(e)
-                n_cons[(e.src, e.src_port)] = n_cons.get((e.src, e.src_port), 0) + 1
-        for lst in in_edges.values():
-            if len(lst) > 1:
-                lst.sort(key=lambda e: e.dst_port)
-        self.in_keys = {nid: [(e.src, e.src_port) for e in lst] for nid, lst in in_edges.items()}
+                refs[base[e.src] + e.src_port] += 1
+        by_port = attrgetter("dst_port")
+        ins = {}
+        for n, lst in in_edges.items():
+            if len(lst) == 1:
+                e = lst[0]
+                ins[n] = (base[e.src] + e.src_port,)
+                continue
+            if lst:
+                lst.sort(key=by_port)
+            ins[n] = tuple([base[e.src] + e.src_port for e in lst])
+        self.ins = ins  # node -> the values it reads, by input port
         # one pass over the nodes: the model's outputs (sinks: nodes none of whose outputs feed
         # anything; an op whose first output is ignored but whose second is used, like
-        # `_, h_n = gru(x)`, is not one), a Loss node, fused groups, positions, output keys
+        # `_, h_n = gru(x)`, is not one), a Loss node, fused groups, positions
         self.sinks = sinks = set()
         self.position = position = {}
-        self.out_keys = out_keys = {}
         has_loss = scoped = False
         last_of: dict[str, str] = {}
         for i, n in enumerate(order):
             node = nodes[n]
             position[n] = i
-            k = len(infos[n].outputs)
-            out_keys[n] = [(n, j) for j in range(k)]
             if node.fused:
                 last_of[node.fused] = n
             if node.scope:
@@ -50,15 +69,19 @@ class Structure:
             elif t == "Input":
                 continue
             if not node.output:
-                if (n, 0) in n_cons:  # (a count is never 0)
+                b, k = base[n], n_out[n]
+                if k and refs[b]:
                     continue
-                if k > 1 and any((n, j) in n_cons for j in range(1, k)):
+                if k > 1 and any(refs[b + j] for j in range(1, k)):
                     continue
             sinks.add(n)
         self.has_loss_node = has_loss
         # inference of a fused group (TransformerEncoderLayer): every op but its last
         self.fused_inner = {n for n in order if nodes[n].fused and last_of[nodes[n].fused] != n} if last_of else set()
-        self.holds_at, self.release_at = scope_holds(order, nodes, in_edges) if scoped else ({}, {})
+        holds_at, release_at = scope_holds(order, nodes, in_edges) if scoped else ({}, {})
+        # the held values by number: (call, value)
+        self.holds_at = {n: [(g, base[k[0]] + k[1]) for g, k in hs] for n, hs in holds_at.items()}
+        self.release_at = {n: [(g, base[k[0]] + k[1]) for g, k in hs] for n, hs in release_at.items()}
 
 
 def structure_of(design: Design, an: Analysis) -> Structure:
