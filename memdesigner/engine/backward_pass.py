@@ -92,6 +92,9 @@ def run_backward(sim, r) -> None:
                 fs.grad_made(nid, sid)
         return transient
     grads_pop = grads.pop
+    # the ops the fast path below may run: none under FSDP, checkpointing, autocast, tensor
+    # parallelism, gradient accumulation or with shared (tied) parameters; not a multi-stage op
+    fast = fs is None and not seg_of and not amp and tp is None and not accum and not st.has_tied
     alloc, incref, decref = mem.alloc, mem.incref, mem.decref
     for nid in reversed(order):
         if fs is not None:
@@ -112,6 +115,48 @@ def run_backward(sim, r) -> None:
                 break
         else:
             release_all(mem, saved_of.pop(nid, []))
+            continue
+        if fast and not c.stages:
+            # the general path below, less what this op has no part in
+            keys = ins[nid]
+            tmp = [alloc(nb, K, 1, what) for nb, what in c.bwd_temps] if c.bwd_temps else _NONE
+            new_grads = []
+            for i, kind, nb, what in c.grads_in:
+                k = keys[i]
+                if kind == G_ALIAS:
+                    incref(g0)
+                    new_grads.append((k, g0))
+                elif kind == G_T:
+                    new_grads.append((k, alloc(nb, G, 1, what)))
+                else:  # a new gradient (a "stage" gradient without stages is one too)
+                    new_grads.append((k, alloc(nb, G, 1, (vkey[k][0], "gradient"))))
+            if op.param_grads and c.pgrads:  # param_grads(), without accumulation or shared parameters
+                raw = rsum = 0
+                for e in c.pgrads:
+                    nb = e[2]
+                    raw += nb
+                    rsum += nb if rnd <= 1 else -(-nb // rnd) * rnd
+                if raw:
+                    mem.alloc_exact(raw, rsum, G, (nid, "parameter gradients"))
+            mem.event("backward", nid, node.name)
+            for sid in tmp:
+                decref(sid)
+            for sid in saved_of.pop(nid, _NONE):
+                if sid is not None:
+                    decref(sid)
+            for g in g_out:
+                if g is not None:
+                    decref(g)
+            for k, g in new_grads:
+                old = grads.get(k)
+                if old is None:
+                    grads[k] = g
+                else:
+                    summed = alloc(mem.nb[g], G, 1, "accumulated gradient")
+                    mem.mark(("backward", nid))
+                    decref(old)
+                    decref(g)
+                    grads[k] = summed
             continue
         si = seg_of.get(nid) if seg_of else None
         if si is not None and si not in recomputed:

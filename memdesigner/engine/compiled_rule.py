@@ -62,7 +62,8 @@ class CompiledRule:
     repetition of a layer and every re-estimate after an edit elsewhere)."""
 
     __slots__ = ("records", "temps", "outs", "extras", "kept", "saved", "vals", "bwd_temps", "grads_in",
-                 "casts", "pgrads", "stages", "specs", "spec_ids", "affine", "late")
+                 "casts", "pgrads", "stages", "specs", "spec_ids", "affine", "late",
+                 "plain", "new_bytes")
 
     def __init__(self, m: MemCtx, op: OpMem, outputs, params, pitem: int):
         self.records = m.records
@@ -135,3 +136,7 @@ class CompiledRule:
         self.pgrads = [(k, p.name, p.numel * pitem, p.numel) for k, p in enumerate(params) if p.requires_grad]
         self.stages = [([(nbytes(t), t.what) for t in temps_], pidx, release)
                        for temps_, pidx, release in op.bwd_stages]
+        # an op the forward's fast path runs: no autocast copies, no outputs made late, nothing that
+        # outlives the step or frees an earlier step's storage
+        self.plain = not self.casts and not self.late and not op.persists and not op.releases_carried
+        self.new_bytes = sum(o[0] for o in self.outs if o.__class__ is tuple)

@@ -57,16 +57,17 @@ def run_forward(sim, r) -> None:
     alloc, incref, decref = mem.alloc, mem.incref, mem.decref
     an_nodes = an.nodes
     sim.base_bytes = mem.cur  # before the first op (the batch is the Input op's output)
+    # the ops the fast path below may run: none under FSDP or checkpointing; not the ops with a
+    # part to play beyond their rule (graph inputs and outputs, module-call holds, Python
+    # references, fused groups, tensor-parallel collectives, the leaf HF's checkpointing makes)
+    fast = fs is None and not segments
+    special = st.special
+    if fast and (fused_inner or input_grads_at is not None or tp is not None):
+        special = special | (fused_inner or set()) | ({input_grads_at} if input_grads_at is not None else set()) \
+            | (set(tp.fwd_allreduce) if tp is not None else set())
+    rows = sim.rows
     for nid in order:
         keys = ins[nid]
-        if fs is not None:
-            fs.where = ("forward", nid)
-            fs.before_op(mem, nid, position[nid], fcats, any(val_spec[k][2] for k in keys))
-        if nid in holds_at:
-            for hk in holds_at[nid]:
-                if val_sid[hk[1]] is not None:
-                    incref(val_sid[hk[1]])
-                    held.add(hk)
         info = an_nodes[nid]
         node = nodes[nid]
         props, outputs, params = info.props, info.outputs, info.params
@@ -91,6 +92,69 @@ def run_forward(sim, r) -> None:
         if not c.affine:
             sim.affine = False
         records = c.records
+        if fast and c.plain and nid not in special:
+            # the general path below, less what this op has no part in
+            tmp_sids = [alloc(nb, K, 1, what) for nb, what in c.temps] if c.temps else _NONE
+            out_sids = []
+            for o in c.outs:
+                if o.__class__ is tuple:
+                    out_sids.append(alloc(o[0], A, 1, (nid, o[1])))
+                else:
+                    src_sid = val_sid[keys[o]]
+                    incref(src_sid)
+                    out_sids.append(src_sid)
+            extra_sids = {tid: alloc(nb, A, 1, (nid, what)) for tid, nb, what in c.extras} if c.extras else _NONE
+            mem.event("forward", nid, node.name)
+            for sid in tmp_sids:
+                decref(sid)
+            if records:
+                sv = []
+                for kind, x in c.saved:
+                    if kind == S_IN:
+                        sid = val_sid[keys[x]]
+                        incref(sid)
+                        sv.append(sid)
+                    elif kind == S_OUT:
+                        incref(out_sids[x])
+                        sv.append(out_sids[x])
+                    elif kind == S_EXTRA:
+                        sv.append(extra_sids[x])
+                    else:
+                        sv.append(None)  # a parameter: kept anyway (no autocast copy: not plain)
+                saved_of[nid] = sv
+                grad_mode[nid] = op
+                ctx_of[nid] = c
+                grads_here = 1
+            else:
+                for sid in extra_sids.values():
+                    decref(sid)
+                grads_here = 0
+            v = base_of[nid]
+            specs_, ids_ = c.specs, c.spec_ids
+            for j, sid in enumerate(out_sids):
+                refs = refs_of[v]
+                val_sid[v] = sid
+                val_spec[v] = specs_[j][grads_here]
+                val_key[v] = ids_[j][grads_here]
+                if refs == 0:
+                    decref(sid)
+                elif refs > 1:
+                    incref(sid, refs - 1)
+                v += 1
+            for k in keys:
+                decref(val_sid[k])
+            row = rows[nid]
+            row["activation_bytes"] = c.new_bytes
+            row["kept_bytes"] = c.kept
+            continue
+        if fs is not None:
+            fs.where = ("forward", nid)
+            fs.before_op(mem, nid, position[nid], fcats, any(val_spec[k][2] for k in keys))
+        if nid in holds_at:
+            for hk in holds_at[nid]:
+                if val_sid[hk[1]] is not None:
+                    incref(val_sid[hk[1]])
+                    held.add(hk)
         ckpt = records and nid in seg_of
         if ckpt and seg_of[nid] not in seg_base:  # the segment's first op that records
             members = set(segments[seg_of[nid]])

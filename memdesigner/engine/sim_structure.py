@@ -82,6 +82,21 @@ class Structure:
         # the held values by number: (call, value)
         self.holds_at = {n: [(g, base[k[0]] + k[1]) for g, k in hs] for n, hs in holds_at.items()}
         self.release_at = {n: [(g, base[k[0]] + k[1]) for g, k in hs] for n, hs in release_at.items()}
+        # ops with a part beyond their memory rule: the graph's inputs and outputs, module-call
+        # holds, Python references (keep_until) and the ops that drop them (the last op: a cycle's
+        # references without the collector), for the forward's fast path to leave alone
+        special = set(sinks) | holds_at.keys() | release_at.keys()
+        for n in order:
+            node = nodes[n]
+            if node.type == "Input":
+                special.add(n)
+            if node.keep_until:
+                special.add(n)
+                special.add(node.keep_until)
+        if order:
+            special.add(order[-1])
+        self.special = special
+        self.has_tied = any(nodes[n].tied for n in order)  # a parameter shared between layers
 
 
 def structure_of(design: Design, an: Analysis) -> Structure:
