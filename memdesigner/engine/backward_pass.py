@@ -92,6 +92,7 @@ def run_backward(sim, r) -> None:
                 fs.grad_made(nid, sid)
         return transient
     grads_pop = grads.pop
+    rcl, free = mem.rc, mem._release
     # the ops the fast path below may run: none under FSDP, checkpointing, autocast, tensor
     # parallelism, gradient accumulation or with shared (tied) parameters; not a multi-stage op
     fast = fs is None and not seg_of and not amp and tp is None and not accum and not st.has_tied
@@ -141,12 +142,18 @@ def run_backward(sim, r) -> None:
             mem.event("backward", nid, node.name)
             for sid in tmp:
                 decref(sid)
-            for sid in saved_of.pop(nid, _NONE):
+            for sid in saved_of.pop(nid, _NONE):  # (decref inlined: the refcounts, the _release hook)
                 if sid is not None:
-                    decref(sid)
+                    x = rcl[sid] - 1
+                    rcl[sid] = x
+                    if x == 0:
+                        free(sid)
             for g in g_out:
                 if g is not None:
-                    decref(g)
+                    x = rcl[g] - 1
+                    rcl[g] = x
+                    if x == 0:
+                        free(g)
             for k, g in new_grads:
                 old = grads.get(k)
                 if old is None:

@@ -66,6 +66,7 @@ def run_forward(sim, r) -> None:
         special = special | (fused_inner or set()) | ({input_grads_at} if input_grads_at is not None else set()) \
             | (set(tp.fwd_allreduce) if tp is not None else set())
     rows = sim.rows
+    rcl, free = mem.rc, mem._release
     for nid in order:
         keys = ins[nid]
         info = an_nodes[nid]
@@ -112,11 +113,12 @@ def run_forward(sim, r) -> None:
                 for kind, x in c.saved:
                     if kind == S_IN:
                         sid = val_sid[keys[x]]
-                        incref(sid)
+                        rcl[sid] += 1
                         sv.append(sid)
                     elif kind == S_OUT:
-                        incref(out_sids[x])
-                        sv.append(out_sids[x])
+                        sid = out_sids[x]
+                        rcl[sid] += 1
+                        sv.append(sid)
                     elif kind == S_EXTRA:
                         sv.append(extra_sids[x])
                     else:
@@ -125,7 +127,7 @@ def run_forward(sim, r) -> None:
                 grad_mode[nid] = op
                 ctx_of[nid] = c
                 grads_here = 1
-            else:
+            else:  # (decref inlined here and below: the live set's refcounts, its _release hook)
                 for sid in extra_sids.values():
                     decref(sid)
                 grads_here = 0
@@ -139,10 +141,14 @@ def run_forward(sim, r) -> None:
                 if refs == 0:
                     decref(sid)
                 elif refs > 1:
-                    incref(sid, refs - 1)
+                    rcl[sid] += refs - 1
                 v += 1
             for k in keys:
-                decref(val_sid[k])
+                sid = val_sid[k]
+                x = rcl[sid] - 1
+                rcl[sid] = x
+                if x == 0:
+                    free(sid)
             row = rows[nid]
             row["activation_bytes"] = c.new_bytes
             row["kept_bytes"] = c.kept

@@ -54,7 +54,11 @@ class Structure:
         # `_, h_n = gru(x)`, is not one), a Loss node, fused groups, positions
         self.sinks = sinks = set()
         self.position = position = {}
-        has_loss = scoped = False
+        # ops with a part beyond their memory rule: the graph's inputs and outputs, module-call
+        # holds, Python references (keep_until) and the ops that drop them (the last op: a cycle's
+        # references without the collector), for the forward's fast path to leave alone
+        self.special = special = set()
+        has_loss = scoped = tied = False
         last_of: dict[str, str] = {}
         for i, n in enumerate(order):
             node = nodes[n]
@@ -63,10 +67,16 @@ class Structure:
                 last_of[node.fused] = n
             if node.scope:
                 scoped = True
+            if node.keep_until:
+                special.add(n)
+                special.add(node.keep_until)
+            if node.tied:
+                tied = True
             t = node.type
             if t == "Loss":
                 has_loss = True
             elif t == "Input":
+                special.add(n)
                 continue
             if not node.output:
                 b, k = base[n], n_out[n]
@@ -82,21 +92,10 @@ class Structure:
         # the held values by number: (call, value)
         self.holds_at = {n: [(g, base[k[0]] + k[1]) for g, k in hs] for n, hs in holds_at.items()}
         self.release_at = {n: [(g, base[k[0]] + k[1]) for g, k in hs] for n, hs in release_at.items()}
-        # ops with a part beyond their memory rule: the graph's inputs and outputs, module-call
-        # holds, Python references (keep_until) and the ops that drop them (the last op: a cycle's
-        # references without the collector), for the forward's fast path to leave alone
-        special = set(sinks) | holds_at.keys() | release_at.keys()
-        for n in order:
-            node = nodes[n]
-            if node.type == "Input":
-                special.add(n)
-            if node.keep_until:
-                special.add(n)
-                special.add(node.keep_until)
+        special.update(sinks, holds_at, release_at)
         if order:
             special.add(order[-1])
-        self.special = special
-        self.has_tied = any(nodes[n].tied for n in order)  # a parameter shared between layers
+        self.has_tied = tied  # a parameter shared between layers
 
 
 def structure_of(design: Design, an: Analysis) -> Structure:
