@@ -76,3 +76,22 @@ def test_an_input_that_stops_requiring_grad_is_a_new_rule():
                                                                                 default=str)
     # the ReLU no longer keeps its 32 x 256 fp32 output for backward, nor does backward reach fc1
     assert warm.peak_bytes < warm_before.peak_bytes
+
+
+def test_a_field_edited_in_place_is_seen_by_the_graph_structure():
+    """The graph's structure is kept on the design between estimates: a field it reads, changed
+    without Design's methods (``output``: the model also returns the ReLU's value), rebuilds it."""
+    kw = dict(mode="train", batch=32, optimizer="sgd")
+    d = _mlp()
+    before = md.estimate(d, **kw)
+    d.nodes["act"].output = True
+    after = md.estimate(d, **kw)
+    fresh = _mlp()
+    fresh.nodes["act"].output = True
+    assert json.dumps(after.to_dict(), sort_keys=True, default=str) == json.dumps(
+        md.estimate(fresh, **kw).to_dict(), sort_keys=True, default=str)
+
+    def loss_moment(rep):
+        return next(e.bytes for e in rep.timeline if e.label == "loss")
+    # two outputs, two losses: one more fp32 scalar (out.mean() of the ReLU's value) at that moment
+    assert loss_moment(after) - loss_moment(before) == 4

@@ -99,13 +99,35 @@ class Structure:
 
 
 def structure_of(design: Design, an: Analysis) -> Structure:
-    """The graph's structure for ``an``, kept on the analysis for the next run over it."""
+    """The graph's structure for ``an``, kept on the analysis for the next run over it, and on
+    the design for the next analysis of it (an estimate under other settings), as long as
+    everything Structure reads is the same: the valid nodes in order, their output counts and
+    the node fields it reads, and the very same edges."""
     memo = an.__dict__.get("_sim_structure")
     if memo is not None and memo[0] is design and memo[1] == len(design.edges):
         return memo[2]
-    st = Structure(design, an)
-    an.__dict__["_sim_structure"] = (design, len(design.edges), st)
+    sig = _signature(design, an)
+    edges = design.edges
+    kept = design.__dict__.get("_sim_structure")
+    if kept is not None and kept[0] == sig and kept[1] == edges:
+        st = kept[2]
+    else:
+        st = Structure(design, an)
+        design.__dict__["_sim_structure"] = (sig, list(edges), st)
+    an.__dict__["_sim_structure"] = (design, len(edges), st)
     return st
+
+
+def _signature(design: Design, an: Analysis) -> list:
+    """What Structure reads from the analysis and the nodes (the edges aside), per valid node."""
+    nodes, infos = design.nodes, an.nodes
+    out = []
+    for n in an.order:
+        info = infos[n]
+        if info.issue is None and info.blocked_by is None:
+            nd = nodes[n]
+            out.append((n, len(info.outputs), nd.type, nd.output, nd.fused, nd.scope, nd.keep_until, bool(nd.tied)))
+    return out
 
 
 def scope_holds(order, nodes, in_edges):
