@@ -72,7 +72,8 @@ def run_forward(sim, r) -> None:
         info = an_nodes[nid]
         node = nodes[nid]
         props, outputs, params = info.props, info.outputs, info.params
-        mkey = (skey, node.type, id(props), id(outputs), id(params), tuple([val_key[k] for k in keys]))
+        mkey = (skey, node.type, id(props), id(outputs), id(params),
+                (val_key[keys[0]],) if len(keys) == 1 else tuple([val_key[k] for k in keys]))
         hit = rules.get(mkey)
         if hit is not None and hit[2] is props and hit[3] is outputs and hit[4] is params:
             op, c = hit[1], hit[5]
