@@ -41,13 +41,15 @@ def _param_facts(params: list, pdtype: str, bits: int | None) -> list:
 
 
 _LAYERS: dict = {}
+_ZERO_ROW = {"params": 0, "non_trainable": 0, "param_bytes": 0, "buffer_bytes": 0, "activation_bytes": 0,
+             "kept_bytes": 0, "requires_grad": 0}
 
 
 def _layer_sums(params: list, pdtype: str, bits: int | None, rnd: int, opt: str, master: bool, backend: str) -> tuple:
     """One layer's parameter sums without FSDP sharding or tied parameters (place_weights' loop,
     for one parameter list): (parameter bytes, buffer bytes, parameters, non-trainable, requiring
     grad, weight bytes, rounded, state bytes, rounded, paged state bytes, [(grad bytes, numel,
-    shape) per parameter that requires grad])."""
+    shape) per parameter that requires grad], the layer's row)."""
     state_per_param = {"none": 0, "sgd": 0, "momentum": 1, "adam": 2, "adamw": 2}.get(opt, 0)
     new_opt = opt in optim_state.NEW_OPTIMIZERS
     step_tensor = 4 if (opt in ("adam", "adamw") and backend == "cpu") else 0
@@ -80,7 +82,9 @@ def _layer_sums(params: list, pdtype: str, bits: int | None, rnd: int, opt: str,
                 mb = numel * 4
                 st += mb
                 sr += mb if rnd <= 1 else -(-mb // rnd) * rnd
-    return pb, bb, n_p, n_nt, n_rg, w, wr, st, sr, pg, entries
+    row = {"params": n_p, "non_trainable": n_nt, "param_bytes": pb, "buffer_bytes": bb, "activation_bytes": 0,
+           "kept_bytes": 0, "requires_grad": n_rg}  # the layer's row as place_weights starts it (copied)
+    return pb, bb, n_p, n_nt, n_rg, w, wr, st, sr, pg, entries, row
 
 
 def place_weights(sim, r) -> None:
@@ -114,8 +118,7 @@ def place_weights(sim, r) -> None:
     for nid in order:
         params = infos[nid].params
         if not params:
-            rows[nid] = {"params": 0, "non_trainable": 0, "param_bytes": 0, "buffer_bytes": 0,
-                         "activation_bytes": 0, "kept_bytes": 0, "requires_grad": 0}
+            rows[nid] = _ZERO_ROW.copy()  # (a copy is 4x faster than a dict display)
             continue
         bits = nodes[nid].bits
         tied = nodes[nid].tied
@@ -126,7 +129,7 @@ def place_weights(sim, r) -> None:
                 if len(_LAYERS) > 20000:
                     _LAYERS.clear()
                 hit = _LAYERS[lkey] = (params, _layer_sums(params, pdtype, bits, rnd, opt, master, s.backend))
-            pb, bb, n_p, n_nt, n_rg, w_, wr_, st_, sr_, pg_, entries = hit[1]
+            pb, bb, n_p, n_nt, n_rg, w_, wr_, st_, sr_, pg_, entries, row = hit[1]
             weights_total += w_
             weights_r += wr_
             state_total += st_
@@ -136,8 +139,7 @@ def place_weights(sim, r) -> None:
                 trainable_shapes.append(shape)
                 trainable.append((nid, tb, numel))
                 shapes.append(shape)
-            rows[nid] = {"params": n_p, "non_trainable": n_nt, "param_bytes": pb, "buffer_bytes": bb,
-                         "activation_bytes": 0, "kept_bytes": 0, "requires_grad": n_rg}
+            rows[nid] = row.copy()
             t_p += n_p
             t_nt += n_nt
             t_rg += n_rg
