@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 from dataclasses import dataclass
+from operator import attrgetter
 
 from memdesigner.model.design import Design
 from memdesigner.model.registry import Issue, LayerError, ParamSpec, ShapeCtx, TensorSpec
@@ -49,6 +50,7 @@ class Analysis:
         return not self.issues
 
 
+_BY_PORT = attrgetter("dst_port")
 _CACHE: dict = {}
 _CACHE_MAX = 20000
 
@@ -64,10 +66,15 @@ def _freeze(v):
 def _node_rules(lt, props: dict, specs: list, name: str):
     """Shape, parameters and FLOPs of one node; memoised on (type, props, input specs) so that
     re-estimating after an edit only recomputes what changed."""
-    key = (lt.name, id(props), tuple(specs))
+    # (shape, kind) pairs hash in C; TensorSpec's dataclass __hash__ is a Python call per input
+    key = (lt.name, id(props), tuple([(s.shape, s.kind) for s in specs]))
     hit = _CACHE.get(key)
     if hit is not None and hit[4] is props:
         return hit
+    return _run_rules(key, lt, props, specs, name)
+
+
+def _run_rules(key, lt, props: dict, specs: list, name: str):
     ctx = ShapeCtx(props, specs, name)
     try:
         outputs = list(lt.shape(ctx))
@@ -121,6 +128,7 @@ def analyze(design: Design) -> Analysis:
     issues: list[Issue] = []
     nodes = design.nodes
     types: dict = {}  # type name -> LayerType, looked up once per estimate
+    cache_get = _CACHE.get
     for nid in order:
         node = nodes[nid]
         info = NodeInfo(nid)
@@ -134,19 +142,27 @@ def analyze(design: Design) -> Analysis:
                 issues.append(info.issue)
                 continue
         try:
-            info.props = _coerced(lt, node.props, node)
+            # _coerced's fast path, inlined: the node has not been edited since its props were coerced
+            memo = node.__dict__.get("_coerced")
+            nprops = node.props
+            if memo is not None and memo[0] == node.rev and memo[1] is nprops and memo[2] == lt.name and \
+                    memo[4] == nprops:
+                info.props = memo[3]
+            else:
+                info.props = _coerced(lt, nprops, node)
         except LayerError as err:
             info.issue = Issue(nid, err.field, err.message)
             issues.append(info.issue)
             continue
         edges = ins[nid]
-        if len(edges) > 1:
-            edges.sort(key=lambda e: e.dst_port)
         n_in = len(edges)
         if n_in == 1:
             gap = edges[0].dst_port != 0
+        elif n_in > 1:
+            edges.sort(key=_BY_PORT)
+            gap = [e.dst_port for e in edges] != list(range(n_in))
         else:
-            gap = n_in > 1 and [e.dst_port for e in edges] != list(range(n_in))
+            gap = False
         if n_in < lt.min_inputs or gap:
             ports = [e.dst_port for e in edges]
             need = lt.min_inputs if lt.max_inputs == lt.min_inputs else f"at least {lt.min_inputs}"
@@ -174,7 +190,14 @@ def analyze(design: Design) -> Analysis:
             continue
         if info.blocked_by:
             continue
-        outputs, params, flops, err, _ = _node_rules(lt, info.props, specs, node.name)
+        # _node_rules' cache hit, inlined (this runs for every node of every estimate)
+        props = info.props
+        key = (lt.name, id(props), ((specs[0].shape, specs[0].kind),) if len(specs) == 1 else
+               tuple([(s.shape, s.kind) for s in specs]))
+        hit = cache_get(key)
+        if hit is None or hit[4] is not props:
+            hit = _run_rules(key, lt, props, specs, node.name)
+        outputs, params, flops, err, _ = hit
         if err is not None:
             info.issue = Issue(nid, err[0], err[1])
             issues.append(info.issue)

@@ -1,0 +1,302 @@
+"""The loss and the backward pass: ``loss = out.mean()`` on every output that requires grad, then
+each recorded op's backward in reverse order (its transients, its input gradients, AccumulateGrad's
+parameter gradients, autocast's casts), freeing what the op saved; fan-ins sum their gradients."""
+
+from __future__ import annotations
+
+import math
+
+from memdesigner.engine.checkpoint_rerun import rerun_segment
+from memdesigner.engine.compiled_rule import G_ALIAS, G_STAGE, G_T
+from memdesigner.engine.compiled_rule import NONE as _NONE
+from memdesigner.engine.live_set import A, G, K, release_all
+from memdesigner.engine.param_state import INFLIGHT
+from memdesigner.units import DTYPE_BYTES
+
+
+def run_loss(sim, r) -> None:
+    """The loss of every output that requires grad (none with a Loss node: that op is the loss)."""
+    an, mem, order, st = r.an, r.mem, r.order, r.st
+    val_sid, val_spec, cast_cache, amp = r.val_sid, r.val_spec, r.cast_cache, r.amp
+    has_loss_node, sinks = st.has_loss_node, st.sinks
+    # -- loss --------------------------------------------------------------------------
+    loss_sids = []
+    grads: dict[tuple, int] = {}
+    if not has_loss_node:
+        for nid in order:
+            key = st.base[nid]  # its first output
+            if nid in sinks and an.nodes[nid].outputs and val_sid[key] is not None and val_spec[key][2]:
+                ldt = val_spec[key][1]
+                loss_sids.append(mem.alloc(DTYPE_BYTES[ldt], A, 1, "loss = out.mean()"))
+                grads[key] = None  # filled in backward
+    if amp:
+        for sid in cast_cache.values():
+            mem.decref(sid)
+    mem.event("forward", None, "loss")
+    sim.phase_peaks["forward"] = mem.ppeak
+    r.loss_sids, r.grads = loss_sids, grads
+
+
+def run_backward(sim, r) -> None:
+    """Backward from the loss's seed down to the first op that requires grad."""
+    design, an, mem, nodes, order, st = r.design, r.an, r.mem, r.nodes, r.order, r.st
+    dtype, amp, batch, rnd = r.dtype, r.amp, r.batch, r.rnd
+    fs, tp, carried, fcats, accum = r.fs, r.tp, r.carried, r.fcats, r.accum
+    ins, base_of, n_out, vkey, has_loss_node = st.ins, st.base, st.n_out, st.vkey, st.has_loss_node
+    val_spec, saved_of, grad_mode, ctx_of = r.val_spec, r.saved_of, r.grad_mode, r.ctx_of
+    held_outputs, seg_of, segments, seg_inputs, seg_live = r.held_outputs, r.seg_of, r.segments, r.seg_inputs, r.seg_live
+    input_grads_at, loss_sids, grads = r.input_grads_at, r.loss_sids, r.grads
+    # -- backward ----------------------------------------------------------------------
+    mem.begin_phase("backward")
+    # no output requires grad (an Input alone, everything frozen): there is no loss to seed
+    # and no backward (PyTorch's backward() would refuse), not a phantom 4-byte seed
+    seeded = has_loss_node or bool(loss_sids)
+    ones = mem.alloc(DTYPE_BYTES[amp or dtype], G, 1, "ones_like(loss)") if seeded else None  # the loss's dtype
+    for key in list(grads):
+        knid, kj = st.vkey[key]
+        shape = an.nodes[knid].outputs[kj].shape
+        n = batch * math.prod(shape)
+        grads[key] = mem.alloc(n * DTYPE_BYTES[val_spec[key][1]], G, 1, "MeanBackward0 gradient")
+    mem.event("backward", None, "loss backward")
+    loss_node_ones = has_loss_node
+    grad_owned: set = set()  # "node.param" keys whose .grad exists (shared parameters)
+    recomputed: dict[int, dict] = {}  # checkpointed segment -> {node: recomputed block}
+    if fs is not None:
+        fs.where = ("backward", None)
+        fs.backward_begin(mem, fcats)
+
+    def param_grads(nid, tied, entries) -> list:
+        """The gradients AccumulateGrad keeps as p.grad (one block per layer). For a shared
+        parameter that already has .grad the contribution and its sum are transients,
+        returned for the caller to free after the op. ``entries``: _Compiled.pgrads."""
+        raw = rsum = 0
+        transient = []
+        for _, name, nb, _ in entries:
+            if accum:  # .grad exists: this gradient is added into it in place, then freed
+                transient.append(mem.alloc(nb, K, 1, (nid, name + " gradient (added to .grad)")))
+                continue
+            pkey = tied.get(name) or f"{nid}.{name}"
+            if pkey in grad_owned:
+                # a shared parameter already has .grad: AccumulateGrad sums this contribution
+                # into a new tensor (out of place, as the tracked reference run shows), which
+                # replaces the old .grad; the contribution and the old .grad die
+                transient.append(mem.alloc(nb, K, 1, (nid, name + " gradient contribution")))
+                transient.append(mem.alloc(nb, K, 1, (nid, name + " gradient sum")))
+                continue
+            grad_owned.add(pkey)
+            raw += nb
+            rsum += nb if rnd <= 1 else -(-nb // rnd) * rnd
+        if raw:
+            sid = mem.alloc_exact(raw, rsum, G, (nid, "parameter gradients"))
+            if fs is not None:
+                fs.grad_made(nid, sid)
+        return transient
+    grads_pop = grads.pop
+    rcl, free = mem.rc, mem._release
+    # the ops the fast path below may run: none under FSDP, checkpointing, autocast, tensor
+    # parallelism, gradient accumulation or with shared (tied) parameters; not a multi-stage op
+    fast = fs is None and not seg_of and not amp and tp is None and not accum and not st.has_tied
+    alloc, incref, decref = mem.alloc, mem.incref, mem.decref
+    for nid in reversed(order):
+        if fs is not None:
+            fs.where = ("backward", nid)
+            fs.before_backward_op(mem, nid, fcats)
+        if nid not in grad_mode:
+            continue
+        op = grad_mode[nid]
+        c = ctx_of[nid]
+        node = nodes[nid]
+        b, k_ = base_of[nid], n_out[nid]
+        g_out = [grads_pop(b, None)] if k_ == 1 else [grads_pop(v, None) for v in range(b, b + k_)]
+        if loss_node_ones and node.type == "Loss":
+            g_out = [ones]
+            mem.incref(ones)
+        for g0 in g_out:
+            if g0 is not None:
+                break
+        else:
+            release_all(mem, saved_of.pop(nid, []))
+            continue
+        if fast and not c.stages:
+            # the general path below, less what this op has no part in
+            keys = ins[nid]
+            tmp = [alloc(nb, K, 1, what) for nb, what in c.bwd_temps] if c.bwd_temps else _NONE
+            new_grads = []
+            for i, kind, nb, what in c.grads_in:
+                k = keys[i]
+                if kind == G_ALIAS:
+                    incref(g0)
+                    new_grads.append((k, g0))
+                elif kind == G_T:
+                    new_grads.append((k, alloc(nb, G, 1, what)))
+                else:  # a new gradient (a "stage" gradient without stages is one too)
+                    new_grads.append((k, alloc(nb, G, 1, (vkey[k][0], "gradient"))))
+            if op.param_grads and c.pgrads:  # param_grads(), without accumulation or shared parameters
+                raw = rsum = 0
+                for e in c.pgrads:
+                    nb = e[2]
+                    raw += nb
+                    rsum += nb if rnd <= 1 else -(-nb // rnd) * rnd
+                if raw:
+                    mem.alloc_exact(raw, rsum, G, (nid, "parameter gradients"))
+            mem.event("backward", nid, node.name)
+            for sid in tmp:
+                decref(sid)
+            for sid in saved_of.pop(nid, _NONE):  # (decref inlined: the refcounts, the _release hook)
+                if sid is not None:
+                    x = rcl[sid] - 1
+                    rcl[sid] = x
+                    if x == 0:
+                        free(sid)
+            for g in g_out:
+                if g is not None:
+                    x = rcl[g] - 1
+                    rcl[g] = x
+                    if x == 0:
+                        free(g)
+            for k, g in new_grads:
+                old = grads.get(k)
+                if old is None:
+                    grads[k] = g
+                else:
+                    summed = alloc(mem.nb[g], G, 1, "accumulated gradient")
+                    mem.mark(("backward", nid))
+                    decref(old)
+                    decref(g)
+                    grads[k] = summed
+            continue
+        si = seg_of.get(nid) if seg_of else None
+        if si is not None and si not in recomputed:
+            # entering a checkpointed segment from its end: rerun its forward with grad
+            recomputed[si] = rerun_segment(mem, sim.rows, segments[si], seg_live.get(si, ()), nid)
+        rsid = recomputed[si].pop(nid, None) if si is not None else None
+        keys = ins[nid]
+        tmp = [alloc(nb, K, 1, what) for nb, what in c.bwd_temps]
+        done_params = _NONE
+        stage_tmp: list = []
+        if c.stages:
+            done_params = set()
+            # a multi-layer op (stacked LSTM) runs its backward layer by layer: each stage
+            # makes that layer's gradients, then releases what that layer kept
+            sv = saved_of.get(nid, [])
+            for temps_, pidx, release in c.stages:
+                st_tmp = [mem.alloc(nb, G, 1, what) for nb, what in temps_]
+                done_params.update(pidx)
+                pg_at = {e[0]: e for e in c.pgrads}
+                st_tmp += param_grads(nid, node.tied, [pg_at[k] for k in pidx if k in pg_at])
+                mem.event("backward", nid, node.name)
+                for sid in stage_tmp:
+                    mem.decref(sid)
+                stage_tmp = st_tmp
+                for idx in release:
+                    if idx < len(sv) and sv[idx] is not None:
+                        mem.decref(sv[idx])
+                        sv[idx] = None
+        new_grads = []
+        for i, kind, nb, what in c.grads_in:
+            k = keys[i]
+            if kind == G_ALIAS:
+                incref(g0)
+                new_grads.append((k, g0))
+            elif kind == G_STAGE and stage_tmp:
+                # the last backward stage already made this input's gradient (its first temp)
+                new_grads.append((k, stage_tmp.pop(0)))
+            elif kind == G_T:
+                new_grads.append((k, alloc(nb, G, 1, what)))
+            else:
+                new_grads.append((k, alloc(nb, G, 1, (vkey[k][0], "gradient"))))
+        if stage_tmp:
+            tmp += stage_tmp
+        # parameter gradients (AccumulateGrad keeps them as p.grad). Under autocast the op
+        # makes low-precision gradients; ToCopyBackward0 casts them to fp32 after the op's
+        # saved tensors and incoming gradient are released.
+        halves = _NONE
+        if op.param_grads and c.pgrads:
+            pg = [e for e in c.pgrads if e[0] not in done_params] if done_params else c.pgrads
+            if amp:
+                halves = []
+                for _, name, nb, numel in pg:
+                    halves.append((mem.alloc(numel * DTYPE_BYTES[amp], G, 1, (nid, "low-precision grad")), nb,
+                                   name))
+            else:
+                tmp += param_grads(nid, node.tied, pg)
+        mem.event("backward", nid, node.name)
+        for sid in tmp:
+            decref(sid)
+        if rsid is not None:
+            decref(rsid)
+        if si is not None and nid == segments[si][0]:
+            for sid in recomputed[si].values():
+                mem.decref(sid)
+            recomputed[si] = {}
+            for sid in seg_inputs.pop(si, []):
+                mem.decref(sid)
+        for sid in saved_of.pop(nid, _NONE):
+            if sid is not None:
+                decref(sid)
+        for g in g_out:
+            if g is not None:
+                decref(g)
+        for half, nb, pname in halves:
+            pkey = node.tied.get(pname) or f"{nid}.{pname}"
+            if accum:  # cast to fp32, added into .grad in place
+                part = mem.alloc(nb, G, 1, (nid, pname + " gradient (added to .grad)"))
+                mem.mark(("backward", nid))
+                mem.decref(half)
+                mem.decref(part)
+                continue
+            if pkey in grad_owned:  # a shared parameter: summed into a new .grad, as in fp32
+                part = mem.alloc(nb, G, 1, (nid, pname + " gradient contribution"))
+                mem.mark(("backward", nid))
+                mem.decref(half)  # cast to fp32: the low-precision gradient is gone
+                total = mem.alloc(nb, G, 1, (nid, pname + " gradient sum"))
+                mem.mark(("backward", nid))
+                mem.decref(part)
+                mem.decref(total)
+                continue
+            grad_owned.add(pkey)
+            gsid = mem.alloc(nb, G, 1, (nid, pname + ".grad"))
+            if fs is not None:
+                fs.grad_made(nid, gsid)
+            mem.mark(("backward", nid))
+            mem.decref(half)
+        if tp is not None and nid in tp.bwd_allreduce:
+            for _k, g in new_grads:  # colwise Linear: its partial input gradient all-reduced
+                t_ = mem.alloc(mem.nb[g], G, 1, (nid, "tensor-parallel all-reduce of the input gradient"))
+                mem.mark(("backward", nid))
+                mem.decref(t_)
+        for k, g in new_grads:
+            old = grads.get(k)
+            if old is None:
+                grads[k] = g
+            else:
+                # autograd sums a fan-in's gradients into a new tensor (add.Tensor) as the
+                # tracked reference run shows; both summands die right after
+                summed = mem.alloc(mem.nb[g], G, 1, "accumulated gradient")
+                mem.mark(("backward", nid))
+                mem.decref(old)
+                mem.decref(g)
+                grads[k] = summed
+    # the value of the leaf input_grads_at made (its first output), if any
+    leaf_v = base_of[input_grads_at] if input_grads_at in base_of and n_out[input_grads_at] else -1
+    for k, g in grads.items():
+        if g is not None:
+            if k == leaf_v and input_grads_at not in grad_mode:
+                held_outputs.append(g)  # that leaf's .grad: it lives as long as the leaf
+            else:
+                mem.decref(g)
+    for sv in saved_of.values():
+        release_all(mem, sv)
+    if fs is not None:  # the root's final callback runs inside backward(): ones_like(loss) is alive
+        fs.where = ("backward", None)
+        fs.backward_end(mem, fcats)
+    if ones is not None:
+        mem.decref(ones)
+    for sid in carried.pop(INFLIGHT, ()):  # other micro-batches' activations, pending sends: done
+        mem.decref(sid)
+    merge = getattr(design, "stage_merge_bytes", 0)
+    if merge:  # the last pipeline stage returns torch.cat of every micro-batch's output
+        t_ = mem.alloc(merge, A, 1, "merged outputs of the micro-batches (torch.cat)")
+        mem.mark(("backward", None))
+        mem.decref(t_)
+    sim.phase_peaks["backward"] = mem.ppeak

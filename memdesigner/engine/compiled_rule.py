@@ -1,0 +1,142 @@
+"""A layer's memory rule answered once per (layer, inputs, settings) and turned into plain byte
+counts and small tuples, so that a run walks numbers instead of re-reading rule objects."""
+
+from __future__ import annotations
+
+import itertools
+from types import MappingProxyType
+
+from memdesigner.model.layout import contiguous_strides, dense_like
+from memdesigner.model.oprules import In, MemCtx, OpMem, Out, Param, T
+from memdesigner.units import DTYPE_BYTES
+
+FLOATS = ("float32", "float16", "bfloat16", "float64")
+
+NONE = MappingProxyType({})  # an empty, read-only stand-in for per-op lists and dicts most ops leave empty
+
+
+# memoised memory rules: (settings id, type, props identity, outputs identity, params identity, input
+# spec ids) -> (MemCtx, OpMem, props, outputs, params, CompiledRule)
+RULES: dict = {}
+
+# saved-entry kinds of CompiledRule.saved
+S_EXTRA, S_IN, S_OUT, S_PARAM, S_NONE = range(5)
+# input-gradient kinds of CompiledRule.grads_in
+G_ALIAS, G_STAGE, G_T, G_NEW = range(4)
+
+
+_SPEC_IDS: dict = {}
+_SETTINGS_IDS: dict = {}
+_next_id = itertools.count().__next__  # never reused: a cleared table only costs cache misses
+
+
+def spec_id(spec: tuple) -> int:
+    """A number per distinct value spec (shape, dtype, requires grad, strides), so that a rule's
+    cache key holds small ints instead of nested tuples hashed again for every op."""
+    n = _SPEC_IDS.get(spec)
+    if n is None:
+        if len(_SPEC_IDS) > 200000:
+            _SPEC_IDS.clear()
+        n = _SPEC_IDS[spec] = _next_id()
+    return n
+
+
+def settings_id(key: tuple) -> int:
+    """The same for the settings a memory rule reads (dtype, training, backend, autocast, batch)."""
+    n = _SETTINGS_IDS.get(key)
+    if n is None:
+        if len(_SETTINGS_IDS) > 20000:
+            _SETTINGS_IDS.clear()
+        n = _SETTINGS_IDS[key] = _next_id()
+    return n
+
+
+def nbytes(t: T) -> int:
+    return t.elems * DTYPE_BYTES[t.dtype]
+
+
+class CompiledRule:
+    """One memory rule's answer turned into byte counts and small tuples, once per cached rule:
+    a run then walks plain numbers instead of re-reading T/In/Out objects and recomputing
+    sizes, strides and dtypes for every op of every estimate (the same rule serves every
+    repetition of a layer and every re-estimate after an edit elsewhere)."""
+
+    __slots__ = ("records", "temps", "outs", "extras", "kept", "saved", "vals", "bwd_temps", "grads_in",
+                 "casts", "pgrads", "stages", "specs", "spec_ids", "affine", "late",
+                 "plain", "new_bytes")
+
+    def __init__(self, m: MemCtx, op: OpMem, outputs, params, pitem: int):
+        self.records = m.records
+        self.temps = [(nbytes(t), t.what) for t in op.temps]
+        # per output: (nbytes, what) for a new storage, or the input index it shares
+        self.outs = [(nbytes(o), o.what) if isinstance(o, T) else o.i for o in op.outputs]
+        self.extras = [(id(t), nbytes(t), t.what) for t in op.saved if isinstance(t, T)]
+        self.kept = sum(nb for _, nb, _ in self.extras)
+        saved = []
+        for t in op.saved:
+            if isinstance(t, T):
+                saved.append((S_EXTRA, id(t)))
+            elif isinstance(t, In):
+                saved.append((S_IN, t.i))
+            elif isinstance(t, Out):
+                saved.append((S_OUT, t.j))
+            elif isinstance(t, Param):
+                saved.append((S_PARAM, t.k))
+            else:
+                saved.append((S_NONE, None))
+        self.saved = saved
+        # per output: (dtype, full shape, strides, is a float)
+        batch = m.batch
+        in_shapes, in_strides = m.in_shapes, m.in_strides
+        ostr = op.out_strides
+        vals = []
+        for j in range(len(op.outputs)):
+            dt = op.out_dtypes[min(j, len(op.out_dtypes) - 1)]
+            oshape = (batch,) + outputs[j].shape
+            if ostr is not None and ostr[j] is not None:
+                st = ostr[j]
+            else:
+                o = op.outputs[j]
+                if isinstance(o, T):
+                    if op.elementwise and in_strides and in_shapes[0] == oshape:
+                        st = dense_like(oshape, in_strides[0])
+                    else:
+                        st = contiguous_strides(oshape)
+                else:
+                    src = in_strides[o.i]
+                    st = src if in_shapes[o.i] == oshape else contiguous_strides(oshape)
+            vals.append((dt, oshape, st, dt in FLOATS))
+        self.vals = vals
+        # the value each output becomes, (shape, dtype, requires grad, strides): [without grad, with]
+        self.specs = [((oshape, dt, False, st), (oshape, dt, flt, st)) for dt, oshape, st, flt in vals]
+        self.spec_ids = [(spec_id(a), spec_id(b)) for a, b in self.specs]
+        self.affine = op.affine
+        self.late = op.late_outputs
+        self.bwd_temps = [(nbytes(t), t.what) for t in op.bwd_temps]
+        # per input that requires grad: (index, kind, bytes, what)
+        gi = []
+        for i in range(len(m.in_shapes)):
+            if not m.in_rg[i]:
+                continue
+            how = op.grad_in[i] if op.grad_in and i < len(op.grad_in) else "new"
+            if how is None:
+                continue
+            new_nb = m.in_elems(i) * DTYPE_BYTES[m.in_dtypes[i]]
+            if how == "alias":
+                gi.append((i, G_ALIAS, 0, None))
+            elif how == "stage":
+                gi.append((i, G_STAGE, new_nb, None))  # a new gradient when no stage made it
+            elif isinstance(how, T):
+                gi.append((i, G_T, nbytes(how), how.what))
+            else:
+                gi.append((i, G_NEW, new_nb, None))
+        self.grads_in = gi
+        self.casts = [(k, nbytes(t), t.what) for k, t in op.casts]
+        # parameters that get gradients: (index, name, bytes at the parameter dtype)
+        self.pgrads = [(k, p.name, p.numel * pitem, p.numel) for k, p in enumerate(params) if p.requires_grad]
+        self.stages = [([(nbytes(t), t.what) for t in temps_], pidx, release)
+                       for temps_, pidx, release in op.bwd_stages]
+        # an op the forward's fast path runs: no autocast copies, no outputs made late, nothing that
+        # outlives the step or frees an earlier step's storage
+        self.plain = not self.casts and not self.late and not op.persists and not op.releases_carried
+        self.new_bytes = sum(o[0] for o in self.outs if o.__class__ is tuple)

@@ -1,0 +1,358 @@
+"""The forward pass: every op allocates its outputs and transients, autograd keeps what the op
+saves, and each value dies when its last consumer ran (or, in training, when the backward that
+saved it ran). Module calls hold their inputs; activation checkpointing keeps only a segment's
+input and notes what its rerun will make again."""
+
+from __future__ import annotations
+
+from memdesigner.engine.checkpoint_segments import checkpoint_segments
+from memdesigner.engine.compiled_rule import NONE as _NONE
+from memdesigner.engine.compiled_rule import RULES, S_EXTRA, S_IN, S_OUT, S_PARAM, CompiledRule, nbytes, settings_id
+from memdesigner.engine.live_set import A, K, release_all
+from memdesigner.model.design import GC_HELD
+from memdesigner.model.oprules import In, MemCtx, OpMem, Out, T
+
+
+def run_forward(sim, r) -> None:
+    """Runs every valid op once; leaves on ``r`` what the loss and backward read."""
+    s, design, an, mem, nodes, order, st = r.s, r.design, r.an, r.mem, r.nodes, r.order, r.st
+    train, dtype, amp, batch, pitem = r.train, r.dtype, r.amp, r.batch, r.pitem
+    fs, tp, carried, fcats = r.fs, r.tp, r.carried, r.fcats
+    ins, base_of, refs_of, vkey, sinks, has_loss_node = st.ins, st.base, st.refs, st.vkey, st.sinks, st.has_loss_node
+    nv = len(vkey)
+    val_sid: list = [None] * nv  # per value (sim_structure.Structure): its storage, once made
+    # per value: (full shape, dtype, requires grad, strides): what the next op's rule reads; and
+    # that spec's number (compiled_rule.spec_id), for the rule cache's key
+    val_spec: list = [None] * nv
+    val_key: list = [None] * nv
+    saved_of: dict[str, list[int]] = {}
+    grad_mode: dict[str, OpMem] = {}
+    ctx_of: dict[str, CompiledRule] = {}
+    cast_cache: dict[tuple, int] = {}  # (node, param index) -> sid (autocast weight cache)
+    held_outputs: list[int] = []
+    segments, seg_of, layerwise = checkpoint_segments(s, order, nodes, st.in_edges)
+    sim.recomputed = [nid for seg in segments for nid in seg]  # forward ops run again in backward
+    # HF's gradient_checkpointing_enable() calls enable_input_require_grads(): the input
+    # embedding's output requires grad, so backward runs down to it even with a frozen base
+    input_grads_at = next((n for n in order if nodes[n].type == "Embedding"), None) \
+        if train and s.checkpoint_layers else None
+    # a pipeline stage after the first: its received inputs require grad (their gradient is sent back)
+    recv_grad = train and getattr(design, "inputs_require_grad", False)
+    seg_inputs: dict[int, list] = {}  # segment -> storages its checkpoint keeps
+    seg_base: dict[int, int] = {}  # segment -> live bytes when its forward began
+    seg_live: dict[int, list] = {}  # segment -> [(node, bytes its forward held above that)]
+    layer_saved: dict[int, dict] = {}  # checkpoint_layers: segment -> {value its ops save: first saver}
+    new_out: dict[tuple, int] = {}  # checkpoint_layers: bytes of each new output
+    alias_of: dict[tuple, tuple] = {}  # checkpoint_layers: a view/no-op output -> the value it shares
+    skey = settings_id((dtype, train, s.backend, amp, batch))
+
+    fused_inner = st.fused_inner if not train and not amp else None
+    holds_at, release_at = st.holds_at, st.release_at
+    held = set()
+    position = st.position
+    local_release: dict[str, list] = {}
+    if fs is not None:
+        fs.forward_begin(mem, fcats)
+    rules = RULES
+    alloc, incref, decref = mem.alloc, mem.incref, mem.decref
+    an_nodes = an.nodes
+    sim.base_bytes = mem.cur  # before the first op (the batch is the Input op's output)
+    # the ops the fast path below may run: none under FSDP or checkpointing; not the ops with a
+    # part to play beyond their rule (graph inputs and outputs, module-call holds, Python
+    # references, fused groups, tensor-parallel collectives, the leaf HF's checkpointing makes)
+    fast = fs is None and not segments
+    special = st.special
+    if fast and (fused_inner or input_grads_at is not None or tp is not None):
+        special = special | (fused_inner or set()) | ({input_grads_at} if input_grads_at is not None else set()) \
+            | (set(tp.fwd_allreduce) if tp is not None else set())
+    rows = sim.rows
+    rcl, free = mem.rc, mem._release
+    for nid in order:
+        keys = ins[nid]
+        info = an_nodes[nid]
+        node = nodes[nid]
+        props, outputs, params = info.props, info.outputs, info.params
+        mkey = (skey, node.type, id(props), id(outputs), id(params),
+                (val_key[keys[0]],) if len(keys) == 1 else tuple([val_key[k] for k in keys]))
+        hit = rules.get(mkey)
+        if hit is not None and hit[2] is props and hit[3] is outputs and hit[4] is params:
+            op, c = hit[1], hit[5]
+        else:
+            specs = [val_spec[k] for k in keys]
+            lt = node.layer
+            m = MemCtx(
+                props=props, in_shapes=[sp[0] for sp in specs], in_dtypes=[sp[1] for sp in specs],
+                out_shapes=[(batch,) + o.shape for o in outputs], out_kinds=[o.kind for o in outputs],
+                params=params, dtype=dtype, grad=train, training=train, in_rg=[sp[2] for sp in specs],
+                backend=s.backend, amp=amp, batch=batch, in_strides=[sp[3] for sp in specs],
+            )
+            op = lt.memory(m)
+            c = CompiledRule(m, op, outputs, params, pitem)
+            if len(rules) > 20000:
+                rules.clear()
+            rules[mkey] = (m, op, props, outputs, params, c)
+        if not c.affine:
+            sim.affine = False
+        records = c.records
+        if fast and c.plain and nid not in special:
+            # the general path below, less what this op has no part in
+            tmp_sids = [alloc(nb, K, 1, what) for nb, what in c.temps] if c.temps else _NONE
+            out_sids = []
+            for o in c.outs:
+                if o.__class__ is tuple:
+                    out_sids.append(alloc(o[0], A, 1, (nid, o[1])))
+                else:
+                    src_sid = val_sid[keys[o]]
+                    incref(src_sid)
+                    out_sids.append(src_sid)
+            extra_sids = {tid: alloc(nb, A, 1, (nid, what)) for tid, nb, what in c.extras} if c.extras else _NONE
+            mem.event("forward", nid, node.name)
+            for sid in tmp_sids:
+                decref(sid)
+            if records:
+                sv = []
+                for kind, x in c.saved:
+                    if kind == S_IN:
+                        sid = val_sid[keys[x]]
+                        rcl[sid] += 1
+                        sv.append(sid)
+                    elif kind == S_OUT:
+                        sid = out_sids[x]
+                        rcl[sid] += 1
+                        sv.append(sid)
+                    elif kind == S_EXTRA:
+                        sv.append(extra_sids[x])
+                    else:
+                        sv.append(None)  # a parameter: kept anyway (no autocast copy: not plain)
+                saved_of[nid] = sv
+                grad_mode[nid] = op
+                ctx_of[nid] = c
+                grads_here = 1
+            else:  # (decref inlined here and below: the live set's refcounts, its _release hook)
+                for sid in extra_sids.values():
+                    decref(sid)
+                grads_here = 0
+            v = base_of[nid]
+            specs_, ids_ = c.specs, c.spec_ids
+            for j, sid in enumerate(out_sids):
+                refs = refs_of[v]
+                val_sid[v] = sid
+                val_spec[v] = specs_[j][grads_here]
+                val_key[v] = ids_[j][grads_here]
+                if refs == 0:
+                    decref(sid)
+                elif refs > 1:
+                    rcl[sid] += refs - 1
+                v += 1
+            for k in keys:
+                sid = val_sid[k]
+                x = rcl[sid] - 1
+                rcl[sid] = x
+                if x == 0:
+                    free(sid)
+            row = rows[nid]
+            row["activation_bytes"] = c.new_bytes
+            row["kept_bytes"] = c.kept
+            continue
+        if fs is not None:
+            fs.where = ("forward", nid)
+            fs.before_op(mem, nid, position[nid], fcats, any(val_spec[k][2] for k in keys))
+        if nid in holds_at:
+            for hk in holds_at[nid]:
+                if val_sid[hk[1]] is not None:
+                    incref(val_sid[hk[1]])
+                    held.add(hk)
+        ckpt = records and nid in seg_of
+        if ckpt and seg_of[nid] not in seg_base:  # the segment's first op that records
+            members = set(segments[seg_of[nid]])
+            ext = [val_sid[k] for m_ in segments[seg_of[nid]] for k in ins[m_]
+                   if vkey[k][0] not in members and val_sid[k] is not None]
+            for sid in ext:
+                incref(sid)
+            seg_inputs[seg_of[nid]] = ext
+            seg_base[seg_of[nid]] = mem.cur
+        # autocast's weight cache: one low-precision copy per parameter per region
+        cast_sid = _NONE
+        if c.casts:
+            cast_sid = {}
+            for k, nb, what in c.casts:
+                key = (nid, k)
+                if key not in cast_cache:
+                    cast_cache[key] = alloc(nb, A, 1, what)
+                cast_sid[k] = cast_cache[key]
+        # inside a fused kernel (inference of a TransformerEncoderLayer) only the group's last
+        # op makes a tensor of its own: the rest lives and dies inside the kernel
+        hidden = fused_inner is not None and nid in fused_inner
+        tmp_sids = [alloc(nb, K, 1, what) for nb, what in c.temps] if c.temps and not hidden else _NONE
+        out_sids = []
+        out_bytes = 0
+        late = c.late
+        for j, o in enumerate(c.outs):
+            if late and j in late:
+                out_sids.append(None)  # made after the op's transients are gone (below)
+            elif o.__class__ is tuple:
+                nb = 0 if hidden else o[0]
+                out_bytes += nb
+                out_sids.append(alloc(nb, A, 1, (nid, o[1])))
+            else:
+                src_sid = val_sid[keys[o]]
+                incref(src_sid)
+                out_sids.append(src_sid)
+                if segments:
+                    alias_of[(nid, j)] = alias_of.get(vkey[keys[o]], vkey[keys[o]])
+        kept = c.kept
+        extra_sids = {tid: alloc(nb, A, 1, (nid, what)) for tid, nb, what in c.extras} if c.extras else _NONE
+        mem.event("forward", nid, node.name)
+        if ckpt:  # the segment's intermediates at this op: its recomputation makes them again
+            si_ = seg_of[nid]
+            live_ = mem.cur - seg_base[si_]
+            if layerwise:
+                # a value an earlier op of the rerun saved and that is still alive here is
+                # one storage, counted once (the rerun's kept bytes already hold it)
+                for key in layer_saved.get(si_, ()):
+                    sid_ = val_sid[base_of[key[0]] + key[1]]
+                    if sid_ is not None and key in new_out and seg_of.get(key[0]) == si_ and mem.rc[sid_] > 0:
+                        live_ -= new_out[key]
+            seg_live.setdefault(si_, []).append((nid, live_))
+        for sid in tmp_sids:
+            decref(sid)
+        if tp is not None and nid in tp.fwd_allreduce and out_sids and out_sids[0] is not None:
+            # rowwise Linear: the all-reduce's output beside the partial sum (engine/tensor_parallel.py)
+            t_ = mem.alloc(mem.nb[out_sids[0]], A, 1, (nid, "tensor-parallel all-reduce output"))
+            mem.mark(("forward", nid))
+            mem.decref(t_)
+        own = carried.pop(nid, []) if op.releases_carried else []
+        if own and late:
+            for sid in own[:len(own) // 2]:
+                decref(sid)
+            own = own[len(own) // 2:]
+        if late:
+            for j in late:
+                nb = c.outs[j][0]
+                out_bytes += nb
+                out_sids[j] = alloc(nb, A, 1, (nid, c.outs[j][1]))
+            mem.mark(("forward", nid))
+        for sid in own:
+            decref(sid)
+        if op.persists:
+            sim.persisted[nid] = [mem.nb[sid] for sid in out_sids if sid is not None]
+            for sid in out_sids:
+                if sid is not None:
+                    incref(sid)
+                    held_outputs.append(sid)
+        # what autograd keeps
+        if records:
+            sv = []
+            for kind, x in c.saved:
+                if kind == S_EXTRA:
+                    sv.append(extra_sids[x])
+                elif kind == S_IN:
+                    sid = val_sid[keys[x]]
+                    incref(sid)
+                    sv.append(sid)
+                elif kind == S_OUT:
+                    incref(out_sids[x])
+                    sv.append(out_sids[x])
+                elif kind == S_PARAM and x in cast_sid:
+                    incref(cast_sid[x])
+                    sv.append(cast_sid[x])
+                else:
+                    sv.append(None)  # a parameter: kept anyway
+            saved_of[nid] = sv
+            grad_mode[nid] = op
+            ctx_of[nid] = c
+        else:
+            for sid in extra_sids.values():
+                decref(sid)
+        ku = node.keep_until
+        if ku == GC_HELD:
+            # in a reference cycle: freed when Python's cyclic garbage collector runs, after
+            # the step as measured (Keras 3.15 models); without gc_holds, when the forward returns
+            if sim.gc_holds and out_sids:
+                mem.incref(out_sids[0])
+                held_outputs.append(out_sids[0])
+                ku = ""
+            else:
+                ku = order[-1]
+        if ku and out_sids and position.get(ku, -1) > position[nid]:
+            # a Python variable in the model's code still refers to this output; taken while
+            # the op still holds it, so an output nothing reads (``_, h = gru(x)``) stays too
+            incref(out_sids[0])
+            local_release.setdefault(ku, []).append(out_sids[0])
+        # outputs become values; each consumer holds one reference
+        is_input = node.type == "Input"
+        grads_here = 1 if records or nid == input_grads_at or (recv_grad and node.type == "Input") else 0
+        b = base_of[nid]
+        for j, sid in enumerate(out_sids):
+            v = b + j
+            refs = refs_of[v]
+            if j == 0 and nid in sinks and (refs == 0 or node.output) and \
+                    (not has_loss_node or node.type == "Loss" or not train):
+                refs += 1
+                held_outputs.append(sid)
+            if is_input:
+                refs += 1  # the caller keeps the batch alive
+            val_sid[v] = sid
+            val_spec[v] = c.specs[j][grads_here]
+            val_key[v] = c.spec_ids[j][grads_here]
+            # each consumer's reference, less the op's own
+            if refs == 0:
+                decref(sid)
+            elif refs > 1:
+                incref(sid, refs - 1)
+        if nid == input_grads_at and out_sids and not records:
+            # requires_grad_() made the frozen embedding's output a leaf: its AccumulateGrad
+            # node holds it for as long as the graph lives (until the loss is dropped, after
+            # the step). An output that already had a grad_fn is no leaf: nothing holds it.
+            incref(out_sids[0])
+            held_outputs.append(out_sids[0])
+        for k in keys:
+            decref(val_sid[k])
+        if nid in local_release:
+            for sid in local_release.pop(nid):
+                decref(sid)
+        if nid in release_at:
+            for hk in release_at[nid]:
+                if hk in held:
+                    held.discard(hk)
+                    decref(val_sid[hk[1]])
+        row = sim.rows[nid]
+        row["activation_bytes"] = out_bytes
+        row["kept_bytes"] = kept
+        if ckpt:
+            # checkpointed: nothing is kept now; backward recomputes the segment first
+            release_all(mem, saved_of.pop(nid, []))
+            last = nid == segments[seg_of[nid]][-1]
+            row["recompute"] = kept + (0 if last else out_bytes)
+            if layerwise:
+                # non-reentrant checkpoint: the recomputation keeps only what the layer's ops
+                # save (their extras and the saved outputs of its own ops); the rest dies
+                # as it would in a no-grad forward
+                # a recomputed value dies with the backward of its earliest saver in forward
+                # order (the last of its savers to run backward): its block goes there
+                # a value saved through a view or a no-op cast (peft's x.to(lora_A.dtype) in
+                # fp32) keeps the storage it shares: the saver keeps that value alive
+                ss = layer_saved.setdefault(seg_of[nid], {})
+                for t in op.saved:
+                    if isinstance(t, In):
+                        ss.setdefault(alias_of.get(vkey[keys[t.i]], vkey[keys[t.i]]), nid)
+                    elif isinstance(t, Out):
+                        ss.setdefault(alias_of.get((nid, t.j), (nid, t.j)), nid)
+                for j, o in enumerate(op.outputs):
+                    if isinstance(o, T):
+                        new_out[(nid, j)] = 0 if hidden else nbytes(o)
+                row["recompute"] = kept
+        if fs is not None:
+            fs.after_op(mem, nid, position[nid])
+    if layerwise:
+        for si, savers in layer_saved.items():
+            for key, saver in savers.items():
+                if key in new_out and key[0] in seg_of and seg_of[key[0]] == si:
+                    sim.rows[saver]["recompute"] += new_out[key]
+    if fs is not None:
+        fs.forward_end(mem)
+    sim.fwd_end_bytes = mem.cur  # what the forward leaves alive for backward (and its output)
+    sim.phase_peaks["forward"] = mem.ppeak
+    r.val_sid, r.val_spec, r.saved_of, r.grad_mode, r.ctx_of = val_sid, val_spec, saved_of, grad_mode, ctx_of
+    r.cast_cache, r.held_outputs, r.seg_of, r.segments = cast_cache, held_outputs, seg_of, segments
+    r.seg_inputs, r.seg_live, r.input_grads_at = seg_inputs, seg_live, input_grads_at
