@@ -139,6 +139,20 @@ def knapsack_min_cost(weights: list[int], costs: list[int], need: int, buckets: 
     return sorted(chosen)
 
 
+def _units_of(design, an) -> dict[str, list[list[str]]]:
+    """``units`` of a design, kept on its analysis: every plan over one analysis (make-it-fit plans
+    on top of several changes) reads the same layers."""
+    memo = an.__dict__.get("_checkpoint_units")
+    if memo is not None and memo[0] is design and memo[1] == len(design.edges):
+        return memo[2]
+    in_edges: dict = {}
+    for e in design.edges:
+        in_edges.setdefault(e.dst, []).append(e)
+    found = units(an.order, design.nodes, in_edges)
+    an.__dict__["_checkpoint_units"] = (design, len(design.edges), found)
+    return found
+
+
 @dataclass
 class CheckpointPlan:
     units: tuple  # the layers to checkpoint, in execution order
@@ -175,10 +189,7 @@ class _Planner:
         self._estimate = estimate
         self.runs = 0
         self._cache: dict[tuple, object] = {}
-        in_edges: dict = {}
-        for e in self.design.edges:
-            in_edges.setdefault(e.dst, []).append(e)
-        found = units(self.an.order, self.design.nodes, in_edges)
+        found = _units_of(self.design, self.an)
         self.names = list(found)
         self.runs_of = found
 

@@ -14,13 +14,13 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from memdesigner.engine.checkpoint_plan import plan_checkpoints
 from memdesigner.engine.devices import Device, all_devices
-from memdesigner.engine.estimate import _resolve, estimate, largest_batch
+from memdesigner.engine.estimate import _prepare, _resolve, estimate, largest_batch
 from memdesigner.engine.search import smallest_fitting
+from memdesigner.engine.sequence_curve import longest_fitting
 from memdesigner.engine.settings import Settings
+from memdesigner.engine.simulate import Simulation
 from memdesigner.model.analysis import analyze
 from memdesigner.model.blocks import for_engine
 from memdesigner.model.design import Design
@@ -94,10 +94,18 @@ class _Ctx:
         self.out: list[Suggestion] = []
         self.reports: dict[str, object] = {}  # suggestion change -> its report (for plans on top)
         self.gains: dict[tuple, dict] = {}
+        self.memo: dict[tuple, object] = {}
 
     def est(self, s2: Settings, dev: Device | None = None):
-        self.runs += 1
-        return estimate(self.design, s2, device=dev or self.dev, analysis=self.an)
+        """The estimate of ``s2`` (once per settings and device: the searches and the plans ask
+        again for points they share)."""
+        dev = dev or self.dev
+        key = (repr(sorted(s2.to_dict().items())), dev.id)
+        rep = self.memo.get(key)
+        if rep is None:
+            self.runs += 1
+            rep = self.memo[key] = estimate(self.design, s2, device=dev, analysis=self.an)
+        return rep
 
     def add(self, rep, kinds, change, s2, notes, dev=None, design_change=None, **cost) -> Suggestion:
         g = _suggestion(rep, kinds, change, s2, dev or self.dev, notes, design_change)
@@ -245,56 +253,45 @@ def _sequence_input(design: Design, an) -> str | None:
 
 
 def _longest_sequence(ctx: _Ctx, nid: str):
-    """The longest sequence below the design's that fits (exact: the peak grows with the length):
-    the crossing of the capacity predicted from a quadratic through the bracket's peaks (attention
-    is quadratic in the length), each prediction tested with its neighbour, bisection as fallback."""
+    """The longest sequence below the design's that fits (exact: the peak grows with the length),
+    steered by the envelope of the moments' parabolas in the length (engine/sequence_curve.py),
+    settled by exact runs; (length, its report) or None when not even one token fits."""
     length = int(ctx.design.nodes[nid].props["shape"][0])
-    cap = ctx.dev.memory_bytes
-    seen: dict[int, object] = {}
+    s, dev = ctx.s, ctx.dev
+    analysed: dict[int, tuple] = {}
 
-    def trial(n):
-        if n not in seen:
+    def design_at(n):
+        if n not in analysed:
             d = ctx.design.detached_copy()
             d.nodes[nid].props = dict(d.nodes[nid].props, shape=[n])
-            an = analyze(d)
-            ctx.runs += 1
-            seen[n] = estimate(d, ctx.s, device=ctx.dev, analysis=an) if an.ok else None
-        return seen[n]
+            analysed[n] = (d, analyze(d))
+        return analysed[n]
 
     def peak(n):
-        rep = trial(n)
-        return rep.device_peak_bytes if rep is not None else 2 * cap
+        d, an = design_at(n)
+        if not an.ok:
+            return 2 * dev.memory_bytes
+        ctx.runs += 1
+        return estimate(d, s, device=dev, analysis=an).device_peak_bytes
 
-    lo, hi = 1, length  # lo fits, hi does not
-    if peak(lo) > cap:
+    single = s.gpus == 1 and s.tensor_parallel == 1 and s.pipeline_parallel == 1 and s.mode != "generate"
+
+    def traced(n):  # the run estimate() makes, with every checked moment kept
+        d, an = design_at(n)
+        if not an.ok:
+            return None
+        d, an, _ = _prepare(d, s, an)
+        ctx.runs += 1
+        sim = Simulation(d, an, s, dev.allocator_rounding, trace=True, rank=0).run()
+        return sim.mem.rpeak + dev.runtime_overhead_bytes, sim.mem.trace
+
+    best = longest_fitting(length, dev.memory_bytes, peak, traced if single else None,
+                           overhead=dev.runtime_overhead_bytes)
+    if best is None:
         return None
-    while hi - lo > 1:
-        pts = sorted(seen)
-        xs = [lo, hi] + [x for x in pts if x not in (lo, hi)][-1:]
-        guess = (lo + hi) // 2
-        if len(xs) == 3:
-            c = np.polyfit(xs, [peak(x) - cap for x in xs], 2)
-            roots = [r.real for r in np.roots(c) if abs(r.imag) < 1e-9 and lo < r.real < hi]
-            if roots:
-                guess = int(min(roots))
-        elif peak(hi) > peak(lo):
-            guess = lo + int((cap - peak(lo)) * (hi - lo) / (peak(hi) - peak(lo)))
-        guess = min(hi - 1, max(lo + 1, guess))
-        if peak(guess) <= cap:
-            lo = guess
-            if guess + 1 < hi:
-                if peak(guess + 1) <= cap:
-                    lo = guess + 1
-                else:
-                    hi = guess + 1
-        else:
-            hi = guess
-            if guess - 1 > lo:
-                if peak(guess - 1) <= cap:
-                    lo = guess - 1
-                else:
-                    hi = guess - 1
-    return lo, trial(lo)
+    d, an = design_at(best)
+    ctx.runs += 1
+    return best, estimate(d, s, device=dev, analysis=an)
 
 
 def _plan_on(ctx: _Ctx, s2: Settings, kinds, label: str, notes: list, base=None) -> Suggestion | None:
@@ -360,7 +357,8 @@ def make_it_fit(design: Design, settings: Settings | None = None, *, device, **k
             _plan_on(ctx, Settings(**g.settings), g.kinds, g.change, g.cost["notes"], base=ctx.reports[g.change])
     min_gpus = _sharding(ctx, base)
     # a smaller batch per step, and the same global batch by gradient accumulation
-    max_batch = largest_batch(ctx.design, s, dev, ctx.an)
+    # (the peak grows with the batch: when batch 1 is the design as given and does not fit, none does)
+    max_batch = 0 if s.batch == 1 and not base.device["fits"] else largest_batch(ctx.design, s, dev, ctx.an)
     if s.batch > 1:
         if 0 < max_batch < s.batch:
             s2 = s.with_(batch=max_batch)
