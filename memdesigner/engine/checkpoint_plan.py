@@ -73,9 +73,24 @@ def units(order: list, nodes: dict, in_edges: dict | None = None) -> dict[str, l
     return out
 
 
+_UNITS_MEMO: list = []  # (order, nodes, units): the last few graphs a run asked about
+
+
+def _units_memo(order: list, nodes: dict, in_edges: dict | None) -> dict:
+    """``units`` of the graph a simulation runs (its structure's order and the design's nodes, the
+    same objects for every run over one analysis: a checkpoint plan's trials), computed once."""
+    for o, n, k, found in _UNITS_MEMO:
+        if o is order and n is nodes and k == len(order):
+            return found
+    found = units(order, nodes, in_edges)
+    _UNITS_MEMO.insert(0, (order, nodes, len(order), found))
+    del _UNITS_MEMO[8:]
+    return found
+
+
 def unit_segments(order: list, nodes: dict, names, in_edges: dict | None = None) -> list[list[str]]:
     """The engine's checkpoint segments for ``Settings.checkpoint_units``: every run of a named layer."""
-    found = units(order, nodes, in_edges)
+    found = _units_memo(order, nodes, in_edges)
     unknown = [n for n in names if n not in found]
     if unknown:
         shown = ", ".join(list(found)[:6]) + (", ..." if len(found) > 6 else "")
@@ -213,6 +228,26 @@ class _Planner:
                             tuple(p.numel for p in info.params)))
         return tuple(sig)
 
+    def recording(self) -> set:
+        """The ops that may record for backward (autograd's rule: an input that requires grad or a
+        parameter that does; every recording op's outputs taken to require grad, so the set is
+        never too small). A pipeline stage's received inputs require grad."""
+        an, nodes = self.an, self.design.nodes
+        inputs_rg = getattr(self.design, "inputs_require_grad", False)
+        in_src: dict = {}
+        for e in self.design.edges:
+            in_src.setdefault(e.dst, []).append(e.src)
+        rg = set()
+        for nid in an.order:
+            info = an.nodes[nid]
+            if nodes[nid].type == "Input":
+                if inputs_rg:
+                    rg.add(nid)
+                continue
+            if any(p.requires_grad for p in info.params) or any(src in rg for src in in_src.get(nid, ())):
+                rg.add(nid)
+        return rg
+
     @staticmethod
     def fb_peak(rep) -> int:
         """The forward/backward peak: what checkpointing lowers (the optimizer step's is untouched)."""
@@ -227,7 +262,14 @@ class _Planner:
         fb = self.fb_peak(base)
         by_sig: dict[tuple, tuple] = {}
         out = {}
+        recording = self.recording()
         for name in self.names:
+            runs = self.runs_of[name]
+            if not any(nid in recording for run in runs for nid in run):
+                # no op of it records for backward: its checkpoint keeps and recomputes nothing that
+                # backward would need (the run would be the base run), so it saves nothing
+                out[name] = (0, sum(self.an.nodes[n].flops for run in runs for n in run) * self.s.batch)
+                continue
             sig = self.signature(name)
             if sig not in by_sig:
                 rep = self.run((name,))

@@ -22,7 +22,7 @@ from memdesigner.engine.sequence_curve import longest_fitting
 from memdesigner.engine.settings import Settings
 from memdesigner.engine.simulate import Simulation
 from memdesigner.model.analysis import analyze
-from memdesigner.model.blocks import for_engine
+from memdesigner.model.blocks import for_engine, transient_view
 from memdesigner.model.design import Design
 
 # what each kind of change costs besides memory, for ranking (lower is cheaper); planned
@@ -88,6 +88,7 @@ class _Ctx:
         an = analyze(design)
         if not an.ok:
             raise ValueError(str(an.issues[0]))
+        self.source = design  # as given (a design with blocks: collapsed)
         self.design, self.an = for_engine(design, an) if design.blocks else (design, an)
         self.s, self.dev = s, dev
         self.runs = 0
@@ -260,11 +261,19 @@ def _longest_sequence(ctx: _Ctx, nid: str):
     s, dev = ctx.s, ctx.dev
     analysed: dict[int, tuple] = {}
 
+    src = ctx.source if ctx.source.blocks and nid in ctx.source.nodes else None
+
     def design_at(n):
         if n not in analysed:
-            d = ctx.design.detached_copy()
-            d.nodes[nid].props = dict(d.nodes[nid].props, shape=[n])
-            analysed[n] = (d, analyze(d))
+            if src is not None:  # the collapsed design: its repeated blocks are analysed once each
+                d = src.detached_copy()
+                d.blocks = src.blocks
+                d.nodes[nid].props = dict(d.nodes[nid].props, shape=[n])
+                analysed[n] = transient_view(d)
+            else:
+                d = ctx.design.detached_copy()
+                d.nodes[nid].props = dict(d.nodes[nid].props, shape=[n])
+                analysed[n] = (d, analyze(d))
         return analysed[n]
 
     def peak(n):

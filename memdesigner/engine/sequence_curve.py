@@ -68,20 +68,25 @@ def longest_fitting(length: int, cap: int, peak, traced=None, overhead: int = 0)
                 seen[n] = peak(n)
         return seen[n] <= cap
 
-    if fits(length):
-        return length
-    b = length  # b does not fit; a fits (0: none known)
-    a = 0
-    probes = [max(1, length // 8), max(1, length // 2)]
-    for n in probes:
+    # the design's own length (the caller knows it does not fit: its trace is the third point),
+    # an eighth of it and half of it; not even an eighth: one token, then bisection
+    a, b = 0, length + 1  # a fits (0: none known), b does not
+    for n in dict.fromkeys((max(1, length // 8), max(1, length // 2), length)):
         if a < n < b:
             if fits(n):
                 a = n
             else:
                 b = n
-    if a == 0 and not fits(1):
-        return None
-    a = max(a, 1)
+                if a == 0:
+                    break
+    if a == 0:
+        if b == 1 or not fits(1):
+            return None
+        a = 1
+    elif len(traces) < 3 and traced is not None and length not in seen:
+        fits(length)  # beyond the bracket, but the third parabola point
+    if a == length:
+        return a
     par = _parabolas(traces) if len(traces) >= 3 else None
     if par is not None and b - a > 1:
         budget = float(cap - overhead)
