@@ -193,12 +193,11 @@ class _Planner:
         self.design = design
         self.an = analysis or analyze(design)
         self.s = settings.with_(checkpointing=False, checkpoint_layers=False, checkpoint_units=())
-        self.given = (self.design, self.an, self.s)  # what the final plan is estimated with
+        self.given = (self.design, self.an, self.s)  # what every trial (and so the plan) is estimated with
         if finetune.active(self.s):
-            # LoRA / QLoRA / frozen parts rewrite the design on every estimate: rewrite it once and
-            # plan on the result (the simulation is the same); the plan itself is re-estimated as given
+            # LoRA / QLoRA / frozen parts: the layers are those of the rewritten design the engine
+            # simulates (finetune.prepare keeps it on the analysis: the trials reuse it)
             self.design, self.an, _ = finetune.prepare(self.design, self.s, self.an)
-            self.s = self.s.with_(lora_r=0, base_bits=0, freeze=(), lora_targets=())
         self.dev = dev
         self.cap = dev.memory_bytes
         self._estimate = estimate
@@ -212,8 +211,8 @@ class _Planner:
         key = tuple(n for n in self.names if n in set(names))
         if key not in self._cache:
             self.runs += 1
-            self._cache[key] = self._estimate(self.design, self.s.with_(checkpoint_units=key), device=self.dev,
-                                              analysis=self.an)
+            d, an, s = self.given
+            self._cache[key] = self._estimate(d, s.with_(checkpoint_units=key), device=self.dev, analysis=an)
         return self._cache[key]
 
     def fits(self, rep) -> bool:
@@ -280,10 +279,6 @@ class _Planner:
     def result(self, names, method) -> CheckpointPlan:
         rep = self.run(names)
         key = tuple(n for n in self.names if n in set(names))
-        if self.given[0] is not self.design:
-            d, an, s = self.given
-            self.runs += 1
-            rep = self._estimate(d, s.with_(checkpoint_units=key), device=self.dev, analysis=an)
         return CheckpointPlan(key, rep, rep.recompute_flops, self.fits(rep), len(self.names), self.runs, method)
 
     def prune(self, chosen: list, gain: dict, tries: int = 4) -> list:
