@@ -181,8 +181,8 @@ def test_llama_8b_zero3_gathers_one_decoder_layer_at_a_time():
     (embedding, final norm). zero3's forward holds the running layer's unsharded parameters
     (218,112,000 bf16 elements: 436,224,000 B) and the previous one's all-gather output, not the
     whole model body's 15 GiB."""
-    from memdesigner.engine.simulate import Simulation
     from memdesigner.engine.settings import Settings
+    from memdesigner.engine.simulate import Simulation
     from memdesigner.importers.hf_config import import_file
     from memdesigner.model.blocks import for_engine
 

@@ -32,7 +32,12 @@ def test_exact_against_every_length_and_a_handful_of_runs():
         cap = rnd.randint(peak(1), peak(length) - 1) if peak(length) > peak(1) else peak(1)
         expect = max(n for n in range(1, length + 1) if peak(n) <= cap)
         calls = []
-        got = longest_fitting(length, cap, peak, lambda n: calls.append(n) or traced(n), overhead=OVERHEAD)
+
+        def counted(n, calls=calls, traced=traced):
+            calls.append(n)
+            return traced(n)
+
+        got = longest_fitting(length, cap, peak, counted, overhead=OVERHEAD)
         assert got == expect, (seed, length, cap)
         assert peak(got) <= cap and (got == length or peak(got + 1) > cap)
         if length // 8 > 1 and peak(length // 8) <= cap:

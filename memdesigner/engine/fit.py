@@ -11,6 +11,7 @@ hardware. Fewest GPUs, largest batch and longest sequence are exact searches on 
 
 from __future__ import annotations
 
+import copy
 import itertools
 from dataclasses import dataclass, field
 
@@ -402,7 +403,8 @@ def make_it_fit(design: Design, settings: Settings | None = None, *, device, **k
         if d.allocator_rounding == dev.allocator_rounding and \
                 base.device_peak_bytes - dev.runtime_overhead_bytes + d.runtime_overhead_bytes > d.memory_bytes:
             continue  # the same step on this device: only its runtime overhead differs, and it does not fit
-        rep = ctx.est(s, dev=d)
+        same = d.allocator_rounding == dev.allocator_rounding and s.mode != "generate"
+        rep = _same_step_on(base, dev, d) if same else ctx.est(s, dev=d)
         if rep.device["fits"]:
             ctx.add(rep, ("device",), f"a device with more memory: {d.name}", s,
                     [f"the smallest {d.kind} profile ({d.memory_bytes / 1e9:.0f} GB) that fits the design as given"],
@@ -419,6 +421,20 @@ def make_it_fit(design: Design, settings: Settings | None = None, *, device, **k
     return FitAdvice(device=dev.id, capacity_bytes=dev.memory_bytes, fits_as_given=base.device["fits"],
                      device_peak_bytes=base.device_peak_bytes, max_batch=max_batch, suggestions=out,
                      min_gpus=min_gpus, max_sequence=max_seq, engine_runs=ctx.runs, candidates=len(ctx.out))
+
+
+def _same_step_on(base, dev: Device, d: Device):
+    """``base`` (estimated on ``dev``) as ``d`` reports it: a device of the same kind and allocator
+    rounding runs the same simulation (the backend and the rounding are all an estimate takes from
+    a device), so only the runtime overhead, and with it the verdict, differ."""
+    rep = copy.copy(base)
+    rep.device_peak_bytes = base.device_peak_bytes - dev.runtime_overhead_bytes + d.runtime_overhead_bytes
+    rep.runtime_overhead_bytes = d.runtime_overhead_bytes
+    rep.device = {"id": d.id, "name": d.name, "kind": d.kind, "capacity_bytes": d.memory_bytes,
+                  "runtime_overhead_bytes": d.runtime_overhead_bytes,
+                  "fits": rep.device_peak_bytes <= d.memory_bytes,
+                  "headroom_bytes": d.memory_bytes - rep.device_peak_bytes}
+    return rep
 
 
 def _overrides(s2: Settings, s: Settings) -> dict:
