@@ -375,9 +375,7 @@ def make_it_fit(design: Design, settings: Settings | None = None, *, device, **k
             ctx.add(ctx.est(s2), ("batch",), f"batch {max_batch} (the largest that fits)", s2,
                     [f"batch {max_batch} per step instead of {s.batch}: the global batch shrinks"])
         if s.training:
-            acc = s.with_(grad_accum=max(2, s.grad_accum))
-            b_max = largest_batch(ctx.design, acc, dev, ctx.an)
-            b = next((d for d in range(min(b_max, s.batch - 1), 0, -1) if s.batch % d == 0), 0)
+            b = _accumulation_batch(ctx, max_batch)
             if b:
                 k = s.batch // b
                 s2 = s.with_(batch=b, grad_accum=s.grad_accum * k)
@@ -421,6 +419,23 @@ def make_it_fit(design: Design, settings: Settings | None = None, *, device, **k
     return FitAdvice(device=dev.id, capacity_bytes=dev.memory_bytes, fits_as_given=base.device["fits"],
                      device_peak_bytes=base.device_peak_bytes, max_batch=max_batch, suggestions=out,
                      min_gpus=min_gpus, max_sequence=max_seq, engine_runs=ctx.runs, candidates=len(ctx.out))
+
+
+def _accumulation_batch(ctx: _Ctx, max_batch: int) -> int:
+    """The largest divisor b of the batch (below it) whose micro-steps fit with gradient
+    accumulation (0: none). Accumulation only adds the persistent .grad, so b is at most the
+    largest batch that fits without it: the divisors from there down are estimated with the
+    suggestion's own settings (the first that fits is the answer; the peak grows with the batch),
+    and after two misses the accumulation's batch curve bounds the rest."""
+    s = ctx.s
+    divs = [d for d in range(min(max_batch, s.batch - 1), 0, -1) if s.batch % d == 0]
+    for d in divs[:2]:
+        if ctx.est(s.with_(batch=d, grad_accum=s.grad_accum * (s.batch // d))).device["fits"]:
+            return d
+    if len(divs) <= 2:
+        return 0
+    b_max = largest_batch(ctx.design, s.with_(grad_accum=max(2, s.grad_accum)), ctx.dev, ctx.an)
+    return next((d for d in divs[2:] if d <= b_max), 0)
 
 
 def _same_step_on(base, dev: Device, d: Device):
