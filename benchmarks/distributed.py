@@ -50,7 +50,9 @@ TRUTH_JSON = HERE / "distributed_truth.json"
 MODELS_FILE = HERE / "distributed_models.py"
 MiB = 1024.0 * 1024.0
 BATCH = 4
-NETWORKS = ("mlp", "wide_mlp", "lenet5", "small_cnn", "bn_cnn", "tiny_vit", "small_lstm")
+NETWORKS = ("mlp", "wide_mlp", "lenet5", "small_cnn", "bn_cnn", "tiny_vit", "small_lstm", "llama_stack",
+            "decoder_stack")
+FSDP_ONLY = ("llama_stack", "decoder_stack")  # layer stacks: measured under zero2 / zero3
 STRATEGIES = ("ddp", "zero1", "zero2", "zero3")
 FSDP_STRATEGIES = ("zero2", "zero3")
 OPTIMIZERS = ("sgd", "adam")
@@ -72,7 +74,8 @@ def truth_dir() -> Path:
 
 def grid(networks=NETWORKS, strategies=STRATEGIES, optimizers=OPTIMIZERS, worlds=WORLDS) -> list[dict]:
     return [{"model": n, "strategy": s, "optimizer": o, "world": w, "batch": BATCH}
-            for w in worlds for n in networks for s in strategies for o in optimizers]
+            for w in worlds for n in networks for s in strategies for o in optimizers
+            if n not in FSDP_ONLY or s in FSDP_STRATEGIES]
 
 
 def tp_grid(networks=TP_NETWORKS, strategies=TP_STRATEGIES, optimizers=OPTIMIZERS, worlds=WORLDS) -> list[dict]:
@@ -122,15 +125,36 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _layer_lists(module):
+    """The outermost ``nn.ModuleList`` / ``nn.ModuleDict`` containers under (or at) ``module``."""
+    import torch.nn as nn
+
+    if isinstance(module, (nn.ModuleList, nn.ModuleDict)):
+        return [module]
+    return [ml for c in module.children() for ml in _layer_lists(c)]
+
+
 def fsdp_wrap(model, strategy: str):
-    """FSDP2 as the engine models it: ``fully_shard`` on each top-level child with parameters,
-    then on the root; ``reshard_after_forward`` False for zero2, True for zero3."""
+    """FSDP2 as the engine models it (engine/fsdp.py ``unit_scopes``): ``fully_shard`` on each
+    top-level child with parameters, then on the root; ``reshard_after_forward`` False for zero2,
+    True for zero3. A stack of layers (an ``nn.ModuleList``, which ``fully_shard`` refuses: no
+    forward) is wrapped layer by layer, as HF's and torchtitan's recipes do (``for layer in
+    model.layers: fully_shard(layer)``); a top-level child holding one is not wrapped itself (its
+    other parameters are the root's)."""
     from torch.distributed.fsdp import fully_shard
 
     raf = strategy == "zero3"
     for child in model.children():
-        if any(True for _ in child.parameters()):
+        if not any(True for _ in child.parameters()):
+            continue
+        lists = _layer_lists(child)
+        if not lists:
             fully_shard(child, reshard_after_forward=raf)
+            continue
+        for ml in lists:
+            for layer in (ml.values() if hasattr(ml, "values") else ml):
+                if any(True for _ in layer.parameters()):
+                    fully_shard(layer, reshard_after_forward=raf)
     fully_shard(model, reshard_after_forward=raf)
     return model
 

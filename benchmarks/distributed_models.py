@@ -272,3 +272,64 @@ def tp_blocks():
 
 
 MODELS.update({"tp_mlp": tp_mlp, "tp_resmlp": tp_resmlp, "tp_transformer": tp_transformer, "tp_blocks": tp_blocks})
+
+
+class LlamaStack(nn.Module):
+    """A Llama-style decoder as HF and torchtitan write it: the layers in an ``nn.ModuleList``
+    (no forward of its own: the model loops over it), embedding, final norm, output head. FSDP2
+    cannot wrap the list itself (``fully_shard`` raises for a container without forward), so
+    each layer is its own unit: ``for layer in model.layers: fully_shard(layer)``."""
+
+    def __init__(self, vocab=512, dim=128, heads=4, hidden=256, depth=4):
+        super().__init__()
+        self.tok_embeddings = nn.Embedding(vocab, dim)
+        self.layers = nn.ModuleList([_TpBlock(dim, heads, hidden) for _ in range(depth)])
+        self.norm = nn.LayerNorm(dim)
+        self.output = nn.Linear(dim, vocab, bias=False)
+        self.truth_input = ("tokens", vocab)
+
+    def forward(self, idx):
+        h = self.tok_embeddings(idx)
+        for layer in self.layers:
+            h = layer(h)
+        return self.output(self.norm(h))
+
+
+def llama_stack():
+    return LlamaStack(), (32,)
+
+
+class DecoderStack(nn.Module):
+    """The decoder layers under a model body (HF's ``LlamaForCausalLM.model.layers``): the top-level
+    child ``model`` holds the embedding, the ``nn.ModuleList`` of layers and the final norm, the
+    output head sits beside it."""
+
+    def __init__(self, vocab=512, dim=128, heads=4, hidden=256, depth=3):
+        super().__init__()
+        self.model = _DecoderBody(vocab, dim, heads, hidden, depth)
+        self.lm_head = nn.Linear(dim, vocab, bias=False)
+        self.truth_input = ("tokens", vocab)
+
+    def forward(self, idx):
+        return self.lm_head(self.model(idx))
+
+
+class _DecoderBody(nn.Module):
+    def __init__(self, vocab, dim, heads, hidden, depth):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(vocab, dim)
+        self.layers = nn.ModuleList([_TpBlock(dim, heads, hidden) for _ in range(depth)])
+        self.norm = nn.LayerNorm(dim)
+
+    def forward(self, idx):
+        h = self.embed_tokens(idx)
+        for layer in self.layers:
+            h = layer(h)
+        return self.norm(h)
+
+
+def decoder_stack():
+    return DecoderStack(), (32,)
+
+
+MODELS.update({"llama_stack": llama_stack, "decoder_stack": decoder_stack})

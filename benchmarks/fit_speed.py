@@ -1,30 +1,31 @@
 """How long "Make it fit" takes on a Llama-3-8B design (`import hf resources/examples/hf/llama-3-8b.json`,
-2,048 tokens; issue 9 target: <= 1 s over 20+ candidate changes), and one estimate of the same design
-for scale (the advice is a few dozen of them).
+2,048 tokens; issue 9 target: <= 1 s over 20+ candidate changes), optionally against another
+checkout (the engine before), the two measured alternately in one run so that both see the same
+load on a shared machine.
 
-    python3 benchmarks/fit_speed.py [--repeat 5]
+    python3 benchmarks/fit_speed.py [--repeat 7] [--against /path/to/old/checkout] [--json]
 
-Prints JSON: per scenario the median and p95 seconds, the changes estimated (each a complete
-settings set), the suggestions kept (those that lower the peak), the engine runs (changes plus
-the points of the exact searches: fewest GPUs, longest sequence, the checkpoint plan's layers),
-and the median milliseconds of one estimate of the design as given.
+Per scenario: median and p95 seconds (wall clock, and the worker's CPU time), the changes
+estimated (each a complete settings set), the suggestions kept (those that lower the peak) and
+the engine runs (changes plus the points of the exact searches: fewest GPUs, longest sequence,
+the checkpoint plans' layers). Each engine runs in its own worker process (``--worker``, with
+PYTHONPATH at its checkout), warmed once per scenario; the machine's load average is printed
+before and after.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))
-
-import memdesigner as md  # noqa: E402
-from memdesigner.engine.fit import make_it_fit  # noqa: E402
-from memdesigner.importers.hf_config import import_file  # noqa: E402
+ROOT = HERE.parent
 
 SCENARIOS = {
     # activations too big: planned checkpointing, LoRA/QLoRA + checkpointing, accumulation, sequence
@@ -36,33 +37,93 @@ SCENARIOS = {
 }
 
 
+def _worker() -> int:
+    """Read scenario names from stdin, answer each with one JSON line of its figures."""
+    from memdesigner.engine.fit import make_it_fit
+    from memdesigner.importers.hf_config import import_file
+
+    design = import_file(ROOT / "resources" / "examples" / "hf" / "llama-3-8b.json", seq_len=2048)
+    for name in SCENARIOS:
+        make_it_fit(design, **SCENARIOS[name])  # warm: rule caches, imports
+    print(json.dumps({"ready": True}), flush=True)
+    for line in sys.stdin:
+        name = line.strip()
+        w0, c0 = time.perf_counter(), time.process_time()
+        advice = make_it_fit(design, **SCENARIOS[name])
+        wall, cpu = time.perf_counter() - w0, time.process_time() - c0
+        print(json.dumps({"wall": wall, "cpu": cpu, "changes": advice.candidates,
+                          "suggestions": len(advice.suggestions), "runs": advice.engine_runs}), flush=True)
+    return 0
+
+
+class _Engine:
+    def __init__(self, checkout: Path):
+        env = dict(os.environ, PYTHONPATH=str(checkout))
+        self.p = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--worker"], env=env,
+                                  cwd=str(ROOT), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert json.loads(self.p.stdout.readline())["ready"]
+
+    def run(self, name: str) -> dict:
+        self.p.stdin.write(name + "\n")
+        self.p.stdin.flush()
+        return json.loads(self.p.stdout.readline())
+
+    def close(self) -> None:
+        self.p.stdin.close()
+        self.p.wait()
+
+
 def _stats(xs: list[float]) -> dict:
     xs = sorted(xs)
-    return {"median_s": round(statistics.median(xs), 3), "p95_s": round(xs[int(0.95 * (len(xs) - 1))], 3)}
+    return {"median_s": round(statistics.median(xs), 3), "p95_s": round(xs[round(0.95 * (len(xs) - 1))], 3)}
+
+
+def _load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--repeat", type=int, default=7)
+    ap.add_argument("--against", help="another checkout: its engine is measured alternately in the same run")
+    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
-    design = import_file(HERE.parent / "resources" / "examples" / "hf" / "llama-3-8b.json", seq_len=2048)
-    out = {"design": "llama-3-8b, 2,048 tokens", "repeat": args.repeat, "scenarios": {}}
-    for name, kw in SCENARIOS.items():
-        make_it_fit(design, **kw)  # warm: rule caches, imports
-        times, advice = [], None
-        for _ in range(args.repeat):
-            t0 = time.perf_counter()
-            advice = make_it_fit(design, **kw)
-            times.append(time.perf_counter() - t0)
-        one = []
-        for _ in range(args.repeat):
-            t0 = time.perf_counter()
-            md.estimate(design, **kw)
-            one.append(time.perf_counter() - t0)
-        out["scenarios"][name] = {**_stats(times), "changes_estimated": advice.candidates,
-                                  "suggestions": len(advice.suggestions), "engine_runs": advice.engine_runs,
-                                  "one_estimate_ms": round(1000 * statistics.median(one), 1)}
-    print(json.dumps(out, indent=2))
+    if args.worker:
+        return _worker()
+    engines = {"after": _Engine(ROOT)}
+    if args.against:
+        engines = {"before": _Engine(Path(args.against).resolve()), **engines}
+    load_before = _load()
+    res = {e: {n: [] for n in SCENARIOS} for e in engines}
+    order = list(engines)
+    for r in range(args.repeat):
+        for name in SCENARIOS:
+            for e in (order if r % 2 == 0 else order[::-1]):
+                res[e][name].append(engines[e].run(name))
+    for eng in engines.values():
+        eng.close()
+    out = {"design": "llama-3-8b, 2,048 tokens", "repeat": args.repeat, "load_before": load_before,
+           "load_after": _load(), "scenarios": {}}
+    for name in SCENARIOS:
+        row = {}
+        for e in engines:
+            xs = res[e][name]
+            row[e] = {**_stats([x["wall"] for x in xs]), "cpu": _stats([x["cpu"] for x in xs]),
+                      "changes_estimated": xs[-1]["changes"], "suggestions": xs[-1]["suggestions"],
+                      "engine_runs": xs[-1]["runs"]}
+        out["scenarios"][name] = row
+    if args.json:
+        print(json.dumps(out))
+        return 0
+    print(f"llama-3-8b, 2,048 tokens; {args.repeat} repeats, alternating; load average before "
+          f"{out['load_before']}, after {out['load_after']}\n")
+    print("| scenario | engine | median s | p95 s | CPU median s | CPU p95 s | changes | suggestions | engine runs |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for name, row in out["scenarios"].items():
+        for e, v in row.items():
+            print(f"| {name} | {e} | {v['median_s']:.3f} | {v['p95_s']:.3f} | {v['cpu']['median_s']:.3f} | "
+                  f"{v['cpu']['p95_s']:.3f} | {v['changes_estimated']} | {v['suggestions']} | {v['engine_runs']} |")
     return 0
 
 

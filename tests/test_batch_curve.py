@@ -107,3 +107,20 @@ def test_an_exact_peak_is_simulated_once_per_batch():
     assert curve.runs == runs + 1
     assert curve.device_peak(5) == first and curve.runs == runs + 1
     assert first == memdesigner.estimate(design, mode="train", optimizer="adam", batch=5, device=dev).device_peak_bytes
+
+
+def test_a_llama_design_is_affine_in_the_batch():
+    """RotaryEmbedding's tables are shared by the batch (a constant: a + 0·batch), so a Llama
+    design's curve holds: the largest batch comes from the lines, not from a search."""
+    from memdesigner.importers.hf_config import import_file
+    from memdesigner.model.blocks import for_engine
+
+    design, an = for_engine(import_file(EX / "hf" / "llama-3-8b.json", seq_len=256), None)
+    dev = get_device("h100-80gb")
+    s = Settings(mode="train", optimizer="adamw", dtype="bf16", backend="cuda")
+    curve = batch_curve(design, s, dev, an)
+    assert curve.affine
+    for b in (5, 12):
+        assert curve.raw_peak(b) == Simulation(design, an, s.with_(batch=b), 1).run().mem.peak
+    best = curve.largest_batch(dev.memory_bytes)
+    assert curve.device_peak(best) <= dev.memory_bytes < curve.device_peak(best + 1)

@@ -73,9 +73,24 @@ def units(order: list, nodes: dict, in_edges: dict | None = None) -> dict[str, l
     return out
 
 
+_UNITS_MEMO: list = []  # (order, nodes, units): the last few graphs a run asked about
+
+
+def _units_memo(order: list, nodes: dict, in_edges: dict | None) -> dict:
+    """``units`` of the graph a simulation runs (its structure's order and the design's nodes, the
+    same objects for every run over one analysis: a checkpoint plan's trials), computed once."""
+    for o, n, k, found in _UNITS_MEMO:
+        if o is order and n is nodes and k == len(order):
+            return found
+    found = units(order, nodes, in_edges)
+    _UNITS_MEMO.insert(0, (order, nodes, len(order), found))
+    del _UNITS_MEMO[8:]
+    return found
+
+
 def unit_segments(order: list, nodes: dict, names, in_edges: dict | None = None) -> list[list[str]]:
     """The engine's checkpoint segments for ``Settings.checkpoint_units``: every run of a named layer."""
-    found = units(order, nodes, in_edges)
+    found = _units_memo(order, nodes, in_edges)
     unknown = [n for n in names if n not in found]
     if unknown:
         shown = ", ".join(list(found)[:6]) + (", ..." if len(found) > 6 else "")
@@ -139,6 +154,20 @@ def knapsack_min_cost(weights: list[int], costs: list[int], need: int, buckets: 
     return sorted(chosen)
 
 
+def _units_of(design, an) -> dict[str, list[list[str]]]:
+    """``units`` of a design, kept on its analysis: every plan over one analysis (make-it-fit plans
+    on top of several changes) reads the same layers."""
+    memo = an.__dict__.get("_checkpoint_units")
+    if memo is not None and memo[0] is design and memo[1] == len(design.edges):
+        return memo[2]
+    in_edges: dict = {}
+    for e in design.edges:
+        in_edges.setdefault(e.dst, []).append(e)
+    found = units(an.order, design.nodes, in_edges)
+    an.__dict__["_checkpoint_units"] = (design, len(design.edges), found)
+    return found
+
+
 @dataclass
 class CheckpointPlan:
     units: tuple  # the layers to checkpoint, in execution order
@@ -164,21 +193,17 @@ class _Planner:
         self.design = design
         self.an = analysis or analyze(design)
         self.s = settings.with_(checkpointing=False, checkpoint_layers=False, checkpoint_units=())
-        self.given = (self.design, self.an, self.s)  # what the final plan is estimated with
+        self.given = (self.design, self.an, self.s)  # what every trial (and so the plan) is estimated with
         if finetune.active(self.s):
-            # LoRA / QLoRA / frozen parts rewrite the design on every estimate: rewrite it once and
-            # plan on the result (the simulation is the same); the plan itself is re-estimated as given
+            # LoRA / QLoRA / frozen parts: the layers are those of the rewritten design the engine
+            # simulates (finetune.prepare keeps it on the analysis: the trials reuse it)
             self.design, self.an, _ = finetune.prepare(self.design, self.s, self.an)
-            self.s = self.s.with_(lora_r=0, base_bits=0, freeze=(), lora_targets=())
         self.dev = dev
         self.cap = dev.memory_bytes
         self._estimate = estimate
         self.runs = 0
         self._cache: dict[tuple, object] = {}
-        in_edges: dict = {}
-        for e in self.design.edges:
-            in_edges.setdefault(e.dst, []).append(e)
-        found = units(self.an.order, self.design.nodes, in_edges)
+        found = _units_of(self.design, self.an)
         self.names = list(found)
         self.runs_of = found
 
@@ -186,8 +211,8 @@ class _Planner:
         key = tuple(n for n in self.names if n in set(names))
         if key not in self._cache:
             self.runs += 1
-            self._cache[key] = self._estimate(self.design, self.s.with_(checkpoint_units=key), device=self.dev,
-                                              analysis=self.an)
+            d, an, s = self.given
+            self._cache[key] = self._estimate(d, s.with_(checkpoint_units=key), device=self.dev, analysis=an)
         return self._cache[key]
 
     def fits(self, rep) -> bool:
@@ -201,6 +226,26 @@ class _Planner:
                 sig.append((self.design.nodes[nid].type, tuple((o.shape, o.kind) for o in info.outputs),
                             tuple(p.numel for p in info.params)))
         return tuple(sig)
+
+    def recording(self) -> set:
+        """The ops that may record for backward (autograd's rule: an input that requires grad or a
+        parameter that does; every recording op's outputs taken to require grad, so the set is
+        never too small). A pipeline stage's received inputs require grad."""
+        an, nodes = self.an, self.design.nodes
+        inputs_rg = getattr(self.design, "inputs_require_grad", False)
+        in_src: dict = {}
+        for e in self.design.edges:
+            in_src.setdefault(e.dst, []).append(e.src)
+        rg = set()
+        for nid in an.order:
+            info = an.nodes[nid]
+            if nodes[nid].type == "Input":
+                if inputs_rg:
+                    rg.add(nid)
+                continue
+            if any(p.requires_grad for p in info.params) or any(src in rg for src in in_src.get(nid, ())):
+                rg.add(nid)
+        return rg
 
     @staticmethod
     def fb_peak(rep) -> int:
@@ -216,7 +261,14 @@ class _Planner:
         fb = self.fb_peak(base)
         by_sig: dict[tuple, tuple] = {}
         out = {}
+        recording = self.recording()
         for name in self.names:
+            runs = self.runs_of[name]
+            if not any(nid in recording for run in runs for nid in run):
+                # no op of it records for backward: its checkpoint keeps and recomputes nothing that
+                # backward would need (the run would be the base run), so it saves nothing
+                out[name] = (0, sum(self.an.nodes[n].flops for run in runs for n in run) * self.s.batch)
+                continue
             sig = self.signature(name)
             if sig not in by_sig:
                 rep = self.run((name,))
@@ -227,10 +279,6 @@ class _Planner:
     def result(self, names, method) -> CheckpointPlan:
         rep = self.run(names)
         key = tuple(n for n in self.names if n in set(names))
-        if self.given[0] is not self.design:
-            d, an, s = self.given
-            self.runs += 1
-            rep = self._estimate(d, s.with_(checkpoint_units=key), device=self.dev, analysis=an)
         return CheckpointPlan(key, rep, rep.recompute_flops, self.fits(rep), len(self.names), self.runs, method)
 
     def prune(self, chosen: list, gain: dict, tries: int = 4) -> list:

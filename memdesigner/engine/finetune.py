@@ -129,11 +129,34 @@ def _output_head(design: Design, an: Analysis, linears: dict) -> str | None:
     return None if any(part.isdigit() for part in last.split(".")) else last
 
 
+def _key(s) -> tuple:
+    """The settings the transform reads (nothing else changes the rewritten design)."""
+    return (s.lora_r, s.lora_alpha, s.lora_dropout, tuple(s.lora_targets), s.base_bits, tuple(s.freeze))
+
+
 def prepare(design: Design, settings, analysis: Analysis | None = None) -> tuple[Design, Analysis, FinetunePlan | None]:
-    """The design the engine simulates under ``settings`` (unchanged without fine-tuning)."""
+    """The design the engine simulates under ``settings`` (unchanged without fine-tuning). The
+    result is kept on the analysis (as the simulation keeps its graph structure there), so the
+    estimates of one analysis that share the fine-tuning settings (make-it-fit's candidates and
+    checkpoint plans, the window's settings-only re-estimates) rewrite and re-analyse the design
+    once, and their runs then hit the rule cache of the same analysed nodes."""
     an = analysis or analyze(design)
     if not active(settings) or not an.ok:
         return design, an, None
+    memo = an.__dict__.get("_finetune_prepared")
+    if memo is None or memo[0] is not design or memo[1] != len(design.edges):
+        memo = (design, len(design.edges), {})
+        an.__dict__["_finetune_prepared"] = memo
+    key = _key(settings)
+    hit = memo[2].get(key)
+    if hit is None:
+        if len(memo[2]) >= 8:
+            memo[2].clear()
+        hit = memo[2][key] = _prepare(design, settings, an)
+    return hit
+
+
+def _prepare(design: Design, settings, an: Analysis) -> tuple[Design, Analysis, FinetunePlan]:
     d = _copy(design)
     plan = FinetunePlan()
     linears = _linear_modules(d, an)

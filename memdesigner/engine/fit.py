@@ -11,18 +11,19 @@ hardware. Fewest GPUs, largest batch and longest sequence are exact searches on 
 
 from __future__ import annotations
 
+import copy
 import itertools
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from memdesigner.engine.checkpoint_plan import plan_checkpoints
 from memdesigner.engine.devices import Device, all_devices
-from memdesigner.engine.estimate import _resolve, estimate, largest_batch
+from memdesigner.engine.estimate import _prepare, _resolve, estimate, largest_batch
 from memdesigner.engine.search import smallest_fitting
+from memdesigner.engine.sequence_curve import longest_fitting
 from memdesigner.engine.settings import Settings
+from memdesigner.engine.simulate import Simulation
 from memdesigner.model.analysis import analyze
-from memdesigner.model.blocks import for_engine
+from memdesigner.model.blocks import for_engine, transient_view
 from memdesigner.model.design import Design
 
 # what each kind of change costs besides memory, for ranking (lower is cheaper); planned
@@ -88,16 +89,25 @@ class _Ctx:
         an = analyze(design)
         if not an.ok:
             raise ValueError(str(an.issues[0]))
+        self.source = design  # as given (a design with blocks: collapsed)
         self.design, self.an = for_engine(design, an) if design.blocks else (design, an)
         self.s, self.dev = s, dev
         self.runs = 0
         self.out: list[Suggestion] = []
         self.reports: dict[str, object] = {}  # suggestion change -> its report (for plans on top)
         self.gains: dict[tuple, dict] = {}
+        self.memo: dict[tuple, object] = {}
 
     def est(self, s2: Settings, dev: Device | None = None):
-        self.runs += 1
-        return estimate(self.design, s2, device=dev or self.dev, analysis=self.an)
+        """The estimate of ``s2`` (once per settings and device: the searches and the plans ask
+        again for points they share)."""
+        dev = dev or self.dev
+        key = (repr(sorted(s2.to_dict().items())), dev.id)
+        rep = self.memo.get(key)
+        if rep is None:
+            self.runs += 1
+            rep = self.memo[key] = estimate(self.design, s2, device=dev, analysis=self.an)
+        return rep
 
     def add(self, rep, kinds, change, s2, notes, dev=None, design_change=None, **cost) -> Suggestion:
         g = _suggestion(rep, kinds, change, s2, dev or self.dev, notes, design_change)
@@ -245,56 +255,53 @@ def _sequence_input(design: Design, an) -> str | None:
 
 
 def _longest_sequence(ctx: _Ctx, nid: str):
-    """The longest sequence below the design's that fits (exact: the peak grows with the length):
-    the crossing of the capacity predicted from a quadratic through the bracket's peaks (attention
-    is quadratic in the length), each prediction tested with its neighbour, bisection as fallback."""
+    """The longest sequence below the design's that fits (exact: the peak grows with the length),
+    steered by the envelope of the moments' parabolas in the length (engine/sequence_curve.py),
+    settled by exact runs; (length, its report) or None when not even one token fits."""
     length = int(ctx.design.nodes[nid].props["shape"][0])
-    cap = ctx.dev.memory_bytes
-    seen: dict[int, object] = {}
+    s, dev = ctx.s, ctx.dev
+    analysed: dict[int, tuple] = {}
 
-    def trial(n):
-        if n not in seen:
-            d = ctx.design.detached_copy()
-            d.nodes[nid].props = dict(d.nodes[nid].props, shape=[n])
-            an = analyze(d)
-            ctx.runs += 1
-            seen[n] = estimate(d, ctx.s, device=ctx.dev, analysis=an) if an.ok else None
-        return seen[n]
+    src = ctx.source if ctx.source.blocks and nid in ctx.source.nodes else None
+
+    def design_at(n):
+        if n not in analysed:
+            if src is not None:  # the collapsed design: its repeated blocks are analysed once each
+                d = src.detached_copy()
+                d.blocks = src.blocks
+                d.nodes[nid].props = dict(d.nodes[nid].props, shape=[n])
+                analysed[n] = transient_view(d)
+            else:
+                d = ctx.design.detached_copy()
+                d.nodes[nid].props = dict(d.nodes[nid].props, shape=[n])
+                analysed[n] = (d, analyze(d))
+        return analysed[n]
 
     def peak(n):
-        rep = trial(n)
-        return rep.device_peak_bytes if rep is not None else 2 * cap
+        d, an = design_at(n)
+        if not an.ok:
+            return 2 * dev.memory_bytes
+        ctx.runs += 1
+        return estimate(d, s, device=dev, analysis=an).device_peak_bytes
 
-    lo, hi = 1, length  # lo fits, hi does not
-    if peak(lo) > cap:
+    single = s.gpus == 1 and s.tensor_parallel == 1 and s.pipeline_parallel == 1 and s.mode != "generate"
+
+    def traced(n):  # the run estimate() makes, with every checked moment kept
+        d, an = design_at(n)
+        if not an.ok:
+            return None
+        d, an, _ = _prepare(d, s, an)
+        ctx.runs += 1
+        sim = Simulation(d, an, s, dev.allocator_rounding, trace=True, rank=0).run()
+        return sim.mem.rpeak + dev.runtime_overhead_bytes, sim.mem.trace
+
+    best = longest_fitting(length, dev.memory_bytes, peak, traced if single else None,
+                           overhead=dev.runtime_overhead_bytes)
+    if best is None:
         return None
-    while hi - lo > 1:
-        pts = sorted(seen)
-        xs = [lo, hi] + [x for x in pts if x not in (lo, hi)][-1:]
-        guess = (lo + hi) // 2
-        if len(xs) == 3:
-            c = np.polyfit(xs, [peak(x) - cap for x in xs], 2)
-            roots = [r.real for r in np.roots(c) if abs(r.imag) < 1e-9 and lo < r.real < hi]
-            if roots:
-                guess = int(min(roots))
-        elif peak(hi) > peak(lo):
-            guess = lo + int((cap - peak(lo)) * (hi - lo) / (peak(hi) - peak(lo)))
-        guess = min(hi - 1, max(lo + 1, guess))
-        if peak(guess) <= cap:
-            lo = guess
-            if guess + 1 < hi:
-                if peak(guess + 1) <= cap:
-                    lo = guess + 1
-                else:
-                    hi = guess + 1
-        else:
-            hi = guess
-            if guess - 1 > lo:
-                if peak(guess - 1) <= cap:
-                    lo = guess - 1
-                else:
-                    hi = guess - 1
-    return lo, trial(lo)
+    d, an = design_at(best)
+    ctx.runs += 1
+    return best, estimate(d, s, device=dev, analysis=an)
 
 
 def _plan_on(ctx: _Ctx, s2: Settings, kinds, label: str, notes: list, base=None) -> Suggestion | None:
@@ -360,16 +367,15 @@ def make_it_fit(design: Design, settings: Settings | None = None, *, device, **k
             _plan_on(ctx, Settings(**g.settings), g.kinds, g.change, g.cost["notes"], base=ctx.reports[g.change])
     min_gpus = _sharding(ctx, base)
     # a smaller batch per step, and the same global batch by gradient accumulation
-    max_batch = largest_batch(ctx.design, s, dev, ctx.an)
+    # (the peak grows with the batch: when batch 1 is the design as given and does not fit, none does)
+    max_batch = 0 if s.batch == 1 and not base.device["fits"] else largest_batch(ctx.design, s, dev, ctx.an)
     if s.batch > 1:
         if 0 < max_batch < s.batch:
             s2 = s.with_(batch=max_batch)
             ctx.add(ctx.est(s2), ("batch",), f"batch {max_batch} (the largest that fits)", s2,
                     [f"batch {max_batch} per step instead of {s.batch}: the global batch shrinks"])
         if s.training:
-            acc = s.with_(grad_accum=max(2, s.grad_accum))
-            b_max = largest_batch(ctx.design, acc, dev, ctx.an)
-            b = next((d for d in range(min(b_max, s.batch - 1), 0, -1) if s.batch % d == 0), 0)
+            b = _accumulation_batch(ctx, max_batch)
             if b:
                 k = s.batch // b
                 s2 = s.with_(batch=b, grad_accum=s.grad_accum * k)
@@ -395,7 +401,8 @@ def make_it_fit(design: Design, settings: Settings | None = None, *, device, **k
         if d.allocator_rounding == dev.allocator_rounding and \
                 base.device_peak_bytes - dev.runtime_overhead_bytes + d.runtime_overhead_bytes > d.memory_bytes:
             continue  # the same step on this device: only its runtime overhead differs, and it does not fit
-        rep = ctx.est(s, dev=d)
+        same = d.allocator_rounding == dev.allocator_rounding and s.mode != "generate"
+        rep = _same_step_on(base, dev, d) if same else ctx.est(s, dev=d)
         if rep.device["fits"]:
             ctx.add(rep, ("device",), f"a device with more memory: {d.name}", s,
                     [f"the smallest {d.kind} profile ({d.memory_bytes / 1e9:.0f} GB) that fits the design as given"],
@@ -412,6 +419,37 @@ def make_it_fit(design: Design, settings: Settings | None = None, *, device, **k
     return FitAdvice(device=dev.id, capacity_bytes=dev.memory_bytes, fits_as_given=base.device["fits"],
                      device_peak_bytes=base.device_peak_bytes, max_batch=max_batch, suggestions=out,
                      min_gpus=min_gpus, max_sequence=max_seq, engine_runs=ctx.runs, candidates=len(ctx.out))
+
+
+def _accumulation_batch(ctx: _Ctx, max_batch: int) -> int:
+    """The largest divisor b of the batch (below it) whose micro-steps fit with gradient
+    accumulation (0: none). Accumulation only adds the persistent .grad, so b is at most the
+    largest batch that fits without it: the divisors from there down are estimated with the
+    suggestion's own settings (the first that fits is the answer; the peak grows with the batch),
+    and after two misses the accumulation's batch curve bounds the rest."""
+    s = ctx.s
+    divs = [d for d in range(min(max_batch, s.batch - 1), 0, -1) if s.batch % d == 0]
+    for d in divs[:2]:
+        if ctx.est(s.with_(batch=d, grad_accum=s.grad_accum * (s.batch // d))).device["fits"]:
+            return d
+    if len(divs) <= 2:
+        return 0
+    b_max = largest_batch(ctx.design, s.with_(grad_accum=max(2, s.grad_accum)), ctx.dev, ctx.an)
+    return next((d for d in divs[2:] if d <= b_max), 0)
+
+
+def _same_step_on(base, dev: Device, d: Device):
+    """``base`` (estimated on ``dev``) as ``d`` reports it: a device of the same kind and allocator
+    rounding runs the same simulation (the backend and the rounding are all an estimate takes from
+    a device), so only the runtime overhead, and with it the verdict, differ."""
+    rep = copy.copy(base)
+    rep.device_peak_bytes = base.device_peak_bytes - dev.runtime_overhead_bytes + d.runtime_overhead_bytes
+    rep.runtime_overhead_bytes = d.runtime_overhead_bytes
+    rep.device = {"id": d.id, "name": d.name, "kind": d.kind, "capacity_bytes": d.memory_bytes,
+                  "runtime_overhead_bytes": d.runtime_overhead_bytes,
+                  "fits": rep.device_peak_bytes <= d.memory_bytes,
+                  "headroom_bytes": d.memory_bytes - rep.device_peak_bytes}
+    return rep
 
 
 def _overrides(s2: Settings, s: Settings) -> dict:

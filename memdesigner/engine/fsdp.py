@@ -30,6 +30,7 @@ The timeline (``FSDPParamGroup``/``foreach_all_gather``/``foreach_reduce``):
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 FSDP_STRATEGIES = ("zero2", "zero3")
@@ -65,17 +66,60 @@ class Unit:
         return sum(self.shard)
 
 
+_INDEXED = re.compile(r"^(.*)\.(\d+)$")
+
+
+def _parts(scope: str) -> list[str]:
+    return [p[len("L__self__"):] if p.startswith("L__self__") else p for p in scope.split("/") if p]
+
+
+def _layer_element(parts: list[str]) -> int | None:
+    """Index in ``parts`` of the outermost element of a layer list: a module call ``<list>.<k>``
+    whose container ``<list>`` is no call on the path (an ``nn.ModuleList``: no forward of its
+    own, the parent loops over it; an ``nn.Sequential``'s children follow its own call)."""
+    for i, p in enumerate(parts):
+        m = _INDEXED.match(p)
+        if m and m.group(1) not in parts[:i]:
+            return i
+    return None
+
+
 def unit_of(scope: str | None) -> str:
-    return scope.split("/")[0] if scope else ROOT
+    """The unit a module scope falls in: the element of a layer list it runs in, else its
+    top-level child (idempotent: a unit's name is its own unit)."""
+    if not scope:
+        return ROOT
+    parts = _parts(scope)
+    if not parts:
+        return ROOT
+    i = _layer_element(parts)
+    return parts[i] if i is not None else parts[0]
 
 
 def unit_scopes(nodes: dict) -> dict:
-    """node -> the scope that names its unit. An imported model's nodes carry their module scope
+    """node -> the name of its FSDP unit. An imported model's nodes carry their module scope
     (root-level ops have none: the root unit); a design built by hand has no scopes, and each of its
-    layers is a top-level block (as an ``nn.Sequential``'s children)."""
-    if any(n.scope for n in nodes.values()):
-        return {nid: n.scope for nid, n in nodes.items()}
-    return {nid: nid for nid in nodes}
+    layers is a top-level block (as an ``nn.Sequential``'s children). A repeated layer is one unit
+    per repetition, as ``fully_shard`` is applied to a stack of layers (HF's and torchtitan's
+    decoder layers: ``for layer in model.layers: fully_shard(layer)``; FSDP2 refuses the
+    ``nn.ModuleList`` itself, ``_validate_module``); a top-level child holding such a list (HF's
+    ``model`` around ``model.layers``) is not wrapped as a whole: its other parameters (embedding,
+    final norm) are the root's."""
+    if not any(n.scope for n in nodes.values()):
+        return {nid: nid for nid in nodes}
+    out, holders = {}, set()
+    for nid, n in nodes.items():
+        parts = _parts(n.scope) if n.scope else []
+        i = _layer_element(parts) if parts else None
+        if i is not None:
+            out[nid] = parts[i]
+            if i > 0:
+                holders.add(parts[0])
+        else:
+            out[nid] = parts[0] if parts else ROOT
+    if holders:
+        out = {nid: ROOT if u in holders else u for nid, u in out.items()}
+    return out
 
 
 def _dims(shape: tuple) -> tuple[int, int]:

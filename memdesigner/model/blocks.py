@@ -387,8 +387,16 @@ def engine_view(design: Design) -> tuple[Design, Analysis]:
         hit = _engine_view(_private_copy(design))
         if len(_VIEWS) >= _VIEWS_MAX:
             _VIEWS.pop(next(iter(_VIEWS)))
-        _VIEWS[key] = hit
+    else:
+        del _VIEWS[key]  # least recently used goes first
+    _VIEWS[key] = hit
     return hit
+
+
+def transient_view(design: Design) -> tuple[Design, Analysis]:
+    """``engine_view`` of a one-off variant (make-it-fit's sequence-length trials), not remembered:
+    it must not push the designs being edited and estimated out of the memo."""
+    return _engine_view(expand(design))
 
 
 def _engine_view(design: Design) -> tuple[Design, Analysis]:

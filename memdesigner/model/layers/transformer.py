@@ -119,7 +119,8 @@ def _rope_mem(m):
     """LlamaRotaryEmbedding.forward, once per model forward: position_ids (1, T) int64, freqs =
     position_ids[..., None].float() * inv_freq (T, D/2), emb = cat(freqs, freqs), cos / sin and
     their attention_scaling products (T, D) in fp32. Position ids are shared by the batch, so no
-    size here grows with it. Nothing requires grad."""
+    size here grows with it (a constant is affine in the batch: the batch curve's lines hold).
+    Nothing requires grad."""
     t = m.in_shapes[0][1]
     d = m.props["head_dim"]
     dt = m.float_in
@@ -131,8 +132,7 @@ def _rope_mem(m):
     raw = T(t * d, FLOAT32, "emb.cos() before * attention_scaling")
     # largest moment beyond cos / sin: emb with the unscaled sin (cos is done), plus the ids
     lump = _lump(pos.nbytes + freqs.nbytes + emb.nbytes + raw.nbytes, "position ids, freqs, emb, unscaled cos/sin")
-    return OpMem(outputs=[cos, sin], out_dtypes=[dt, dt], temps=[lump], grad_in=[None], affine=False,
-                 param_grads=False)
+    return OpMem(outputs=[cos, sin], out_dtypes=[dt, dt], temps=[lump], grad_in=[None], param_grads=False)
 
 
 RotaryEmbedding = register(LayerType(
