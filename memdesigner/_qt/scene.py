@@ -3,9 +3,9 @@ items, turns mouse gestures into undoable commands, and paints estimate results 
 
 from __future__ import annotations
 
-from PySide6.QtCore import QPointF, QRectF, Qt, Signal
+from PySide6.QtCore import QPointF, QRectF, Qt, QTimer, Signal
 from PySide6.QtGui import QColor, QPainterPath, QPen, QTransform
-from PySide6.QtWidgets import QGraphicsPathItem, QGraphicsScene, QToolTip
+from PySide6.QtWidgets import QGraphicsItem, QGraphicsPathItem, QGraphicsScene, QToolTip
 
 from memdesigner._qt import theme
 from memdesigner._qt.block_view import block_item_texts, block_key
@@ -20,8 +20,18 @@ from memdesigner.units import format_bytes, format_count
 SYNC_ITEMS = 600  # designs with up to this many items are built before set_design returns
 SYNC_RESULT = 400  # and labelled with an estimate in one go
 OVERVIEW_LOD = 0.2
-OVERVIEW_MIN_EDGES = 1500
+OVERVIEW_MIN_EDGES = 500
 NOT_CONNECTED = "not connected yet: drag from an output port to its input"
+
+
+_NO_PEN, _NO_BRUSH = Qt.PenStyle.NoPen, Qt.BrushStyle.NoBrush  # (enum lookups are slow in PySide6 6.x)
+
+
+def _rects_path() -> QPainterPath:
+    """A path of rectangles that fills each one even where two overlap (layers on one spot)."""
+    p = QPainterPath()
+    p.setFillRule(Qt.FillRule.WindingFill)
+    return p
 
 
 def shape_text(shape) -> str:
@@ -52,7 +62,15 @@ class GraphScene(QGraphicsScene):
         self._detail = True  # ports shown (zoomed in enough to use them)
         self._overview = False  # edges drawn as one batch of lines (zoomed far out, big design)
         self._lines: QPainterPath | None = None
+        self._blocks: tuple | None = None  # the overview's layer rectangles (by colour, in error)
+        self._selected_rects: list | None = None
         self._want_selected: set = set()
+        self._port_wanted: dict[str, NodeItem] = {}
+        self._port_timer = QTimer(self)
+        self._port_timer.setSingleShot(True)
+        self._port_timer.setInterval(0)
+        self._port_timer.timeout.connect(self._make_wanted_ports)
+        self.selectionChanged.connect(self._selection_dirty)
         self.vertical = False  # ports top/bottom: the top-to-bottom layout style
         self._result = None  # (analysis, report) last painted, re-applied to items built later
         self.setBackgroundBrush(theme.canvas_colors()["bg"])
@@ -83,7 +101,7 @@ class GraphScene(QGraphicsScene):
         self.nodes.clear()
         self.edges.clear()
         self._adj.clear()
-        self._lines = None
+        self._overview_dirty()
         self._result = None
         self._want_selected = set()
         self._add_many(list(self.design.nodes.values()), list(self.design.edges))
@@ -102,17 +120,25 @@ class GraphScene(QGraphicsScene):
             self.jobs.finish("build")
 
     def _build_steps(self, nodes, edges):
-        for n in nodes:
+        wired: dict[str, int] = {}  # a new layer's inputs, known before its item: one port layout
+        for e in edges:
+            wired[e.dst] = wired.get(e.dst, 0) + 1
+        new = set()
+        for k, n in enumerate(nodes):
             if n.id not in self.nodes and self.design.nodes.get(n.id) is n:
-                self._add_node_item(n)
-            yield
+                self._add_node_item(n, wired.get(n.id, 0))
+                new.add(n.id)
+            if k % 4 == 0:
+                yield
         edges = [e for e in edges if e not in self.edges and e.src in self.nodes and e.dst in self.nodes]
         counts: dict[str, int] = {}
         for e in edges:
             counts[e.dst] = counts.get(e.dst, 0) + 1
         for nid, k in counts.items():  # ports first, so each edge's curve is drawn once, to its port
-            self.nodes[nid].set_connected_inputs(len(self._adj_in(nid)) + k)
-            yield
+            item = self.nodes[nid]
+            if nid not in new or item.n_connected != k:  # a kept layer that gets inputs (undo, paste)
+                item.set_connected_inputs(len(self._adj_in(nid)) + k)
+                yield
         for i, e in enumerate(edges):
             if e not in self.edges and e.src in self.nodes and e.dst in self.nodes:
                 self._add_edge_item(e, refresh=False)
@@ -120,7 +146,7 @@ class GraphScene(QGraphicsScene):
                 yield
 
     def _built(self):
-        self._lines = None
+        self._overview_dirty()
         if self.building:
             return  # another build job queued behind this one
         self.set_zoom(self._scale)  # the overview depends on how many edges there are
@@ -141,12 +167,14 @@ class GraphScene(QGraphicsScene):
         """Build and label everything still queued (exports, tests)."""
         self.jobs.finish()
 
-    def _add_node_item(self, node):
-        item = NodeItem(node)
+    def _add_node_item(self, node, n_connected: int = 0):
+        item = NodeItem(node, n_connected)
         if self.vertical:
             item.set_vertical(True)
         if not self._detail:
             item.show_ports(False)
+        if self._overview:
+            item.setFlag(QGraphicsItem.ItemHasNoContents, True)
         self.nodes[node.id] = item
         self._adj[node.id] = set()
         self.addItem(item)
@@ -155,7 +183,7 @@ class GraphScene(QGraphicsScene):
             self.blockSignals(True)  # one selection change when the build is done
             item.setSelected(True)
             self.blockSignals(was)
-        self._lines = None
+        self._overview_dirty()
         return item
 
     def _add_edge_item(self, e: Edge, refresh: bool = True):
@@ -171,7 +199,7 @@ class GraphScene(QGraphicsScene):
         self._adj[e.src].add(item)
         self._adj[e.dst].add(item)
         self.addItem(item)
-        self._lines = None
+        self._overview_dirty()
         if refresh:
             self._refresh_edges(e.dst)
 
@@ -181,7 +209,7 @@ class GraphScene(QGraphicsScene):
     def _refresh_edges(self, nid):
         for it in self._adj.get(nid, ()):
             it.update_path()
-        self._lines = None
+        self._overview_dirty()
 
     def _remove_edge_item(self, e: Edge, refresh: bool = True):
         item = self.edges.pop(e, None)
@@ -190,7 +218,7 @@ class GraphScene(QGraphicsScene):
         for nid in (e.src, e.dst):
             self._adj.get(nid, set()).discard(item)
         self.removeItem(item)
-        self._lines = None
+        self._overview_dirty()
         dst = self.nodes.get(e.dst)
         if refresh and dst is not None:
             dst.set_connected_inputs(len(self._adj_in(e.dst)))
@@ -223,7 +251,7 @@ class GraphScene(QGraphicsScene):
                 if dst is not None:
                     dst.set_connected_inputs(len(self._adj_in(nid)))
                     self._refresh_edges(nid)
-            self._lines = None
+            self._overview_dirty()
             if len(gone) <= SYNC_ITEMS:
                 for item in gone:
                     self.removeItem(item)
@@ -251,7 +279,7 @@ class GraphScene(QGraphicsScene):
             self._adj.pop(payload.id, None)
             if item is not None:
                 self.removeItem(item)
-                self._lines = None
+                self._overview_dirty()
         elif event == "nodes_removed":
             self._remove_many(*payload)
         elif event == "nodes_added":
@@ -293,7 +321,7 @@ class GraphScene(QGraphicsScene):
                     it.update_path()
                 if k % 16 == 0:
                     yield
-            self._lines = None
+            self._overview_dirty()
             self.update()
 
         self.jobs.cancel("route")
@@ -326,7 +354,7 @@ class GraphScene(QGraphicsScene):
                 it.update_path()
                 if k % 16 == 0:
                     yield
-            self._lines = None
+            self._overview_dirty()
             self.update()
 
         self.jobs.add("orientation", steps(), now=True)
@@ -336,8 +364,10 @@ class GraphScene(QGraphicsScene):
     # -- level of detail ------------------------------------------------------------------------
     def set_zoom(self, scale: float):
         """The view's zoom changed: below BLOCK_LOD ports are hidden (too small to hit, and thousands
-        of them to paint); below OVERVIEW_LOD a big design's edges are drawn as one batch of
-        straight lines under the nodes instead of thousands of curve items."""
+        of them to paint); below OVERVIEW_LOD a big design is drawn by the scene in one pass —
+        edges as one batch of straight lines, layers as rectangles, one call per colour — instead
+        of asking thousands of items to paint (their items stay, without contents, for selecting,
+        hovering and dragging)."""
         self._scale = scale
         detail = scale >= BLOCK_LOD
         if detail != self._detail:
@@ -347,10 +377,61 @@ class GraphScene(QGraphicsScene):
         n_edges = len(self.design.edges) if self.design is not None else len(self.edges)
         overview = scale < OVERVIEW_LOD and n_edges >= OVERVIEW_MIN_EDGES
         if overview != self._overview:
-            self._overview = overview
-            for it in self.edges.values():
-                it.setVisible(not overview)
-            self._lines = None
+            self._set_overview(overview)
+
+    def _set_overview(self, on: bool):
+        self._overview = on
+        for it in self.edges.values():
+            it.setVisible(not on)
+        for it in self.nodes.values():
+            it.setFlag(QGraphicsItem.ItemHasNoContents, on)
+        self._overview_dirty()
+        self.update()
+
+    def render(self, *args, **kwargs):
+        """Exports draw every item (not the zoomed-out overview of the screen)."""
+        was = self._overview
+        if was:
+            self._set_overview(False)
+        try:
+            super().render(*args, **kwargs)
+        finally:
+            if was:
+                self._set_overview(True)
+
+    def _overview_dirty(self):
+        """Layers or edges added, removed or moved: the overview's batches are made again."""
+        self._lines = self._blocks = self._selected_rects = None
+        if self._overview:
+            self.update()  # its items paint nothing, so Qt would not repaint their area
+
+    def _selection_dirty(self):
+        self._selected_rects = None
+        if self._overview:
+            self.update()
+
+    def overview_blocks(self) -> tuple[dict, QPainterPath]:
+        """({family: path of its layers' rectangles}, path of the layers in error) in scene
+        coordinates, cached until the layout changes (the overview and the minimap fill these).
+        One path per colour: no Python object per layer, and one fill call."""
+        if self._blocks is None:
+            by_family: dict[str, QPainterPath] = {}
+            bad = _rects_path()
+            for it in self.nodes.values():
+                path = by_family.get(it.family)
+                if path is None:
+                    path = by_family[it.family] = _rects_path()
+                pos = it.pos()
+                path.addRect(pos.x(), pos.y(), WIDTH, it.height)
+                if it.issue:
+                    bad.addRect(pos.x(), pos.y(), WIDTH, it.height)
+            self._blocks = (by_family, bad)
+        return self._blocks
+
+    def results_dirty(self):
+        """Errors changed (the overview outlines layers in error)."""
+        self._blocks = None
+        if self._overview:
             self.update()
 
     @property
@@ -361,11 +442,23 @@ class GraphScene(QGraphicsScene):
         if self._lines is None:
             path = QPainterPath()
             for it in self.edges.values():
-                a, b = it.ends()
-                path.moveTo(a)
-                path.lineTo(b)
+                path.moveTo(*it._a)
+                path.lineTo(*it._b)
             self._lines = path
         return self._lines
+
+    def want_ports(self, item: NodeItem):
+        """A layer painted in detail without port items: make them in the next event-loop turn
+        (not inside the paint). Only what is on screen is ever asked for."""
+        self._port_wanted[item.node_id] = item
+        if not self._port_timer.isActive():
+            self._port_timer.start()
+
+    def _make_wanted_ports(self):
+        wanted, self._port_wanted = self._port_wanted, {}
+        for nid, item in wanted.items():
+            if self.nodes.get(nid) is item:
+                item.ensure_ports()
 
     def node_moved_live(self, item: NodeItem):
         self._refresh_edges(item.node_id)
@@ -447,6 +540,8 @@ class GraphScene(QGraphicsScene):
                 self._refresh_edges(nid)
             else:
                 shape = params = mem_text = tip = ""
+            if bool(issue) != item.in_error:
+                self.results_dirty()
             item.set_info(shape, params, mem_text, tip, issue, blocked, pending)
         for k, (e, it) in enumerate(list(self.edges.items())):
             if k % 16 == 0:
@@ -572,15 +667,52 @@ class GraphScene(QGraphicsScene):
             self.stack.push(MoveNodesCmd(self.design, moves))
             self.layout_changed.emit()
 
-    # -- background grid ----------------------------------------------------------------------
+    # -- background grid and overview ---------------------------------------------------------
+    def _draw_overview(self, painter, c):
+        """All edges as one cosmetic aliased pass, the layers as rectangles one call per colour,
+        then outlines (cosmetic, so they show at any zoom) of layers in error and selected."""
+        painter.setRenderHint(painter.RenderHint.Antialiasing, False)
+        painter.setPen(QPen(c["edge"], 0))
+        painter.drawPath(self._overview_lines())
+        by_family, bad = self.overview_blocks()
+        painter.setPen(_NO_PEN)
+        for family, path in by_family.items():
+            painter.setBrush(theme.family_color(family))
+            painter.drawPath(path)
+        painter.setBrush(_NO_BRUSH)
+        if self._selected_rects is None:
+            self._selected_rects = _rects_path()
+            for it in self.selectedItems():
+                if isinstance(it, NodeItem):
+                    pos = it.pos()
+                    self._selected_rects.addRect(pos.x(), pos.y(), WIDTH, it.height)
+        for path, color in ((bad, QColor(theme.BAD_COLOR)), (self._selected_rects, c["select"])):
+            if not path.isEmpty():
+                pen = QPen(color, 2)
+                pen.setCosmetic(True)
+                painter.setPen(pen)
+                painter.drawPath(path)
+
+    def helpEvent(self, ev):  # noqa: N802 (Qt's name)
+        """Tooltips of layers and edges are composed when asked (NodeItem.toolTip)."""
+        view = ev.widget().parentWidget() if ev.widget() is not None else None
+        t = view.transform() if view is not None and hasattr(view, "transform") else QTransform()
+        for it in self.items(ev.scenePos(), Qt.IntersectsItemShape, Qt.DescendingOrder, t):
+            text = it.toolTip()
+            if text:
+                QToolTip.showText(ev.screenPos(), text, ev.widget())
+                ev.setAccepted(True)
+                return
+        QToolTip.hideText()
+        ev.setAccepted(False)
+
     def drawBackground(self, painter, rect):
         c = theme.canvas_colors()
         painter.fillRect(rect, c["bg"])
         scale = painter.transform().m11()
-        if self._overview:  # all edges at once, one cosmetic aliased pass
-            painter.setRenderHint(painter.RenderHint.Antialiasing, False)
-            painter.setPen(QPen(c["edge"], 0))
-            painter.drawPath(self._overview_lines())
+        if self._overview:
+            self._draw_overview(painter, c)
+            return
         if scale < 0.35:
             return  # a grid finer than a few pixels is noise
         step = 24
