@@ -22,6 +22,7 @@ SYNC_RESULT = 400  # and labelled with an estimate in one go
 OVERVIEW_LOD = 0.2
 OVERVIEW_MIN_EDGES = 500
 NOT_CONNECTED = "not connected yet: drag from an output port to its input"
+SCENE_RECT = QRectF(-50000, -50000, 100000, 100000)
 
 
 _NO_PEN, _NO_BRUSH = Qt.PenStyle.NoPen, Qt.BrushStyle.NoBrush  # (enum lookups are slow in PySide6 6.x)
@@ -75,6 +76,9 @@ class GraphScene(QGraphicsScene):
         self._result = None  # (analysis, report) last painted, re-applied to items built later
         self.setBackgroundBrush(theme.canvas_colors()["bg"])
         self.setItemIndexMethod(QGraphicsScene.BspTreeIndex)
+        # a fixed scene rect (the canvas view's): without one Qt grows it from every item's
+        # bounding rect, a Python call per item (22,000 at 10,000 layers) after each change
+        self.setSceneRect(SCENE_RECT)
 
     # -- design binding -----------------------------------------------------------------------
     def set_design(self, design: Design):
@@ -94,14 +98,15 @@ class GraphScene(QGraphicsScene):
         else:  # hidden at once, out of the scene index in slices after the new design's items
             was = self.signalsBlocked()
             self.blockSignals(True)
+            self.clearSelection()  # (one pass over the selected, not a call per item)
             for it in old:
-                it.setSelected(False)
                 it.setVisible(False)
             self.blockSignals(was)
         self.nodes.clear()
         self.edges.clear()
         self._adj.clear()
         self._overview_dirty()
+        self._blocks, self._lines = ({}, _rects_path()), QPainterPath()  # grown as items are built
         self._result = None
         self._want_selected = set()
         self._add_many(list(self.design.nodes.values()), list(self.design.edges))
@@ -120,9 +125,15 @@ class GraphScene(QGraphicsScene):
             self.jobs.finish("build")
 
     def _build_steps(self, nodes, edges):
-        wired: dict[str, int] = {}  # a new layer's inputs, known before its item: one port layout
-        for e in edges:
-            wired[e.dst] = wired.get(e.dst, 0) + 1
+        """Every step is small (a few items), so the runner can stop at its time budget anywhere:
+        the edge count and filtering of a 12,000-edge design were one 50 ms step."""
+        wired: dict[str, int] = {}  # each layer's new inputs, known before its item: one port layout
+        have = self.edges
+        for k, e in enumerate(edges):
+            if not have or e not in have:
+                wired[e.dst] = wired.get(e.dst, 0) + 1
+            if k % 256 == 255:
+                yield
         new = set()
         for k, n in enumerate(nodes):
             if n.id not in self.nodes and self.design.nodes.get(n.id) is n:
@@ -130,23 +141,20 @@ class GraphScene(QGraphicsScene):
                 new.add(n.id)
             if k % 4 == 0:
                 yield
-        edges = [e for e in edges if e not in self.edges and e.src in self.nodes and e.dst in self.nodes]
-        counts: dict[str, int] = {}
-        for e in edges:
-            counts[e.dst] = counts.get(e.dst, 0) + 1
-        for nid, k in counts.items():  # ports first, so each edge's curve is drawn once, to its port
-            item = self.nodes[nid]
-            if nid not in new or item.n_connected != k:  # a kept layer that gets inputs (undo, paste)
+        for nid, k in wired.items():  # a kept layer that gets inputs (undo, paste): its ports first,
+            item = self.nodes.get(nid)  # so each edge's curve is drawn once, to its port
+            if nid not in new and item is not None:
                 item.set_connected_inputs(len(self._adj_in(nid)) + k)
+                self._overview_dirty()  # (its card grew)
                 yield
         for i, e in enumerate(edges):
-            if e not in self.edges and e.src in self.nodes and e.dst in self.nodes:
+            if (not have or e not in have) and e.src in self.nodes and e.dst in self.nodes:
                 self._add_edge_item(e, refresh=False)
             if i % 4 == 0:
                 yield
 
     def _built(self):
-        self._overview_dirty()
+        self._selected_rects = None  # (the overview's other batches grew with the items)
         if self.building:
             return  # another build job queued behind this one
         self.set_zoom(self._scale)  # the overview depends on how many edges there are
@@ -183,7 +191,14 @@ class GraphScene(QGraphicsScene):
             self.blockSignals(True)  # one selection change when the build is done
             item.setSelected(True)
             self.blockSignals(was)
-        self._overview_dirty()
+        if self._blocks is not None:  # the overview's rectangles grow by one (no rebuild of 10,000)
+            path = self._blocks[0].get(item.family)
+            if path is None:
+                path = self._blocks[0][item.family] = _rects_path()
+            pos = node.pos
+            path.addRect(pos[0], pos[1], WIDTH, item.height)
+        if self._overview:
+            self.update()
         return item
 
     def _add_edge_item(self, e: Edge, refresh: bool = True):
@@ -199,7 +214,11 @@ class GraphScene(QGraphicsScene):
         self._adj[e.src].add(item)
         self._adj[e.dst].add(item)
         self.addItem(item)
-        self._overview_dirty()
+        if self._lines is not None:  # the overview's lines grow by one
+            self._lines.moveTo(*item._a)
+            self._lines.lineTo(*item._b)
+        if self._overview:
+            self.update()
         if refresh:
             self._refresh_edges(e.dst)
 
@@ -417,16 +436,25 @@ class GraphScene(QGraphicsScene):
         if self._blocks is None:
             by_family: dict[str, QPainterPath] = {}
             bad = _rects_path()
-            for it in self.nodes.values():
+            for nid, it in self.nodes.items():
                 path = by_family.get(it.family)
                 if path is None:
                     path = by_family[it.family] = _rects_path()
-                pos = it.pos()
-                path.addRect(pos.x(), pos.y(), WIDTH, it.height)
+                x, y = self._where(nid, it)
+                path.addRect(x, y, WIDTH, it.height)
                 if it.issue:
-                    bad.addRect(pos.x(), pos.y(), WIDTH, it.height)
+                    bad.addRect(x, y, WIDTH, it.height)
             self._blocks = (by_family, bad)
         return self._blocks
+
+    def _where(self, nid: str, item) -> tuple:
+        """A layer item's position: its node's (plain Python, no Qt call), or the item's own
+        while the user drags it."""
+        node = self.design.nodes.get(nid) if self.design is not None else None
+        if node is None or nid in self._press_pos:
+            p = item.pos()
+            return p.x(), p.y()
+        return node.pos
 
     def results_dirty(self):
         """Errors changed (the overview outlines layers in error)."""
@@ -684,8 +712,8 @@ class GraphScene(QGraphicsScene):
             self._selected_rects = _rects_path()
             for it in self.selectedItems():
                 if isinstance(it, NodeItem):
-                    pos = it.pos()
-                    self._selected_rects.addRect(pos.x(), pos.y(), WIDTH, it.height)
+                    x, y = self._where(it.node_id, it)
+                    self._selected_rects.addRect(x, y, WIDTH, it.height)
         for path, color in ((bad, QColor(theme.BAD_COLOR)), (self._selected_rects, c["select"])):
             if not path.isEmpty():
                 pen = QPen(color, 2)
