@@ -155,3 +155,26 @@ def test_tooltips_are_composed_when_asked(window, qtbot):
     assert QToolTip.isVisible() and "Conv2d" in QToolTip.text()
     QApplication.sendEvent(vp, QHelpEvent(QEvent.ToolTip, QPoint(2, 2), vp.mapToGlobal(QPoint(2, 2))))
     qtbot.waitUntil(lambda: not QToolTip.isVisible(), timeout=3000)  # nothing there: the tip goes
+
+
+def test_selection_is_asked_once_per_change_and_follows_every_way_of_selecting(window, qtbot, monkeypatch):
+    d = chain(60, spread=600.0)
+    load(window, qtbot, d)
+    scene = window.scene
+    walks = []
+    real = type(scene).selectedItems
+    monkeypatch.setattr(type(scene), "selectedItems", lambda self: walks.append(1) or real(self))
+    scene.select_nodes(["fc2", "add2", "fc2"])
+    assert scene.selected_node_ids() == ["fc2", "add2"] and scene.selected_edges() == []
+    assert walks == []  # select_nodes said what it selected: the window and inspector asked nothing of Qt
+    scene.nodes["add2"].setSelected(False)  # a click elsewhere, a rubber band: Qt's own selection change
+    assert scene.selected_node_ids() == ["fc2"]
+    edge = next(it for e, it in scene.edges.items() if e.src == "fc2")
+    edge.setSelected(True)
+    assert scene.selected_edges() == [edge.edge] and scene.selected_node_ids() == ["fc2"]
+    n = len(walks)
+    scene.selected_node_ids()
+    scene.selected_edges()
+    assert len(walks) == n  # asked again without a change: no second walk
+    window.delete_selection()
+    assert "fc2" not in d.nodes and edge.edge not in d.edges and scene.selected_node_ids() == []
