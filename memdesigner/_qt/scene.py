@@ -69,6 +69,7 @@ class GraphScene(QGraphicsScene):
         self._selection_set = False  # select_nodes filled _selection for the change it announces
         self._want_selected: set = set()
         self._port_wanted: dict[str, NodeItem] = {}
+        self._exporting = False
         self._port_timer = QTimer(self)
         self._port_timer.setSingleShot(True)
         self._port_timer.setInterval(0)
@@ -422,13 +423,16 @@ class GraphScene(QGraphicsScene):
         self.update()
 
     def render(self, *args, **kwargs):
-        """Exports draw every item (not the zoomed-out overview of the screen)."""
+        """Exports draw every item (not the zoomed-out overview of the screen); the cards draw
+        their own port circles, no port items are made for a picture."""
         was = self._overview
         if was:
             self._set_overview(False)
+        self._exporting = True
         try:
             super().render(*args, **kwargs)
         finally:
+            self._exporting = False
             if was:
                 self._set_overview(True)
 
@@ -498,6 +502,8 @@ class GraphScene(QGraphicsScene):
     def want_ports(self, item: NodeItem):
         """A layer painted in detail without port items: make them in the next event-loop turn
         (not inside the paint). Only what is on screen is ever asked for."""
+        if self._exporting:
+            return
         self._port_wanted[item.node_id] = item
         if not self._port_timer.isActive():
             self._port_timer.start()
@@ -745,18 +751,23 @@ class GraphScene(QGraphicsScene):
             painter.setBrush(theme.family_color(family))
             painter.drawPath(path)
         painter.setBrush(_NO_BRUSH)
+        ids = self._selected()[0]
+        everything = bool(self.nodes) and len(ids) >= len(self.nodes)  # the colour batches are the outline
         if self._selected_rects is None:
             self._selected_rects = _rects_path()
-            for it in self.selectedItems():
-                if isinstance(it, NodeItem):
-                    x, y = self._where(it.node_id, it)
+            for nid in () if everything else ids:
+                it = self.nodes.get(nid)
+                if it is not None:
+                    x, y = self._where(nid, it)
                     self._selected_rects.addRect(x, y, WIDTH, it.height)
-        for path, color in ((bad, QColor(theme.BAD_COLOR)), (self._selected_rects, c["select"])):
-            if not path.isEmpty():
-                pen = QPen(color, 2)
-                pen.setCosmetic(True)
-                painter.setPen(pen)
-                painter.drawPath(path)
+        chosen = list(by_family.values()) if everything else [self._selected_rects]
+        for paths, color in (([bad], QColor(theme.BAD_COLOR)), (chosen, c["select"])):
+            pen = QPen(color, 2)
+            pen.setCosmetic(True)
+            painter.setPen(pen)
+            for path in paths:
+                if not path.isEmpty():
+                    painter.drawPath(path)
 
     def helpEvent(self, ev):  # noqa: N802 (Qt's name)
         """Tooltips of layers and edges are composed when asked (NodeItem.toolTip)."""

@@ -89,6 +89,13 @@ def test_zoomed_out_overview_is_drawn_by_the_scene_with_selection_and_errors(win
     edge = view.mapFromScene(item.sceneBoundingRect().topLeft() + QPointF(200.0 / 2, 0))
     near = [QColor(img.pixel(edge.x(), edge.y() + dy)) for dy in (-1, 0, 1)]
     assert QColor(theme.canvas_colors()["select"]) in near  # the selection outline
+    other = scene.nodes["add3"]
+    edge = view.mapFromScene(other.sceneBoundingRect().topLeft() + QPointF(200.0 / 2, 0))
+    window.select_all()
+    view.viewport().repaint()
+    img = view.viewport().grab().toImage()
+    near = [QColor(img.pixel(edge.x(), edge.y() + dy)) for dy in (-1, 0, 1)]
+    assert QColor(theme.canvas_colors()["select"]) in near  # every layer outlined
     view.zoom_by(10.0)
     assert not scene.overview and not any(it.flags() & QGraphicsItem.ItemHasNoContents
                                           for it in scene.nodes.values())
