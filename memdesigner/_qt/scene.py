@@ -79,8 +79,9 @@ class GraphScene(QGraphicsScene):
         self._result = None  # (analysis, report) last painted, re-applied to items built later
         self.setBackgroundBrush(theme.canvas_colors()["bg"])
         self.setItemIndexMethod(QGraphicsScene.BspTreeIndex)
-        # a fixed scene rect (the canvas view's): without one Qt grows it from every item's
-        # bounding rect, a Python call per item (22,000 at 10,000 layers) after each change
+        # a scene rect of our own (grown by _cover to hold the design): without one Qt grows it
+        # from every item's bounding rect, a Python call per item (22,000 at 10,000 layers)
+        # after each change
         self.setSceneRect(SCENE_RECT)
 
     # -- design binding -----------------------------------------------------------------------
@@ -159,6 +160,7 @@ class GraphScene(QGraphicsScene):
 
     def _built(self):
         self._selected_rects = None  # (the overview's other batches grew with the items)
+        self._cover(self.content_rect())
         if self.building:
             return  # another build job queued behind this one
         self.set_zoom(self._scale)  # the overview depends on how many edges there are
@@ -308,6 +310,7 @@ class GraphScene(QGraphicsScene):
     def _on_design(self, event: str, payload):
         if event == "node_added":
             self._add_node_item(payload)
+            self._cover(QRectF(*payload.pos, WIDTH, 200))
         elif event == "node_removed":
             item = self.nodes.pop(payload.id, None)
             self._adj.pop(payload.id, None)
@@ -327,6 +330,7 @@ class GraphScene(QGraphicsScene):
             if item is not None and (item.pos().x(), item.pos().y()) != tuple(payload.pos):
                 item.setPos(QPointF(*payload.pos))
                 self._refresh_edges(payload.id)
+                self._cover(QRectF(*payload.pos, WIDTH, 200))
         elif event == "nodes_moved":
             self._move_many(payload)
         elif event == "edge_added":
@@ -345,7 +349,8 @@ class GraphScene(QGraphicsScene):
         for n in nodes:
             item = self.nodes.get(n.id)
             if item is not None:
-                item.setPos(QPointF(*n.pos))
+                item.setPos(*n.pos)
+        self._cover(self.content_rect())
         ids = {n.id for n in nodes}
         todo = [it for e, it in self.edges.items() if e.src in ids or e.dst in ids]
 
@@ -362,6 +367,16 @@ class GraphScene(QGraphicsScene):
         self.jobs.add("route", steps(), now=True)
         if len(todo) <= SYNC_ITEMS:
             self.jobs.finish("route")
+
+    def _cover(self, rect: QRectF):
+        """Grow the scene rect (never shrink: no jumping scroll bars) to hold ``rect`` with room
+        around it: a deep top-to-bottom layout runs far past the default ±50,000."""
+        if rect.isNull():
+            return
+        want = rect.adjusted(-5000, -5000, 5000, 5000)
+        have = self.sceneRect()
+        if not have.contains(want):
+            self.setSceneRect(have.united(want))
 
     def content_rect(self) -> QRectF:
         """Where the design's layers are (from the design, so it is right while items are still

@@ -185,3 +185,20 @@ def test_selection_is_asked_once_per_change_and_follows_every_way_of_selecting(w
     assert len(walks) == n  # asked again without a change: no second walk
     window.delete_selection()
     assert "fc2" not in d.nodes and edge.edge not in d.edges and scene.selected_node_ids() == []
+
+
+def test_a_deep_top_to_bottom_layout_stays_reachable(window, qtbot):
+    d = chain(700)
+    load(window, qtbot, d)
+    window.layout_runner.actions["top_down"].trigger()
+    qtbot.waitUntil(lambda: not window.layout_runner.running, timeout=30000)
+    qtbot.waitUntil(lambda: not window.scene.jobs.busy, timeout=30000)
+    last = max(d.nodes.values(), key=lambda n: n.pos[1])
+    assert last.pos[1] > 50000  # past the default scene rect
+    item = window.scene.nodes[last.id]
+    assert window.scene.sceneRect().contains(item.sceneBoundingRect())
+    assert item in window.scene.items(item.sceneBoundingRect().center())  # in the index: drawn and hit
+    window.view.resetTransform()
+    window.view.centerOn(item)  # the view can scroll there
+    c = window.view.mapToScene(window.view.viewport().rect().center())
+    assert abs(c.y() - item.sceneBoundingRect().center().y()) < 5
