@@ -45,10 +45,23 @@ _FONT.setPointSizeF(7.5)
 _METRICS: list = []  # QFontMetricsF(_FONT), made once a QGuiApplication exists
 
 
+_SIZES: dict = {}  # label -> (width, height) of its box: 12,000 edges share a few labels
+
+
 def _metrics() -> QFontMetricsF:
     if not _METRICS:
         _METRICS.append(QFontMetricsF(_FONT))
     return _METRICS[0]
+
+
+def _label_size(text: str) -> tuple[float, float]:
+    size = _SIZES.get(text)
+    if size is None:
+        if len(_SIZES) > 4096:
+            _SIZES.clear()
+        fm = _metrics()
+        size = _SIZES[text] = (fm.horizontalAdvance(text) + 10, fm.height() + 2)
+    return size
 DETAIL_LOD = 0.4  # below this zoom an edge is a thin aliased line without its label
 
 
@@ -133,8 +146,7 @@ class EdgeItem(QGraphicsItem):
         if not self.label:
             self._label_rect = _NO_RECT
         else:  # at the middle of the curve: each curve is point-symmetric about its ends' midpoint
-            fm = _metrics()
-            w, h = fm.horizontalAdvance(self.label) + 10, fm.height() + 2
+            w, h = _label_size(self.label)
             mx, my = (self._a[0] + self._b[0]) / 2, (self._a[1] + self._b[1]) / 2
             self._label_rect = QRectF(mx - w / 2, my - h / 2, w, h)
         # computed once per change, not per call: Qt asks for it many times per frame

@@ -629,6 +629,7 @@ class GraphScene(QGraphicsScene):
             if bool(issue) != item.in_error:
                 self.results_dirty()
             item.set_info(shape, params, mem_text, tip, issue, blocked, pending)
+        texts: dict = {}  # (batch, shape) -> label: a design repeats a handful of shapes
         for k, (e, it) in enumerate(list(self.edges.items())):
             if k % 16 == 0:
                 yield
@@ -639,9 +640,13 @@ class GraphScene(QGraphicsScene):
                 shp = info.outputs[e.src_port].shape
                 if e.src_port == 0:  # in the source framework's order (Keras: channels last)
                     shp = shown_shape(self.design, e.src, shp)
-                if getattr(it, "_shape_key", None) != (batch, shp):
-                    it._shape_key = (batch, shp)
-                    it.set_label(shape_text([batch, *shp]))
+                key = (batch, shp)
+                if getattr(it, "_shape_key", None) != key:
+                    it._shape_key = key
+                    text = texts.get(key)
+                    if text is None:
+                        text = texts[key] = shape_text([batch, *shp])
+                    it.set_label(text)
             else:
                 it._shape_key = None
                 it.set_label("")
