@@ -176,6 +176,9 @@ class Harness:
         call_cpu = (time.thread_time() - c0) * 1000
         self._last, self._last_cpu = self.clock.nsecsElapsed() / 1e6, time.thread_time() * 1000
         jobs = getattr(self.win.scene, "jobs", None)
+        task = getattr(self.win, "open_task", None)  # a big file is read on the worker
+        if task is not None:
+            self.wait(lambda: not task.running)
         if wait_estimate:
             s = self.win.service
             self.wait(lambda: not s._timer.isActive() and not s.busy
@@ -194,6 +197,7 @@ def bench_size(app, n_nodes, shape, actions, repeats, profile=None):
 
     win = MainWindow(headless=True)
     win.split_paint = True  # the interactive path: results shown in two event-loop turns
+    win.background_open = True  # and big files read on the worker (_qt/open_file.py)
     win.resize(1600, 1000)
     win.show()
     h = Harness(app, win)

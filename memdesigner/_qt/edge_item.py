@@ -4,7 +4,7 @@ shape that flows along it."""
 from __future__ import annotations
 
 from PySide6.QtCore import QPointF, QRectF, Qt
-from PySide6.QtGui import QFont, QFontMetricsF, QPainterPath, QPainterPathStroker, QPen
+from PySide6.QtGui import QFont, QFontMetricsF, QPainter, QPainterPath, QPainterPathStroker, QPen
 from PySide6.QtWidgets import QGraphicsItem
 
 from memdesigner._qt import theme
@@ -34,8 +34,34 @@ def curve(a: QPointF, b: QPointF) -> QPainterPath:
     return p
 
 
+_SELECTABLE = QGraphicsItem.GraphicsItemFlag.ItemIsSelectable  # enum lookups are slow in PySide6 6.x
+_NO_BRUSH = Qt.BrushStyle.NoBrush
+_SOLID, _ROUND, _CENTER = Qt.PenStyle.SolidLine, Qt.PenCapStyle.RoundCap, Qt.AlignmentFlag.AlignCenter
+_AA = QPainter.RenderHint.Antialiasing
+_NO_RECT = QRectF()
+
 _FONT = QFont()
 _FONT.setPointSizeF(7.5)
+_METRICS: list = []  # QFontMetricsF(_FONT), made once a QGuiApplication exists
+
+
+_SIZES: dict = {}  # label -> (width, height) of its box: 12,000 edges share a few labels
+
+
+def _metrics() -> QFontMetricsF:
+    if not _METRICS:
+        _METRICS.append(QFontMetricsF(_FONT))
+    return _METRICS[0]
+
+
+def _label_size(text: str) -> tuple[float, float]:
+    size = _SIZES.get(text)
+    if size is None:
+        if len(_SIZES) > 4096:
+            _SIZES.clear()
+        fm = _metrics()
+        size = _SIZES[text] = (fm.horizontalAdvance(text) + 10, fm.height() + 2)
+    return size
 DETAIL_LOD = 0.4  # below this zoom an edge is a thin aliased line without its label
 
 
@@ -47,6 +73,20 @@ def vcurve(a: QPointF, b: QPointF) -> QPainterPath:
     return p
 
 
+def curve_bounds(a: tuple, b: tuple, vertical: bool) -> tuple[float, float, float, float]:
+    """(left, top, right, bottom) holding curve(a, b) (or vcurve): the box of its control points,
+    which holds a Bézier curve, found by arithmetic instead of building the path (a 10,000-layer
+    design routes 12,000 edges at open; the path itself is made when first painted)."""
+    (ax, ay), (bx, by) = a, b
+    if vertical:
+        dy = max(40.0, abs(by - ay) * 0.5)
+        return min(ax, bx), min(ay, by - dy), max(ax, bx), max(ay + dy, by)
+    if bx >= ax - 1.0 or abs(by - ay) < 1.0:
+        dx = max(40.0, abs(bx - ax) * 0.5)
+        return min(ax, bx - dx), min(ay, by), max(ax + dx, bx), max(ay, by)
+    return bx - 48.0, min(ay, by), ax + 48.0, max(ay, by)  # round the back: 2 r either side
+
+
 class EdgeItem(QGraphicsItem):
     def __init__(self, edge: Edge, src_item, dst_item):
         super().__init__()
@@ -54,52 +94,66 @@ class EdgeItem(QGraphicsItem):
         self.src_item = src_item
         self.dst_item = dst_item
         self.label = ""
-        self.path = QPainterPath()
-        self._label_rect = QRectF()
-        self._bounds = QRectF()
-        self.setFlag(QGraphicsItem.ItemIsSelectable)
-        self.setZValue(0)
-        self.setAcceptHoverEvents(True)
-        self.update_path()
+        self._path: QPainterPath | None = None
+        self.setFlag(_SELECTABLE)
+        self._a, self._b = self._ports()  # (not in a scene yet: no geometry change to announce)
+        self._layout_label()
 
-    def _ports(self):
+    def _ports(self) -> tuple[tuple, tuple]:
         e = self.edge
-        a = self.src_item.port_point(e.src_port, True)
-        b = self.dst_item.port_point(e.dst_port, False) if self.dst_item._counts[0] else self.dst_item.scenePos()
+        a = self.src_item.port_xy(e.src_port, True)
+        if self.dst_item._counts[0]:
+            b = self.dst_item.port_xy(e.dst_port, False)
+        else:
+            p = self.dst_item.scenePos()
+            b = (p.x(), p.y())
         return a, b
 
     def update_path(self):
+        """The ends moved (or the ports): new bounds now, the curve itself when next needed."""
         self.prepareGeometryChange()
-        a, b = self._ports()
-        self.path = vcurve(a, b) if getattr(self.src_item, "vertical", False) else curve(a, b)
+        self._a, self._b = self._ports()
+        self._path = None
         self._layout_label()
         self.update()
 
+    @property
+    def path(self) -> QPainterPath:
+        if self._path is None:
+            a, b = QPointF(*self._a), QPointF(*self._b)
+            self._path = vcurve(a, b) if getattr(self.src_item, "vertical", False) else curve(a, b)
+        return self._path
+
     def ends(self) -> tuple[QPointF, QPointF]:
         """Output and input port centres (the scene's zoomed-out overview draws a line between)."""
-        return self.path.pointAtPercent(0.0), self.path.currentPosition()
+        return QPointF(*self._a), QPointF(*self._b)
 
     def set_label(self, text: str):
         if text != self.label:
             self.prepareGeometryChange()
             self.label = text
             self._layout_label()
-            self.setToolTip(f"{self.edge.src} → {self.edge.dst}: {text}" if text else "")
             self.update()
+
+    def toolTip(self) -> str:  # noqa: N802 (Qt's name)
+        """Composed when asked (the scene's helpEvent), not kept for every edge."""
+        return f"{self.edge.src} → {self.edge.dst}: {self.label}" if self.label else ""
 
     def _font(self) -> QFont:
         return _FONT
 
     def _layout_label(self):
         if not self.label:
-            self._label_rect = QRectF()
-        else:
-            fm = QFontMetricsF(_FONT)
-            w, h = fm.horizontalAdvance(self.label) + 10, fm.height() + 2
-            mid = self.path.pointAtPercent(0.5)
-            self._label_rect = QRectF(mid.x() - w / 2, mid.y() - h / 2, w, h)
+            self._label_rect = _NO_RECT
+        else:  # at the middle of the curve: each curve is point-symmetric about its ends' midpoint
+            w, h = _label_size(self.label)
+            mx, my = (self._a[0] + self._b[0]) / 2, (self._a[1] + self._b[1]) / 2
+            self._label_rect = QRectF(mx - w / 2, my - h / 2, w, h)
         # computed once per change, not per call: Qt asks for it many times per frame
-        self._bounds = self.path.boundingRect().adjusted(-6, -6, 6, 6).united(self._label_rect)
+        x0, y0, x1, y1 = curve_bounds(self._a, self._b, getattr(self.src_item, "vertical", False))
+        self._bounds = QRectF(x0 - 6, y0 - 6, x1 - x0 + 12, y1 - y0 + 12)
+        if self.label:
+            self._bounds = self._bounds.united(self._label_rect)
 
     def boundingRect(self) -> QRectF:
         return self._bounds
@@ -117,13 +171,13 @@ class EdgeItem(QGraphicsItem):
         lod = option.levelOfDetailFromTransform(painter.worldTransform())
         color = c["select"] if self.isSelected() else c["edge"]
         if lod < DETAIL_LOD:  # zoomed out: a one-pixel cosmetic line is all the eye can see
-            painter.setRenderHint(painter.RenderHint.Antialiasing, False)
+            painter.setRenderHint(_AA, False)
             painter.setPen(QPen(color, 2 if self.isSelected() else 0))
             painter.drawPath(self.path)
             return
-        painter.setRenderHint(painter.RenderHint.Antialiasing)
-        painter.setPen(QPen(color, 2.4 if self.isSelected() else 1.6, Qt.SolidLine, Qt.RoundCap))
-        painter.setBrush(Qt.NoBrush)
+        painter.setRenderHint(_AA)
+        painter.setPen(QPen(color, 2.4 if self.isSelected() else 1.6, _SOLID, _ROUND))
+        painter.setBrush(_NO_BRUSH)
         painter.drawPath(self.path)
         if self.label and lod >= 0.5:  # the shape label only where it is readable
             painter.setPen(QPen(c["border"], 0.8))
@@ -131,4 +185,4 @@ class EdgeItem(QGraphicsItem):
             painter.drawRoundedRect(self._label_rect, 6, 6)
             painter.setFont(self._font())
             painter.setPen(c["muted"])
-            painter.drawText(self._label_rect, Qt.AlignCenter, self.label)
+            painter.drawText(self._label_rect, _CENTER, self.label)

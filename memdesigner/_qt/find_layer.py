@@ -121,13 +121,16 @@ class FindLayer(QWidget):
                     nav.go(0)
                 nav.open(inst)
         scene = win.scene
-        if nid not in scene.nodes:
-            scene.finish_pending()  # a big design's items may still be arriving
-        scene.select_nodes([nid])
+        if nid not in scene.nodes and not scene.building:
+            scene.finish_pending()
+        scene.select_nodes([nid])  # (an item still being built is selected when it arrives)
         item = scene.nodes.get(nid)
         if item is not None:
             win.view.centerOn(item)
-            win.view.view_changed.emit()
+        else:  # where the design puts it: no waiting for the rest of a big canvas
+            x, y = scene.design.nodes[nid].pos
+            win.view.centerOn(x + 100, y + 50)
+        win.view.view_changed.emit()
         win.statusBar().showMessage(f"Found {scene.design.nodes[nid].name}", 3000)
         return nid
 

@@ -33,6 +33,7 @@ from memdesigner._qt import (
     exports,
     graph_ops,
     hooks,
+    open_file,
     recent,
     start_view,
 )
@@ -43,7 +44,6 @@ from memdesigner._qt.inspector import Inspector
 from memdesigner._qt.layer_table import LayerTable
 from memdesigner._qt.layout import needs_layout, positions
 from memdesigner._qt.layout_runner import saved_style
-from memdesigner._qt.opened_settings import opened_settings
 from memdesigner._qt.palette import PaletteWidget
 from memdesigner._qt.rank_picker import RankPicker
 from memdesigner._qt.scene import GraphScene
@@ -51,7 +51,6 @@ from memdesigner._qt.settings_bar import SettingsBar
 from memdesigner._qt.summary import SummaryPanel
 from memdesigner._qt.timeline import BatchPlot, TimelinePlot
 from memdesigner._qt.view import GraphView
-from memdesigner.io.design_file import DesignFileError
 from memdesigner.model.design import Design
 
 
@@ -390,19 +389,7 @@ class MainWindow(QMainWindow):
             self.open_path(path)
 
     def open_path(self, path: str, remember: bool = True) -> bool:
-        try:
-            d = self.document.read(path)
-        except DesignFileError as err:
-            if self.headless:
-                raise
-            QMessageBox.warning(self, "Cannot open design", str(err))
-            return False
-        d.settings = opened_settings(d.settings)  # its own settings, not the previous design's
-        self.set_design(d, str(path))
-        if remember:
-            self._add_recent(self.path)
-        self.statusBar().showMessage(f"Opened {path}", 4000)
-        return True
+        return open_file.open_path(self, path, remember)  # a big file is read on the worker
 
     def save(self) -> bool:
         if not self.path:

@@ -71,13 +71,18 @@ class Minimap(QGraphicsView):
             p.setPen(QPen(c["edge"], 0))
             p.drawPath(scene._overview_lines())
         p.setPen(Qt.NoPen)
-        by_family: dict[str, list] = {}
-        for it in getattr(scene, "nodes", {}).values():
-            pos = it.pos()
-            by_family.setdefault(it.family, []).append(QRectF(pos.x(), pos.y(), WIDTH, it.height))
-        for family, rects in by_family.items():  # one call per colour
-            p.setBrush(theme.family_color(family))
-            p.drawRects(rects)
+        if hasattr(scene, "overview_blocks"):  # the scene's cached rectangles (its overview fills them)
+            for family, path in scene.overview_blocks()[0].items():  # one call per colour
+                p.setBrush(theme.family_color(family))
+                p.drawPath(path)
+        else:
+            by_family: dict[str, list] = {}
+            for it in getattr(scene, "nodes", {}).values():
+                pos = it.pos()
+                by_family.setdefault(it.family, []).append(QRectF(pos.x(), pos.y(), WIDTH, it.height))
+            for family, rects in by_family.items():
+                p.setBrush(theme.family_color(family))
+                p.drawRects(rects)
         p.end()
         return pm
 

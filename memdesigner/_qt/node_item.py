@@ -4,7 +4,7 @@ its parameter count and a memory badge; ports on the left (inputs) and right (ou
 from __future__ import annotations
 
 from PySide6.QtCore import QPointF, QRectF, Qt
-from PySide6.QtGui import QBrush, QColor, QFont, QFontMetricsF, QPainterPath, QPen
+from PySide6.QtGui import QBrush, QColor, QFont, QFontMetricsF, QPainter, QPainterPath, QPen
 from PySide6.QtWidgets import QGraphicsEllipseItem, QGraphicsItem
 
 from memdesigner._qt import theme
@@ -18,6 +18,53 @@ PORT_R = 6.0
 PORT_GAP = 20.0
 BLOCK_LOD = 0.4  # below this zoom a node is a coloured block (no name, shapes, ports)
 LABEL_LOD = 0.2  # below this zoom even the layer type on the block is left out
+
+# Enum members looked up once: in PySide6 6.x each ``Qt.X`` costs 1-7 µs and ``flag | flag`` 2 µs
+# more, a third of building 10,000 items and a good part of each paint.
+_FLAGS = QGraphicsItem.GraphicsItemFlag.ItemIsMovable | QGraphicsItem.GraphicsItemFlag.ItemIsSelectable
+_CACHE = QGraphicsItem.CacheMode.DeviceCoordinateCache
+_NO_PEN = Qt.PenStyle.NoPen
+_DASH = Qt.PenStyle.DashLine
+_NO_BRUSH = Qt.BrushStyle.NoBrush
+_LEFT = Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft
+_CENTER = Qt.AlignmentFlag.AlignCenter
+_WRAP = Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft | Qt.TextFlag.TextWordWrap
+_ELIDE = Qt.TextElideMode.ElideRight
+_AA = QPainter.RenderHint.Antialiasing
+_WHITE: list = []  # QColor("white"), made on first paint
+_HEAD: list = []  # the header's shape (rounded on top only), made once
+
+
+_FACTS: dict = {}
+
+
+def _type_facts(lt) -> tuple:
+    """(family, name, input names, min inputs, max inputs, outputs) of a layer type, once per type."""
+    got = _FACTS.get(id(lt))
+    if got is None or got[0] is not lt:  # (the type kept alive beside its facts: ids stay unique)
+        got = _FACTS[id(lt)] = (lt, (lt.family, lt.name, tuple(lt.input_names), lt.min_inputs, lt.max_inputs,
+                                     max(1, lt.n_outputs)))
+    return got[1]
+
+
+def _height(n_in: int, n_out: int) -> float:
+    return max(HEADER + 3 * LINE + 12, HEADER + 14 + PORT_GAP * max(n_in, n_out, 1))
+
+
+def _white() -> QColor:
+    if not _WHITE:
+        _WHITE.append(QColor("white"))
+    return _WHITE[0]
+
+
+def _head() -> QPainterPath:
+    if not _HEAD:
+        head = QPainterPath()
+        head.addRoundedRect(QRectF(0, 0, WIDTH, HEADER + 8), 8, 8)
+        clip = QPainterPath()
+        clip.addRect(QRectF(0, 0, WIDTH, HEADER))
+        _HEAD.append(head.intersected(clip))
+    return _HEAD[0]
 
 
 class PortItem(QGraphicsEllipseItem):
@@ -64,45 +111,44 @@ class PortItem(QGraphicsEllipseItem):
 
 
 class NodeItem(QGraphicsItem):
-    def __init__(self, node: Node):
+    # Defaults live on the class and an item stores only what differs (each attribute set on a
+    # Qt object costs about 0.5 µs; a 10,000-layer design builds 10,000 of these at open).
+    shape_text = params_text = mem_text = mem_tip = ""
+    issue = ""  # the reason this node is in error
+    blocked = ""  # the upstream node in error
+    pending = ""  # a calm note: not connected yet
+    highlight = False
+    vertical = False  # ports on top (inputs) and bottom (outputs): the top-to-bottom layout
+    ports_shown = True  # the scene hides ports when zoomed out (specks nobody can hit)
+    _made = False  # port items exist
+    _inputs: list = []  # (replaced, never appended to, when port items are made)
+    _outputs: list = []
+
+    def __init__(self, node: Node, n_connected: int = 0):
+        """n_connected: inputs already wired (a bulk build knows them: no second port layout)."""
         super().__init__()
         self.node_id = node.id
-        lt = node.layer
-        self.family = lt.family
-        self.type_name = lt.name
         self.name = node.name
-        self.input_names = tuple(lt.input_names)
-        self.min_inputs, self.max_inputs = lt.min_inputs, lt.max_inputs
-        self.n_outputs = max(1, lt.n_outputs)
-        self.n_connected = 0
-        self.shape_text = ""
-        self.params_text = ""
-        self.mem_text = ""
-        self.mem_tip = ""
-        self.issue = ""  # the reason this node is in error
-        self.blocked = ""  # the upstream node in error
-        self.pending = ""  # a calm note: not connected yet
-        self.highlight = False
-        self._inputs: list[PortItem] = []
-        self._outputs: list[PortItem] = []
-        self._made = False  # port items exist
-        self._counts = (0, 0)  # (inputs, outputs)
-        self.height = 0.0
-        self._bounds = QRectF()
-        self.vertical = False  # ports on top (inputs) and bottom (outputs): the top-to-bottom layout
-        self.ports_shown = True  # the scene hides ports when zoomed out (specks nobody can hit)
+        (self.family, self.type_name, self.input_names, self.min_inputs, self.max_inputs,
+         self.n_outputs) = _type_facts(node.layer)
+        self.n_connected = n_connected
+        n_in, n_out = self._n_inputs(), self.n_outputs
+        self._counts = (n_in, n_out)  # (inputs, outputs)
+        self.height = _height(n_in, n_out)
+        self._bounds = QRectF(-4.0, -4.0, WIDTH + 8, self.height + 8)
         # no itemChange override: Qt would call into Python for every change of every item (47,000
-        # calls to show 1,000 layers); the scene re-routes edges where it moves nodes instead
-        self.setFlags(QGraphicsItem.ItemIsMovable | QGraphicsItem.ItemIsSelectable)
-        self.setAcceptHoverEvents(True)
-        self.setCacheMode(QGraphicsItem.DeviceCoordinateCache)
+        # calls to show 1,000 layers); the scene re-routes edges where it moves nodes instead.
+        # No hover events either (only the ports react to hovering; tooltips are help events).
+        self.setFlags(_FLAGS)
+        self.setCacheMode(_CACHE)
         self.setZValue(1)
-        self.setPos(QPointF(*node.pos))
-        self._rebuild_ports()
+        self.setPos(*node.pos)
 
     # -- ports -----------------------------------------------------------------------------------
-    # Port items are made only when first shown: zoomed out they are hidden, and a 10,000-layer
-    # design would otherwise build 30,000 of them at open. Edges ask port_point(), which is
+    # Port items (hover, drag to connect, tooltip) are made only for layers painted in detail:
+    # the first detailed paint draws the port circles itself and asks the scene for the items,
+    # which it makes in the next event-loop turn. A 10,000-layer design would otherwise build
+    # 30,000 of them at open (0.75 s), or on zooming in. Edges ask port_xy(), which is
     # arithmetic, so they need no port items either.
     def _n_inputs(self) -> int:
         if self.max_inputs is not None:
@@ -125,11 +171,11 @@ class NodeItem(QGraphicsItem):
             return
         self.prepareGeometryChange()
         self._counts = (n_in, n_out)
-        self.height = max(HEADER + 3 * LINE + 12, HEADER + 14 + PORT_GAP * max(n_in, n_out, 1))
-        self._bounds = QRectF(-4, -4, WIDTH + 8, self.height + 8)
+        self.height = _height(n_in, n_out)
+        self._bounds = QRectF(-4.0, -4.0, WIDTH + 8, self.height + 8)
         had = self._made
         self._drop_ports()
-        if had or self.ports_shown:
+        if had:
             self._make_ports()
         self.update()
 
@@ -164,7 +210,16 @@ class NodeItem(QGraphicsItem):
 
     def port_point(self, index: int, is_output: bool) -> QPointF:
         """A port's centre in scene coordinates (made port item or not)."""
-        return self.pos() + self.port_local(index, is_output)
+        return QPointF(*self.port_xy(index, is_output))
+
+    def port_xy(self, index: int, is_output: bool) -> tuple[float, float]:
+        """port_point as two floats (edges are routed from these: no QPointF arithmetic)."""
+        p = self.pos()
+        n = self._counts[1] if is_output else self._counts[0]
+        index = max(0, min(index, n - 1))
+        if self.vertical:
+            return p.x() + WIDTH * (index + 1) / (n + 1), p.y() + (self.height if is_output else 0.0)
+        return p.x() + (WIDTH if is_output else 0.0), p.y() + HEADER + (self.height - HEADER) * (index + 1) / (n + 1)
 
     def _place_ports(self):
         for p in self._inputs + self._outputs:
@@ -181,12 +236,29 @@ class NodeItem(QGraphicsItem):
         self._rebuild_ports()
 
     def show_ports(self, on: bool):
+        """Zoomed in enough to use them (made when this layer is next painted in detail)."""
         if on != self.ports_shown:
             self.ports_shown = on
-            if on:
-                self._make_ports()
             for p in self._inputs + self._outputs:
                 p.setVisible(on)
+
+    def ensure_ports(self):
+        """Make the port items if they are to be shown (the scene calls this after a detailed
+        paint of a layer that had none)."""
+        if self.ports_shown and not self._made and self.scene() is not None:
+            self._make_ports()
+
+    def _paint_ports(self, painter):
+        """The port circles, drawn by the card until its port items exist (and in exports)."""
+        c = theme.canvas_colors()
+        painter.setPen(QPen(c["edge"], 1.6))
+        n_in, n_out = self._counts
+        painter.setBrush(c["body"])
+        for i in range(n_in):
+            painter.drawEllipse(self.port_local(i, False), PORT_R, PORT_R)
+        painter.setBrush(theme.family_color(self.family))
+        for i in range(n_out):
+            painter.drawEllipse(self.port_local(i, True), PORT_R, PORT_R)
 
     def set_outputs(self, n: int):
         self.n_outputs = max(1, n)
@@ -205,10 +277,11 @@ class NodeItem(QGraphicsItem):
             return
         self.shape_text, self.params_text, self.mem_text, self.mem_tip = shape, params, mem, mem_tip
         self.issue, self.blocked, self.pending = issue, blocked, pending
-        self._update_tooltip()
         self.update()
 
-    def _update_tooltip(self):
+    def toolTip(self) -> str:  # noqa: N802 (Qt's name)
+        """Composed when asked (the scene's helpEvent): 10,000 labelled layers kept 10,000 rich
+        texts that nobody hovered."""
         lines = [f"<b>{self.name}</b> — {self.type_name}"]
         if self.issue:
             lines.append(f"<span style='color:{theme.BAD_COLOR}'><b>Error:</b> {self.issue}</span>")
@@ -221,7 +294,7 @@ class NodeItem(QGraphicsItem):
             lines.append(f"output: {self.shape_text}")
         if self.mem_tip:
             lines.append(self.mem_tip)
-        self.setToolTip("<br>".join(lines))
+        return "<br>".join(lines)
 
     @property
     def in_error(self) -> bool:
@@ -248,7 +321,7 @@ class NodeItem(QGraphicsItem):
         lod = option.levelOfDetailFromTransform(painter.worldTransform())
         if lod < BLOCK_LOD:  # zoomed far out: text would be unreadable specks, draw a coloured block
             painter.setPen(QPen(QColor(theme.BAD_COLOR), 6) if self.issue else
-                           QPen(c["select"], 4) if self.isSelected() else Qt.NoPen)
+                           QPen(c["select"], 4) if self.isSelected() else _NO_PEN)
             painter.setBrush(fam)
             painter.drawRect(rect)
             if lod >= LABEL_LOD:  # still big enough on screen for a short label: the layer type
@@ -256,36 +329,30 @@ class NodeItem(QGraphicsItem):
                 f.setPixelSize(max(1, int(round(8.5 / lod))))  # ~8.5 px on screen
                 f.setBold(True)
                 painter.setFont(f)
-                painter.setPen(QColor("white"))
+                painter.setPen(_white())
                 fm = QFontMetricsF(f)
-                painter.drawText(rect, Qt.AlignCenter, fm.elidedText(self.type_name, Qt.ElideRight, WIDTH - 8))
+                painter.drawText(rect, _CENTER, fm.elidedText(self.type_name, _ELIDE, WIDTH - 8))
             return
-        painter.setRenderHint(painter.RenderHint.Antialiasing)
+        painter.setRenderHint(_AA)
         # body
-        painter.setPen(Qt.NoPen)
+        painter.setPen(_NO_PEN)
         painter.setBrush(c["body"])
         painter.drawRoundedRect(rect, 8, 8)
         # header
-        head = QPainterPath()
-        head.addRoundedRect(QRectF(0, 0, WIDTH, HEADER + 8), 8, 8)
-        clip = QPainterPath()
-        clip.addRect(QRectF(0, 0, WIDTH, HEADER))
         painter.setBrush(fam)
-        painter.drawPath(head.intersected(clip))
+        painter.drawPath(_head())
         painter.drawPixmap(QRectF(7, 5, 16, 16), family_pixmap(self.family, 32), QRectF(0, 0, 32, 32))
         f = QFont(painter.font())
         f.setPointSizeF(9.0)
         f.setBold(True)
         painter.setFont(f)
-        painter.setPen(QColor("white"))
+        painter.setPen(_white())
         fm = QFontMetricsF(f)
-        painter.drawText(QRectF(28, 0, WIDTH - 34, HEADER), Qt.AlignVCenter | Qt.AlignLeft,
-                         fm.elidedText(self.type_name, Qt.ElideRight, WIDTH - 34))
+        painter.drawText(QRectF(28, 0, WIDTH - 34, HEADER), _LEFT, fm.elidedText(self.type_name, _ELIDE, WIDTH - 34))
         # name
         y = HEADER + 4
         painter.setPen(c["text"])
-        painter.drawText(QRectF(12, y, WIDTH - 24, LINE), Qt.AlignVCenter | Qt.AlignLeft,
-                         fm.elidedText(self.name, Qt.ElideRight, WIDTH - 24))
+        painter.drawText(QRectF(12, y, WIDTH - 24, LINE), _LEFT, fm.elidedText(self.name, _ELIDE, WIDTH - 24))
         f.setBold(False)
         f.setPointSizeF(8.5)
         painter.setFont(f)
@@ -296,41 +363,40 @@ class NodeItem(QGraphicsItem):
             painter.setPen(QColor(theme.BAD_COLOR) if self.issue else QColor(theme.WARN_COLOR) if self.blocked
                            else c["muted"])
             msg = self.issue or (f"waiting for {self.blocked}" if self.blocked else self.pending.split(":")[0])
-            painter.drawText(QRectF(12, y, WIDTH - 24, 2 * LINE), Qt.AlignTop | Qt.AlignLeft | Qt.TextWordWrap,
-                             fm.elidedText(msg, Qt.ElideRight, 2 * (WIDTH - 30)))
+            painter.drawText(QRectF(12, y, WIDTH - 24, 2 * LINE), _WRAP, fm.elidedText(msg, _ELIDE, 2 * (WIDTH - 30)))
         else:
-            painter.drawText(QRectF(12, y, WIDTH - 24, LINE), Qt.AlignVCenter | Qt.AlignLeft,
-                             fm.elidedText(self.shape_text, Qt.ElideRight, WIDTH - 24))
+            painter.drawText(QRectF(12, y, WIDTH - 24, LINE), _LEFT, fm.elidedText(self.shape_text, _ELIDE, WIDTH - 24))
             y += LINE
-            painter.drawText(QRectF(12, y, WIDTH - 24, LINE), Qt.AlignVCenter | Qt.AlignLeft, self.params_text)
+            painter.drawText(QRectF(12, y, WIDTH - 24, LINE), _LEFT, self.params_text)
             if self.mem_text:
                 tw = fm.horizontalAdvance(self.mem_text) + 12
                 badge = QRectF(WIDTH - 10 - tw, y + 1, tw, LINE - 2)
-                painter.setPen(Qt.NoPen)
+                painter.setPen(_NO_PEN)
                 bc = QColor(theme.CATEGORY_COLORS[3])
                 bc.setAlpha(50)
                 painter.setBrush(bc)
                 painter.drawRoundedRect(badge, 8, 8)
                 painter.setPen(c["text"])
-                painter.drawText(badge, Qt.AlignCenter, self.mem_text)
+                painter.drawText(badge, _CENTER, self.mem_text)
         # input port labels (attention q/k/v and the like)
         if self.input_names and not self.vertical:
             painter.setPen(c["muted"])
             f.setPointSizeF(7.0)
             painter.setFont(f)
-            for p in self.inputs:
-                if p.label:
-                    painter.drawText(QRectF(9, p.y() - 7, 60, 14), Qt.AlignVCenter | Qt.AlignLeft, p.label[:1])
+            for i, label in enumerate(self.input_names[: self._counts[0]]):
+                if label:
+                    y = self.port_local(i, False).y()
+                    painter.drawText(QRectF(9, y - 7, 60, 14), _LEFT, label[:1])
         # outline: error > selection > highlight > normal
-        painter.setBrush(Qt.NoBrush)
+        painter.setBrush(_NO_BRUSH)
         if self.issue:
             pen = QPen(QColor(theme.BAD_COLOR), 2.5)
         elif self.isSelected():
             pen = QPen(c["select"], 2.5)
         elif self.blocked:
-            pen = QPen(QColor(theme.WARN_COLOR), 1.6, Qt.DashLine)
+            pen = QPen(QColor(theme.WARN_COLOR), 1.6, _DASH)
         elif self.highlight:
-            pen = QPen(c["select"], 1.8, Qt.DashLine)
+            pen = QPen(c["select"], 1.8, _DASH)
         else:
             pen = QPen(c["border"], 1.0)
         painter.setPen(pen)
@@ -338,4 +404,9 @@ class NodeItem(QGraphicsItem):
         if self.issue and self.isSelected():
             painter.setPen(QPen(c["select"], 1.2))
             painter.drawRoundedRect(rect.adjusted(-3.5, -3.5, 3.5, 3.5), 10, 10)
+        if not self._made and self.ports_shown:
+            self._paint_ports(painter)
+            scene = self.scene()
+            if scene is not None and hasattr(scene, "want_ports"):
+                scene.want_ports(self)
 

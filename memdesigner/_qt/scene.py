@@ -3,9 +3,9 @@ items, turns mouse gestures into undoable commands, and paints estimate results 
 
 from __future__ import annotations
 
-from PySide6.QtCore import QPointF, QRectF, Qt, Signal
+from PySide6.QtCore import QPointF, QRectF, Qt, QTimer, Signal
 from PySide6.QtGui import QColor, QPainterPath, QPen, QTransform
-from PySide6.QtWidgets import QGraphicsPathItem, QGraphicsScene, QToolTip
+from PySide6.QtWidgets import QGraphicsItem, QGraphicsPathItem, QGraphicsScene, QToolTip
 
 from memdesigner._qt import theme
 from memdesigner._qt.block_view import block_item_texts, block_key
@@ -20,8 +20,19 @@ from memdesigner.units import format_bytes, format_count
 SYNC_ITEMS = 600  # designs with up to this many items are built before set_design returns
 SYNC_RESULT = 400  # and labelled with an estimate in one go
 OVERVIEW_LOD = 0.2
-OVERVIEW_MIN_EDGES = 1500
+OVERVIEW_MIN_EDGES = 500
 NOT_CONNECTED = "not connected yet: drag from an output port to its input"
+SCENE_RECT = QRectF(-50000, -50000, 100000, 100000)
+
+
+_NO_PEN, _NO_BRUSH = Qt.PenStyle.NoPen, Qt.BrushStyle.NoBrush  # (enum lookups are slow in PySide6 6.x)
+
+
+def _rects_path() -> QPainterPath:
+    """A path of rectangles that fills each one even where two overlap (layers on one spot)."""
+    p = QPainterPath()
+    p.setFillRule(Qt.FillRule.WindingFill)
+    return p
 
 
 def shape_text(shape) -> str:
@@ -52,11 +63,26 @@ class GraphScene(QGraphicsScene):
         self._detail = True  # ports shown (zoomed in enough to use them)
         self._overview = False  # edges drawn as one batch of lines (zoomed far out, big design)
         self._lines: QPainterPath | None = None
+        self._blocks: tuple | None = None  # the overview's layer rectangles (by colour, in error)
+        self._selected_rects: QPainterPath | None = None
+        self._selection: tuple | None = None  # (node ids, edges) selected, until it changes
+        self._selection_set = False  # select_nodes filled _selection for the change it announces
         self._want_selected: set = set()
+        self._port_wanted: dict[str, NodeItem] = {}
+        self._exporting = False
+        self._port_timer = QTimer(self)
+        self._port_timer.setSingleShot(True)
+        self._port_timer.setInterval(0)
+        self._port_timer.timeout.connect(self._make_wanted_ports)
+        self.selectionChanged.connect(self._selection_dirty)
         self.vertical = False  # ports top/bottom: the top-to-bottom layout style
         self._result = None  # (analysis, report) last painted, re-applied to items built later
         self.setBackgroundBrush(theme.canvas_colors()["bg"])
         self.setItemIndexMethod(QGraphicsScene.BspTreeIndex)
+        # a scene rect of our own (grown by _cover to hold the design): without one Qt grows it
+        # from every item's bounding rect, a Python call per item (22,000 at 10,000 layers)
+        # after each change
+        self.setSceneRect(SCENE_RECT)
 
     # -- design binding -----------------------------------------------------------------------
     def set_design(self, design: Design):
@@ -76,14 +102,16 @@ class GraphScene(QGraphicsScene):
         else:  # hidden at once, out of the scene index in slices after the new design's items
             was = self.signalsBlocked()
             self.blockSignals(True)
+            self.clearSelection()  # (one pass over the selected, not a call per item)
             for it in old:
-                it.setSelected(False)
                 it.setVisible(False)
             self.blockSignals(was)
+        self._selection = None
         self.nodes.clear()
         self.edges.clear()
         self._adj.clear()
-        self._lines = None
+        self._overview_dirty()
+        self._blocks, self._lines = ({}, _rects_path()), QPainterPath()  # grown as items are built
         self._result = None
         self._want_selected = set()
         self._add_many(list(self.design.nodes.values()), list(self.design.edges))
@@ -102,25 +130,37 @@ class GraphScene(QGraphicsScene):
             self.jobs.finish("build")
 
     def _build_steps(self, nodes, edges):
-        for n in nodes:
+        """Every step is small (a few items), so the runner can stop at its time budget anywhere:
+        the edge count and filtering of a 12,000-edge design were one 50 ms step."""
+        wired: dict[str, int] = {}  # each layer's new inputs, known before its item: one port layout
+        have = self.edges
+        for k, e in enumerate(edges):
+            if not have or e not in have:
+                wired[e.dst] = wired.get(e.dst, 0) + 1
+            if k % 256 == 255:
+                yield
+        new = set()
+        for k, n in enumerate(nodes):
             if n.id not in self.nodes and self.design.nodes.get(n.id) is n:
-                self._add_node_item(n)
-            yield
-        edges = [e for e in edges if e not in self.edges and e.src in self.nodes and e.dst in self.nodes]
-        counts: dict[str, int] = {}
-        for e in edges:
-            counts[e.dst] = counts.get(e.dst, 0) + 1
-        for nid, k in counts.items():  # ports first, so each edge's curve is drawn once, to its port
-            self.nodes[nid].set_connected_inputs(len(self._adj_in(nid)) + k)
-            yield
+                self._add_node_item(n, wired.get(n.id, 0))
+                new.add(n.id)
+            if k % 4 == 0:
+                yield
+        for nid, k in wired.items():  # a kept layer that gets inputs (undo, paste): its ports first,
+            item = self.nodes.get(nid)  # so each edge's curve is drawn once, to its port
+            if nid not in new and item is not None:
+                item.set_connected_inputs(len(self._adj_in(nid)) + k)
+                self._overview_dirty()  # (its card grew)
+                yield
         for i, e in enumerate(edges):
-            if e not in self.edges and e.src in self.nodes and e.dst in self.nodes:
+            if (not have or e not in have) and e.src in self.nodes and e.dst in self.nodes:
                 self._add_edge_item(e, refresh=False)
             if i % 4 == 0:
                 yield
 
     def _built(self):
-        self._lines = None
+        self._selected_rects = None  # (the overview's other batches grew with the items)
+        self._cover(self.content_rect())
         if self.building:
             return  # another build job queued behind this one
         self.set_zoom(self._scale)  # the overview depends on how many edges there are
@@ -141,12 +181,14 @@ class GraphScene(QGraphicsScene):
         """Build and label everything still queued (exports, tests)."""
         self.jobs.finish()
 
-    def _add_node_item(self, node):
-        item = NodeItem(node)
+    def _add_node_item(self, node, n_connected: int = 0):
+        item = NodeItem(node, n_connected)
         if self.vertical:
             item.set_vertical(True)
         if not self._detail:
             item.show_ports(False)
+        if self._overview:
+            item.setFlag(QGraphicsItem.ItemHasNoContents, True)
         self.nodes[node.id] = item
         self._adj[node.id] = set()
         self.addItem(item)
@@ -155,7 +197,15 @@ class GraphScene(QGraphicsScene):
             self.blockSignals(True)  # one selection change when the build is done
             item.setSelected(True)
             self.blockSignals(was)
-        self._lines = None
+            self._selection = None
+        if self._blocks is not None:  # the overview's rectangles grow by one (no rebuild of 10,000)
+            path = self._blocks[0].get(item.family)
+            if path is None:
+                path = self._blocks[0][item.family] = _rects_path()
+            pos = node.pos
+            path.addRect(pos[0], pos[1], WIDTH, item.height)
+        if self._overview:
+            self.update()
         return item
 
     def _add_edge_item(self, e: Edge, refresh: bool = True):
@@ -171,7 +221,11 @@ class GraphScene(QGraphicsScene):
         self._adj[e.src].add(item)
         self._adj[e.dst].add(item)
         self.addItem(item)
-        self._lines = None
+        if self._lines is not None:  # the overview's lines grow by one
+            self._lines.moveTo(*item._a)
+            self._lines.lineTo(*item._b)
+        if self._overview:
+            self.update()
         if refresh:
             self._refresh_edges(e.dst)
 
@@ -181,7 +235,7 @@ class GraphScene(QGraphicsScene):
     def _refresh_edges(self, nid):
         for it in self._adj.get(nid, ()):
             it.update_path()
-        self._lines = None
+        self._overview_dirty()
 
     def _remove_edge_item(self, e: Edge, refresh: bool = True):
         item = self.edges.pop(e, None)
@@ -190,7 +244,7 @@ class GraphScene(QGraphicsScene):
         for nid in (e.src, e.dst):
             self._adj.get(nid, set()).discard(item)
         self.removeItem(item)
-        self._lines = None
+        self._overview_dirty()
         dst = self.nodes.get(e.dst)
         if refresh and dst is not None:
             dst.set_connected_inputs(len(self._adj_in(e.dst)))
@@ -204,7 +258,15 @@ class GraphScene(QGraphicsScene):
         (40 µs each: 0.9 s for a 10,000-layer design)."""
         was = self.signalsBlocked()
         self.blockSignals(True)
+        self._selection = None
         try:
+            if len(nodes) == len(self.nodes) and all(n.id in self.nodes for n in nodes) \
+                    and len(edges) == len(self.edges):  # everything (select all, delete): no bookkeeping
+                gone = list(self.edges.values()) + list(self.nodes.values())
+                self.nodes, self.edges, self._adj = {}, {}, {}
+                self._overview_dirty()
+                self._hide_and_remove(gone)
+                return
             gone, touched = [], set()
             for e in edges:
                 item = self.edges.pop(e, None)
@@ -223,18 +285,20 @@ class GraphScene(QGraphicsScene):
                 if dst is not None:
                     dst.set_connected_inputs(len(self._adj_in(nid)))
                     self._refresh_edges(nid)
-            self._lines = None
-            if len(gone) <= SYNC_ITEMS:
-                for item in gone:
-                    self.removeItem(item)
-            else:
-                for item in gone:
-                    item.setSelected(False)
-                    item.setVisible(False)
-                self.jobs.add("remove", self._remove_steps(gone), now=False)
+            self._overview_dirty()
+            self._hide_and_remove(gone)
         finally:
             self.blockSignals(was)
-        self.selectionChanged.emit()
+            self.selectionChanged.emit()
+
+    def _hide_and_remove(self, gone):
+        if len(gone) <= SYNC_ITEMS:
+            for item in gone:
+                self.removeItem(item)
+        else:
+            for item in gone:
+                item.setVisible(False)  # (a hidden item is deselected too)
+            self.jobs.add("remove", self._remove_steps(gone), now=False)
 
     def _remove_steps(self, items):
         for k, item in enumerate(items):
@@ -246,12 +310,13 @@ class GraphScene(QGraphicsScene):
     def _on_design(self, event: str, payload):
         if event == "node_added":
             self._add_node_item(payload)
+            self._cover(QRectF(*payload.pos, WIDTH, 200))
         elif event == "node_removed":
             item = self.nodes.pop(payload.id, None)
             self._adj.pop(payload.id, None)
             if item is not None:
                 self.removeItem(item)
-                self._lines = None
+                self._overview_dirty()
         elif event == "nodes_removed":
             self._remove_many(*payload)
         elif event == "nodes_added":
@@ -265,6 +330,7 @@ class GraphScene(QGraphicsScene):
             if item is not None and (item.pos().x(), item.pos().y()) != tuple(payload.pos):
                 item.setPos(QPointF(*payload.pos))
                 self._refresh_edges(payload.id)
+                self._cover(QRectF(*payload.pos, WIDTH, 200))
         elif event == "nodes_moved":
             self._move_many(payload)
         elif event == "edge_added":
@@ -283,7 +349,8 @@ class GraphScene(QGraphicsScene):
         for n in nodes:
             item = self.nodes.get(n.id)
             if item is not None:
-                item.setPos(QPointF(*n.pos))
+                item.setPos(*n.pos)
+        self._cover(self.content_rect())
         ids = {n.id for n in nodes}
         todo = [it for e, it in self.edges.items() if e.src in ids or e.dst in ids]
 
@@ -293,13 +360,23 @@ class GraphScene(QGraphicsScene):
                     it.update_path()
                 if k % 16 == 0:
                     yield
-            self._lines = None
+            self._overview_dirty()
             self.update()
 
         self.jobs.cancel("route")
         self.jobs.add("route", steps(), now=True)
         if len(todo) <= SYNC_ITEMS:
             self.jobs.finish("route")
+
+    def _cover(self, rect: QRectF):
+        """Grow the scene rect (never shrink: no jumping scroll bars) to hold ``rect`` with room
+        around it: a deep top-to-bottom layout runs far past the default ±50,000."""
+        if rect.isNull():
+            return
+        want = rect.adjusted(-5000, -5000, 5000, 5000)
+        have = self.sceneRect()
+        if not have.contains(want):
+            self.setSceneRect(have.united(want))
 
     def content_rect(self) -> QRectF:
         """Where the design's layers are (from the design, so it is right while items are still
@@ -326,7 +403,7 @@ class GraphScene(QGraphicsScene):
                 it.update_path()
                 if k % 16 == 0:
                     yield
-            self._lines = None
+            self._overview_dirty()
             self.update()
 
         self.jobs.add("orientation", steps(), now=True)
@@ -336,8 +413,10 @@ class GraphScene(QGraphicsScene):
     # -- level of detail ------------------------------------------------------------------------
     def set_zoom(self, scale: float):
         """The view's zoom changed: below BLOCK_LOD ports are hidden (too small to hit, and thousands
-        of them to paint); below OVERVIEW_LOD a big design's edges are drawn as one batch of
-        straight lines under the nodes instead of thousands of curve items."""
+        of them to paint); below OVERVIEW_LOD a big design is drawn by the scene in one pass —
+        edges as one batch of straight lines, layers as rectangles, one call per colour — instead
+        of asking thousands of items to paint (their items stay, without contents, for selecting,
+        hovering and dragging)."""
         self._scale = scale
         detail = scale >= BLOCK_LOD
         if detail != self._detail:
@@ -347,10 +426,79 @@ class GraphScene(QGraphicsScene):
         n_edges = len(self.design.edges) if self.design is not None else len(self.edges)
         overview = scale < OVERVIEW_LOD and n_edges >= OVERVIEW_MIN_EDGES
         if overview != self._overview:
-            self._overview = overview
-            for it in self.edges.values():
-                it.setVisible(not overview)
-            self._lines = None
+            self._set_overview(overview)
+
+    def _set_overview(self, on: bool):
+        self._overview = on
+        for it in self.edges.values():
+            it.setVisible(not on)
+        for it in self.nodes.values():
+            it.setFlag(QGraphicsItem.ItemHasNoContents, on)
+        self._overview_dirty()
+        self.update()
+
+    def render(self, *args, **kwargs):
+        """Exports draw every item (not the zoomed-out overview of the screen); the cards draw
+        their own port circles, no port items are made for a picture."""
+        was = self._overview
+        if was:
+            self._set_overview(False)
+        self._exporting = True
+        try:
+            super().render(*args, **kwargs)
+        finally:
+            self._exporting = False
+            if was:
+                self._set_overview(True)
+
+    def _overview_dirty(self):
+        """Layers or edges added, removed or moved: the overview's batches are made again."""
+        self._lines = self._blocks = self._selected_rects = None
+        if self._overview:
+            self.update()  # its items paint nothing, so Qt would not repaint their area
+
+    def _selection_dirty(self):
+        """Connected first to selectionChanged: what was selected is asked again (unless
+        select_nodes just said it)."""
+        if self._selection_set:
+            self._selection_set = False
+        else:
+            self._selection = None
+        self._selected_rects = None
+        if self._overview:
+            self.update()
+
+    def overview_blocks(self) -> tuple[dict, QPainterPath]:
+        """({family: path of its layers' rectangles}, path of the layers in error) in scene
+        coordinates, cached until the layout changes (the overview and the minimap fill these).
+        One path per colour: no Python object per layer, and one fill call."""
+        if self._blocks is None:
+            by_family: dict[str, QPainterPath] = {}
+            bad = _rects_path()
+            for nid, it in self.nodes.items():
+                path = by_family.get(it.family)
+                if path is None:
+                    path = by_family[it.family] = _rects_path()
+                x, y = self._where(nid, it)
+                path.addRect(x, y, WIDTH, it.height)
+                if it.issue:
+                    bad.addRect(x, y, WIDTH, it.height)
+            self._blocks = (by_family, bad)
+        return self._blocks
+
+    def _where(self, nid: str, item) -> tuple:
+        """A layer item's position: its node's (plain Python, no Qt call), or the item's own
+        while the user drags it."""
+        node = self.design.nodes.get(nid) if self.design is not None else None
+        if node is None or nid in self._press_pos:
+            p = item.pos()
+            return p.x(), p.y()
+        return node.pos
+
+    def results_dirty(self):
+        """Errors changed (the overview outlines layers in error)."""
+        self._blocks = None
+        if self._overview:
             self.update()
 
     @property
@@ -361,35 +509,66 @@ class GraphScene(QGraphicsScene):
         if self._lines is None:
             path = QPainterPath()
             for it in self.edges.values():
-                a, b = it.ends()
-                path.moveTo(a)
-                path.lineTo(b)
+                path.moveTo(*it._a)
+                path.lineTo(*it._b)
             self._lines = path
         return self._lines
+
+    def want_ports(self, item: NodeItem):
+        """A layer painted in detail without port items: make them in the next event-loop turn
+        (not inside the paint). Only what is on screen is ever asked for."""
+        if self._exporting:
+            return
+        self._port_wanted[item.node_id] = item
+        if not self._port_timer.isActive():
+            self._port_timer.start()
+
+    def _make_wanted_ports(self):
+        wanted, self._port_wanted = self._port_wanted, {}
+        for nid, item in wanted.items():
+            if self.nodes.get(nid) is item:
+                item.ensure_ports()
 
     def node_moved_live(self, item: NodeItem):
         self._refresh_edges(item.node_id)
 
     # -- selection ----------------------------------------------------------------------------
+    def _selected(self) -> tuple:
+        """(node ids, edges) selected: one walk over the selection per change, not one per
+        question (the window, the inspector, delete and copy each ask; 10,000 items: 50 ms)."""
+        if self._selection is None:
+            ids, edges = [], []
+            for it in self.selectedItems():
+                if isinstance(it, NodeItem):
+                    ids.append(it.node_id)
+                elif isinstance(it, EdgeItem):
+                    edges.append(it.edge)
+            self._selection = (ids, edges)
+        return self._selection
+
     def selected_node_ids(self) -> list[str]:
-        ids = [it.node_id for it in self.selectedItems() if isinstance(it, NodeItem)]
+        ids = list(self._selected()[0])
         if self._want_selected:  # selected while their items were still being built
             ids += [n for n in self._want_selected if n not in self.nodes and n in self.design.nodes]
         return ids
 
     def selected_edges(self) -> list[Edge]:
-        return [it.edge for it in self.selectedItems() if isinstance(it, EdgeItem)]
+        return list(self._selected()[1])
 
     def select_nodes(self, ids, center: bool = False):
         self.blockSignals(True)
         self.clearSelection()
         self._want_selected = set()
+        chosen = []
         for nid in ids:
-            if nid in self.nodes:
-                self.nodes[nid].setSelected(True)
+            item = self.nodes.get(nid)
+            if item is not None and not item.isSelected():
+                item.setSelected(True)
+                chosen.append(nid)
             elif self.building:
                 self._want_selected.add(nid)  # selected when its item is built
         self.blockSignals(False)
+        self._selection, self._selection_set = (chosen, []), True  # what is selected: no walk to ask
         self.selectionChanged.emit()
         if center and ids and ids[0] in self.nodes and self.views():
             self.views()[0].ensureVisible(self.nodes[ids[0]], 80, 80)
@@ -447,7 +626,10 @@ class GraphScene(QGraphicsScene):
                 self._refresh_edges(nid)
             else:
                 shape = params = mem_text = tip = ""
+            if bool(issue) != item.in_error:
+                self.results_dirty()
             item.set_info(shape, params, mem_text, tip, issue, blocked, pending)
+        texts: dict = {}  # (batch, shape) -> label: a design repeats a handful of shapes
         for k, (e, it) in enumerate(list(self.edges.items())):
             if k % 16 == 0:
                 yield
@@ -458,9 +640,13 @@ class GraphScene(QGraphicsScene):
                 shp = info.outputs[e.src_port].shape
                 if e.src_port == 0:  # in the source framework's order (Keras: channels last)
                     shp = shown_shape(self.design, e.src, shp)
-                if getattr(it, "_shape_key", None) != (batch, shp):
-                    it._shape_key = (batch, shp)
-                    it.set_label(shape_text([batch, *shp]))
+                key = (batch, shp)
+                if getattr(it, "_shape_key", None) != key:
+                    it._shape_key = key
+                    text = texts.get(key)
+                    if text is None:
+                        text = texts[key] = shape_text([batch, *shp])
+                    it.set_label(text)
             else:
                 it._shape_key = None
                 it.set_label("")
@@ -572,15 +758,57 @@ class GraphScene(QGraphicsScene):
             self.stack.push(MoveNodesCmd(self.design, moves))
             self.layout_changed.emit()
 
-    # -- background grid ----------------------------------------------------------------------
+    # -- background grid and overview ---------------------------------------------------------
+    def _draw_overview(self, painter, c):
+        """All edges as one cosmetic aliased pass, the layers as rectangles one call per colour,
+        then outlines (cosmetic, so they show at any zoom) of layers in error and selected."""
+        painter.setRenderHint(painter.RenderHint.Antialiasing, False)
+        painter.setPen(QPen(c["edge"], 0))
+        painter.drawPath(self._overview_lines())
+        by_family, bad = self.overview_blocks()
+        painter.setPen(_NO_PEN)
+        for family, path in by_family.items():
+            painter.setBrush(theme.family_color(family))
+            painter.drawPath(path)
+        painter.setBrush(_NO_BRUSH)
+        ids = self._selected()[0]
+        everything = bool(self.nodes) and len(ids) >= len(self.nodes)  # the colour batches are the outline
+        if self._selected_rects is None:
+            self._selected_rects = _rects_path()
+            for nid in () if everything else ids:
+                it = self.nodes.get(nid)
+                if it is not None:
+                    x, y = self._where(nid, it)
+                    self._selected_rects.addRect(x, y, WIDTH, it.height)
+        chosen = list(by_family.values()) if everything else [self._selected_rects]
+        for paths, color in (([bad], QColor(theme.BAD_COLOR)), (chosen, c["select"])):
+            pen = QPen(color, 2)
+            pen.setCosmetic(True)
+            painter.setPen(pen)
+            for path in paths:
+                if not path.isEmpty():
+                    painter.drawPath(path)
+
+    def helpEvent(self, ev):  # noqa: N802 (Qt's name)
+        """Tooltips of layers and edges are composed when asked (NodeItem.toolTip)."""
+        view = ev.widget().parentWidget() if ev.widget() is not None else None
+        t = view.transform() if view is not None and hasattr(view, "transform") else QTransform()
+        for it in self.items(ev.scenePos(), Qt.IntersectsItemShape, Qt.DescendingOrder, t):
+            text = it.toolTip()
+            if text:
+                QToolTip.showText(ev.screenPos(), text, ev.widget())
+                ev.setAccepted(True)
+                return
+        QToolTip.hideText()
+        ev.setAccepted(False)
+
     def drawBackground(self, painter, rect):
         c = theme.canvas_colors()
         painter.fillRect(rect, c["bg"])
         scale = painter.transform().m11()
-        if self._overview:  # all edges at once, one cosmetic aliased pass
-            painter.setRenderHint(painter.RenderHint.Antialiasing, False)
-            painter.setPen(QPen(c["edge"], 0))
-            painter.drawPath(self._overview_lines())
+        if self._overview:
+            self._draw_overview(painter, c)
+            return
         if scale < 0.35:
             return  # a grid finer than a few pixels is noise
         step = 24

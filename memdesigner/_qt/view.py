@@ -27,7 +27,7 @@ class GraphView(QGraphicsView):
         self.setFocusPolicy(Qt.StrongFocus)
         self._panning = None
         self._space = False
-        self.setSceneRect(QRectF(-50000, -50000, 100000, 100000))
+        # (the scene rect is the scene's: ±50,000, grown to hold a design that runs further)
         if hasattr(scene, "building_changed"):
             scene.building_changed.connect(self._building)
         self.horizontalScrollBar().valueChanged.connect(self.view_changed)
