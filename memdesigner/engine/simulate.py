@@ -16,7 +16,7 @@ import math
 from types import MappingProxyType
 from typing import NamedTuple
 
-from memdesigner.engine import distributed, fsdp, optim_state, tensor_parallel
+from memdesigner.engine import distributed, fsdp, optim_state, param_order, tensor_parallel
 from memdesigner.engine.settings import Settings
 from memdesigner.model.analysis import Analysis
 from memdesigner.model.design import GC_HELD, Design
@@ -424,6 +424,7 @@ class Simulation:
         sf = 4 // DTYPE_BYTES[pdtype] if master else 1  # the step works on fp32 masters
         paged_total = 0
         shapes: list[tuple] = []  # per trainable tensor, for the optimizers whose state follows the shape
+        pnames: list[str] = []  # per trainable tensor: its parameter name (engine/param_order.py)
         step_tensor = 4 if (opt in ("adam", "adamw") and s.backend == "cpu") else 0  # host tensor on CUDA
         pitem = DTYPE_BYTES[pdtype]
         rnd = self.rounding
@@ -468,6 +469,7 @@ class Simulation:
                     self.trainable_shapes.append(p.shape)
                     trainable.append((nid, tb, numel))
                     shapes.append(p.shape)
+                    pnames.append(p.name)
                     if fs is not None and fs.offload:  # CPUOffloadPolicy: the shard lives on the host
                         host_shards += nb
                         weights_total -= nb
@@ -507,11 +509,12 @@ class Simulation:
             state_r = sum(state_per_param * (tb if rnd <= 1 else -(-tb // rnd) * rnd) + step_tensor
                           for _, tb, _ in local) if state_per_param else 0
         offload = fs is not None and fs.offload
+        loop = param_order.loop_order(design, trainable, shapes, pnames, plan.owned if plan is not None else None)
         if offload:
             # the optimizer (its state and its step's temporaries) runs on the host
             prev_nb = worst = 0
             if opt in ("adam", "adamw"):
-                for _, nb, _ in local:  # for-loop Adam on the CPU: sqrt, denominator, the previous denominator
+                for _, nb, _, _ in loop:  # for-loop Adam on the CPU: sqrt, denominator, the previous denominator
                     worst = max(worst, 2 * nb + prev_nb)
                     prev_nb = nb
             self.host_bytes = host_shards + state_total + worst  # + the gradients (after backward)
@@ -1076,7 +1079,7 @@ class Simulation:
                 # for-loop Adam: sqrt(exp_avg_sq) and the div denominator of parameter i, while the
                 # previous parameter's denominator is only freed when the next one is made
                 prev = None
-                for nid, nb, _ in local:
+                for nid, nb, _, _ in loop:  # in param-group order (engine/param_order.py)
                     nb *= sf
                     t1 = mem.alloc(nb, K, 1, (nid, "Adam step temporary: sqrt(exp_avg_sq)"))
                     t2 = mem.alloc(nb, K, 1, (nid, "Adam step temporary: denominator"))
@@ -1092,7 +1095,7 @@ class Simulation:
                     mem.decref(prev)
         elif opt == "adafactor":
             prev: list = []
-            for (nid, _, numel), shape in zip(local, shapes):
+            for nid, _, numel, shape in loop:
                 temps = [mem.alloc(nb, K, 1, (nid, "Adafactor step temporary")) for nb in
                          optim_state.step_temps(opt, shape, numel, pitem)]
                 mem.mark(("optimizer_step", nid))

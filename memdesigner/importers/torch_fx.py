@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from memdesigner.importers._torch_param_order import param_order
 from memdesigner.model import registry
 from memdesigner.model.blocks import fold_repeats
 from memdesigner.model.design import Design
@@ -169,6 +170,7 @@ def from_module(module, input_shape, input_dtype: str = "float", name: str | Non
     _layout(st)
     _check_params(st)
     design.import_warnings = st.warnings
+    design.param_order = param_order(module, st.param_owner, design.nodes)
     return fold_repeats(design)  # repeated identical children open as one block ×N
 
 
