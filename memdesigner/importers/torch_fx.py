@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from memdesigner.importers import _torch_loss
 from memdesigner.importers._torch_param_order import param_order
 from memdesigner.model import registry
 from memdesigner.model.blocks import fold_repeats
@@ -1020,6 +1021,11 @@ def _map(st: _State, gm, fxn):
         if d is None:
             return _generic(st, fxn, name, [x], "softmax without dim")
         return _same(st, fxn, "Softmax", {"dim": x.ddim(int(d), rank), "log": "log" in name}, x)
+    if name in _torch_loss.KINDS:  # a loss computed in the model: the Loss rule
+        y = args[1] if len(args) > 1 else _v(st, fxn.kwargs.get("target"))
+        v = _torch_loss.map_loss(st, fxn, name, x, y, _torch_loss.options_of_call(fxn, name), _single)
+        if v is not None:
+            return v
     if name in ("dropout", "dropout_", "feature_dropout"):
         p = float(_arg(fxn, 1, "p", 0.5))
         training = _arg(fxn, 2, "training", True)
@@ -1303,6 +1309,11 @@ def _map_module(st: _State, fxn, mod):
             return out
     if type(mod) is nn.MultiheadAttention:
         return _map_mha(st, fxn, mod, path, own)
+    if cls in _torch_loss.KINDS and type(mod).__module__.startswith("torch.nn."):
+        y = _v(st, fxn.args[1]) if len(fxn.args) > 1 else _v(st, fxn.kwargs.get("target"))
+        v = _torch_loss.map_loss(st, fxn, cls, x, y, _torch_loss.options_of_module(mod), _single)
+        if v is not None:
+            return v
     return _module_generic(st, fxn, mod, cls, path)
 
 
