@@ -1,4 +1,4 @@
-"""A loss computed inside an imported PyTorch model (F.cross_entropy, nn.CrossEntropyLoss) is
+"""A loss computed inside an imported PyTorch model (F.cross_entropy, nn.CrossEntropyLoss, F.mse_loss) is
 the Loss rule with the target as its second input (importers/_torch_loss.py): log_softmax kept,
 NllLossBackward0 then LogSoftmaxBackward0 in backward. Measured with the truth harness (CPU,
 torch 2.13); the harness trains on ``out.mean()`` of the returned loss, one 4-byte 0-dim tensor
@@ -43,8 +43,23 @@ class SignClassifier(nn.Module):
         return self.crit(self.net(x), (x[:, 0] > 0).long())
 
 
+class Autoencoder(nn.Module):
+    """Returns F.mse_loss of its reconstruction against its own input."""
+
+    def __init__(self):
+        super().__init__()
+        self.enc, self.dec = nn.Linear(256, 32), nn.Linear(32, 256)
+
+    def forward(self, x):
+        return F.mse_loss(self.dec(torch.relu(self.enc(x))), x)
+
+
 def lm():
     return NextTokenLM(), (33,)
+
+
+def autoencoder():
+    return Autoencoder(), (256,)
 
 
 def classifier():
@@ -57,8 +72,11 @@ MEASURED = {
     ("lm", "adam"): (2_377_672, 1_867_716),
     ("classifier", "sgd"): (163_932, 95_272),
     ("classifier", "adam"): (440_504, 248_968),
+    ("autoencoder", "sgd"): (150_792, 92_288),
+    ("autoencoder", "adam"): (348_820, 225_680),
 }
-FACTORIES = {"lm": lm, "classifier": classifier}
+FACTORIES = {"lm": lm, "classifier": classifier, "autoencoder": autoencoder}
+KIND = {"lm": "cross_entropy", "classifier": "cross_entropy", "autoencoder": "mse"}
 MEAN_OF_LOSS = 4  # the harness's loss = out.mean(): a 0-dim fp32 tensor
 
 
@@ -72,9 +90,9 @@ def _design(name):
 def test_cross_entropy_imports_as_a_loss_node_with_its_target(name):
     d = expand(_design(name))
     loss = [n for n in d.nodes.values() if n.type == "Loss"]
-    assert len(loss) == 1 and loss[0].props["kind"] == "cross_entropy"
+    assert len(loss) == 1 and loss[0].props["kind"] == KIND[name]
     assert len(d.inputs_of(loss[0].id)) == 2  # logits and the target ids
-    assert not [w for w in d.import_warnings if "cross_entropy" in w or "CrossEntropyLoss" in w]
+    assert not [w for w in d.import_warnings if "cross_entropy" in w or "CrossEntropyLoss" in w or "mse" in w]
 
 
 @pytest.mark.parametrize("key", sorted(MEASURED))
