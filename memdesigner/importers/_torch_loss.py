@@ -8,8 +8,9 @@ class weights, label smoothing (a smoothing term over all classes), probability 
 
 from __future__ import annotations
 
-KINDS = {"cross_entropy": "cross_entropy", "CrossEntropyLoss": "cross_entropy",
+KINDS = {"cross_entropy": "cross_entropy", "CrossEntropyLoss": "cross_entropy", "cross_entropy_loss": "cross_entropy",
          "mse_loss": "mse", "MSELoss": "mse"}
+_ATEN_REDUCTION = {0: "none", 1: "mean", 2: "sum"}  # at::Reduction
 
 
 def options_of_call(fxn, name: str) -> dict:
@@ -17,6 +18,13 @@ def options_of_call(fxn, name: str) -> dict:
     def arg(i, key, default=None):
         return fxn.args[i] if len(fxn.args) > i else fxn.kwargs.get(key, default)
 
+    if getattr(fxn.target, "_schema", None) is not None:  # an aten op (the torch.export fallback)
+        # aten::cross_entropy_loss(self, target, weight, reduction, ignore_index, label_smoothing)
+        # aten::mse_loss(self, target, reduction)
+        ce = name == "cross_entropy_loss"
+        return {"weight": arg(2, "weight") if ce else None, "legacy": (None, None),
+                "reduction": _ATEN_REDUCTION.get(arg(3 if ce else 2, "reduction", 1), "none"),
+                "label_smoothing": arg(5, "label_smoothing", 0.0) if ce else 0.0}
     if name == "cross_entropy":  # (input, target, weight, size_average, ignore_index, reduce, reduction, label_smoothing)
         return {"weight": arg(2, "weight"), "legacy": (arg(3, "size_average"), arg(5, "reduce")),
                 "reduction": arg(6, "reduction", "mean"), "label_smoothing": arg(7, "label_smoothing", 0.0)}
