@@ -705,11 +705,24 @@ def _statement(file: str, line: int, code: str) -> tuple:
                 if isinstance(node, simple) and node.end_lineno and node.end_lineno > node.lineno:
                     seg = ast.get_source_segment(src, node)
                     if seg:
-                        seg = " ".join(part.strip() for part in seg.splitlines())
+                        # one line, without comments (a "# ..." inside the call's parentheses
+                        # would swallow the rest of the joined line)
+                        seg = " ".join(part.strip() for part in _without_comments(seg).splitlines())
                         for ln in range(node.lineno, node.end_lineno + 1):
                             table[ln] = (node.lineno, seg)
         _STATEMENTS[file] = table
     return table.get(line, (line, code))
+
+
+def _without_comments(src: str) -> str:
+    import io
+    import tokenize
+
+    try:
+        toks = [t for t in tokenize.generate_tokens(io.StringIO(src).readline) if t.type != tokenize.COMMENT]
+        return tokenize.untokenize(toks)
+    except (tokenize.TokenError, IndentationError, SyntaxError, ValueError):
+        return src
 
 
 _LOOP_LINES: dict = {}
