@@ -190,6 +190,34 @@ def _lstm_mem(m):
                               affine=False))  # page-rounded workspace
 
 
+def _gru_inference_moments(b, t, i0, h, d, L, bias) -> int:
+    """Elements alive at the highest moment of a CPU GRU without grad (aten RNN.cpp, measured):
+    per layer and direction the input projection ``linear_ih`` of the whole sequence (P = T*B*3H),
+    a list of the step outputs (S = T*B*H) and their stack. A batch-first input is a
+    non-contiguous time-major view (unless B or T is 1): linear copies it (T*B*I), then ``mm``
+    and a separate bias ``add`` (both P); a contiguous one is one ``addmm``. Bidirectional: the
+    forward direction's projection, list and stack live while the reverse projection is made
+    (then the forward projection is freed); the layer ends with both lists, both stacks, the
+    reverse projection and their cat (the layer's output). The previous layer's output is the
+    next layer's input while it runs. The zero initial state h0 lives throughout."""
+    p, s_ = t * b * 3 * h, t * b * h
+    worst = 0
+    for layer in range(L):
+        width = i0 if layer == 0 else d * h
+        prev = t * b * d * h if layer else 0
+        if layer == 0 and b > 1 and t > 1:  # the time-major copy, then mm (+ the bias add)
+            proj = max(t * b * width + p, 2 * p) if bias else t * b * width + p
+        else:
+            proj = p
+        out_l = t * b * d * h
+        if d == 1:
+            moments = [proj, p + s_ + out_l]  # the stack of the list is the layer's output
+        else:
+            moments = [proj, p + 2 * s_ + proj, p + 4 * s_ + out_l]
+        worst = max(worst, prev + max(moments))
+    return worst + L * d * b * h  # h0: zeros(num_layers * directions, B, H), alive all along
+
+
 def _gru_mem(m):
     """GRU has no oneDNN path on CPU: per layer and direction an input projection (T*B*3H, alive
     while the layer runs), then each time step keeps about 7*B*H values (the gates' addmm, two
@@ -227,6 +255,11 @@ def _gru_mem(m):
     rs = m.props["return_sequences"]
     out = T(b * t * d * h if rs else b * d * h, dt, "output")
     h_n = T(L * d * b * h, dt, "h_n (stacked final hidden states)")
+    if not m.records:
+        moments = _gru_inference_moments(b, t, i0, h, d, L, m.props["bias"])
+        return amp_casts(m, OpMem(outputs=[out, h_n], out_dtypes=[dt, dt],
+                                  temps=[T(moments, dt, "input projections, step lists, stacked directions")],
+                                  grad_in=["new"], late_outputs=(0, 1)))
     if m.records:
         saved.append(In(0))
         for layer in reversed(range(L)):
