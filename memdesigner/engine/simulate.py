@@ -509,12 +509,13 @@ class Simulation:
             state_r = sum(state_per_param * (tb if rnd <= 1 else -(-tb // rnd) * rnd) + step_tensor
                           for _, tb, _ in local) if state_per_param else 0
         offload = fs is not None and fs.offload
-        loop = param_order.loop_order(design, trainable, shapes, pnames, plan.owned if plan is not None else None)
+        owned = plan.owned if plan is not None else None  # the per-parameter loop's order: engine/param_order.py
         if offload:
             # the optimizer (its state and its step's temporaries) runs on the host
             prev_nb = worst = 0
             if opt in ("adam", "adamw"):
-                for _, nb, _, _ in loop:  # for-loop Adam on the CPU: sqrt, denominator, the previous denominator
+                # for-loop Adam on the CPU: sqrt, denominator, the previous denominator
+                for _, nb, _, _ in param_order.loop_order(design, trainable, shapes, pnames, owned):
                     worst = max(worst, 2 * nb + prev_nb)
                     prev_nb = nb
             self.host_bytes = host_shards + state_total + worst  # + the gradients (after backward)
@@ -1081,7 +1082,7 @@ class Simulation:
                 # for-loop Adam: sqrt(exp_avg_sq) and the div denominator of parameter i, while the
                 # previous parameter's denominator is only freed when the next one is made
                 prev = None
-                for nid, nb, _, _ in loop:  # in param-group order (engine/param_order.py)
+                for nid, nb, _, _ in param_order.loop_order(design, trainable, shapes, pnames, owned):
                     nb *= sf
                     t1 = mem.alloc(nb, K, 1, (nid, "Adam step temporary: sqrt(exp_avg_sq)"))
                     t2 = mem.alloc(nb, K, 1, (nid, "Adam step temporary: denominator"))
@@ -1097,7 +1098,7 @@ class Simulation:
                     mem.decref(prev)
         elif opt == "adafactor":
             prev: list = []
-            for nid, _, numel, shape in loop:
+            for nid, _, numel, shape in param_order.loop_order(design, trainable, shapes, pnames, owned):
                 temps = [mem.alloc(nb, K, 1, (nid, "Adafactor step temporary")) for nb in
                          optim_state.step_temps(opt, shape, numel, pitem)]
                 mem.mark(("optimizer_step", nid))
