@@ -155,11 +155,19 @@ def _lstm_mem(m):
     # output, made after the layers' transients are gone
     h_n = T(L * d * b * h, dt, "h_n (stacked final hidden states)")
     if not m.records:
-        temps = [x_tm] + states
+        # without grad (measured, oneDNN): a batch-first input is copied time-major only when the
+        # transposed view is not contiguous (batch and length both > 1). The final h and c of every
+        # layer are stacked into h_n and c_n while the last layer's tensors still live; the earlier
+        # layers' outputs are gone by then, so the stacks raise the peak only where those were
+        # smaller (one layer: by both stacks)
+        temps = ([x_tm] if b > 1 and t > 1 else []) + states
         for layer in range(L):
             temps += [T(d * b * h, dt, f"layer {layer} h_n"), T(d * b * h, dt, f"layer {layer} c_n")]
             if layer < L - 1 or not rs:
                 temps.append(outs[layer])
+        stacks = 2 * L * d * b * h - (L - 1) * t * b * d * h
+        if stacks > 0:
+            temps.append(T(stacks, dt, "h_n and c_n stacks beside the last layer's tensors"))
         return amp_casts(m, OpMem(outputs=[last_out, h_n], out_dtypes=[dt, dt], temps=temps, grad_in=["new"],
                                   late_outputs=(1,)))
     saved = [x_tm] + states
