@@ -126,11 +126,11 @@ def run_backward(sim, r) -> None:
                 k = keys[i]
                 if kind == G_ALIAS:
                     incref(g0)
-                    new_grads.append((k, g0))
+                    new_grads.append((k, g0, nb))
                 elif kind == G_T:
-                    new_grads.append((k, alloc(nb, G, 1, what)))
+                    new_grads.append((k, alloc(nb, G, 1, what), 0))
                 else:  # a new gradient (a "stage" gradient without stages is one too)
-                    new_grads.append((k, alloc(nb, G, 1, (vkey[k][0], "gradient"))))
+                    new_grads.append((k, alloc(nb, G, 1, (vkey[k][0], "gradient")), 0))
             if op.param_grads and c.pgrads:  # param_grads(), without accumulation or shared parameters
                 raw = rsum = 0
                 for e in c.pgrads:
@@ -154,12 +154,12 @@ def run_backward(sim, r) -> None:
                     rcl[g] = x
                     if x == 0:
                         free(g)
-            for k, g in new_grads:
+            for k, g, view_nb in new_grads:
                 old = grads.get(k)
                 if old is None:
                     grads[k] = g
-                else:
-                    summed = alloc(mem.nb[g], G, 1, "accumulated gradient")
+                else:  # (the general path's sum below)
+                    summed = alloc(view_nb or mem.nb[g], G, 1, "accumulated gradient")
                     mem.mark(("backward", nid))
                     decref(old)
                     decref(g)
@@ -197,14 +197,14 @@ def run_backward(sim, r) -> None:
             k = keys[i]
             if kind == G_ALIAS:
                 incref(g0)
-                new_grads.append((k, g0))
+                new_grads.append((k, g0, nb))
             elif kind == G_STAGE and stage_tmp:
                 # the last backward stage already made this input's gradient (its first temp)
-                new_grads.append((k, stage_tmp.pop(0)))
+                new_grads.append((k, stage_tmp.pop(0), 0))
             elif kind == G_T:
-                new_grads.append((k, alloc(nb, G, 1, what)))
+                new_grads.append((k, alloc(nb, G, 1, what), 0))
             else:
-                new_grads.append((k, alloc(nb, G, 1, (vkey[k][0], "gradient"))))
+                new_grads.append((k, alloc(nb, G, 1, (vkey[k][0], "gradient")), 0))
         if stage_tmp:
             tmp += stage_tmp
         # parameter gradients (AccumulateGrad keeps them as p.grad). Under autocast the op
@@ -261,18 +261,20 @@ def run_backward(sim, r) -> None:
             mem.mark(("backward", nid))
             mem.decref(half)
         if tp is not None and nid in tp.bwd_allreduce:
-            for _k, g in new_grads:  # colwise Linear: its partial input gradient all-reduced
+            for _k, g, _ in new_grads:  # colwise Linear: its partial input gradient all-reduced
                 t_ = mem.alloc(mem.nb[g], G, 1, (nid, "tensor-parallel all-reduce of the input gradient"))
                 mem.mark(("backward", nid))
                 mem.decref(t_)
-        for k, g in new_grads:
+        for k, g, view_nb in new_grads:
             old = grads.get(k)
             if old is None:
                 grads[k] = g
             else:
                 # autograd sums a fan-in's gradients into a new tensor (add.Tensor) as the
-                # tracked reference run shows; both summands die right after
-                summed = mem.alloc(mem.nb[g], G, 1, "accumulated gradient")
+                # tracked reference run shows; both summands die right after. The sum has
+                # the tensor's own size, also when a summand is a slice of a bigger gradient
+                # (Concat's backward: DenseNet's features read by every later layer's cat)
+                summed = mem.alloc(view_nb or mem.nb[g], G, 1, "accumulated gradient")
                 mem.mark(("backward", nid))
                 mem.decref(old)
                 mem.decref(g)

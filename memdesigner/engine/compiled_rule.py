@@ -123,7 +123,7 @@ class CompiledRule:
                 continue
             new_nb = m.in_elems(i) * DTYPE_BYTES[m.in_dtypes[i]]
             if how == "alias":
-                gi.append((i, G_ALIAS, 0, None))
+                gi.append((i, G_ALIAS, new_nb, None))  # nb: the input's own size (a sum of views is that big)
             elif how == "stage":
                 gi.append((i, G_STAGE, new_nb, None))  # a new gradient when no stage made it
             elif isinstance(how, T):

@@ -4,7 +4,7 @@ Adafactor's factored temporaries; SGD and fused 8-bit kernels update in place)."
 
 from __future__ import annotations
 
-from memdesigner.engine import optim_state
+from memdesigner.engine import optim_state, param_order
 from memdesigner.engine.live_set import Event, K
 
 
@@ -25,7 +25,7 @@ def run_optimizer_step(sim, r) -> None:
             # for-loop Adam: sqrt(exp_avg_sq) and the div denominator of parameter i, while the
             # previous parameter's denominator is only freed when the next one is made
             prev = None
-            for nid, nb, _ in local:
+            for nid, nb, _, _ in param_order.loop_order(r.design, r.trainable, shapes, r.pnames, r.owned):
                 nb *= sf
                 t1 = mem.alloc(nb, K, 1, (nid, "Adam step temporary: sqrt(exp_avg_sq)"))
                 t2 = mem.alloc(nb, K, 1, (nid, "Adam step temporary: denominator"))
@@ -41,7 +41,7 @@ def run_optimizer_step(sim, r) -> None:
                 mem.decref(prev)
     elif opt == "adafactor":
         prev: list = []
-        for (nid, _, numel), shape in zip(local, shapes):
+        for nid, _, numel, shape in param_order.loop_order(r.design, r.trainable, shapes, r.pnames, r.owned):
             temps = [mem.alloc(nb, K, 1, (nid, "Adafactor step temporary")) for nb in
                      optim_state.step_temps(opt, shape, numel, pitem)]
             mem.mark(("optimizer_step", nid))

@@ -4,7 +4,7 @@ the gradients earlier micro-steps accumulated. Also the per-layer parameter rows
 
 from __future__ import annotations
 
-from memdesigner.engine import distributed, fsdp, optim_state, tensor_parallel
+from memdesigner.engine import distributed, fsdp, optim_state, param_order, tensor_parallel
 from memdesigner.engine.compiled_rule import FLOATS
 from memdesigner.engine.live_set import A, G, K, O, W
 from memdesigner.units import DTYPE_BYTES
@@ -49,7 +49,7 @@ def _layer_sums(params: list, pdtype: str, bits: int | None, rnd: int, opt: str,
     """One layer's parameter sums without FSDP sharding or tied parameters (place_weights' loop,
     for one parameter list): (parameter bytes, buffer bytes, parameters, non-trainable, requiring
     grad, weight bytes, rounded, state bytes, rounded, paged state bytes, [(grad bytes, numel,
-    shape) per parameter that requires grad], the layer's row)."""
+    shape, name) per parameter that requires grad], the layer's row)."""
     state_per_param = {"none": 0, "sgd": 0, "momentum": 1, "adam": 2, "adamw": 2}.get(opt, 0)
     new_opt = opt in optim_state.NEW_OPTIMIZERS
     step_tensor = 4 if (opt in ("adam", "adamw") and backend == "cpu") else 0
@@ -68,7 +68,7 @@ def _layer_sums(params: list, pdtype: str, bits: int | None, rnd: int, opt: str,
         if requires_grad:
             n_rg += numel
             tb = numel * pitem
-            entries.append((tb, numel, p.shape))
+            entries.append((tb, numel, p.shape, p.name))
             if new_opt:
                 raw, rr, pgb = optim_state.state_of(opt, p.shape, numel, backend, rnd)
                 st += raw
@@ -100,6 +100,7 @@ def place_weights(sim, r) -> None:
     sf = 4 // DTYPE_BYTES[pdtype] if master else 1  # the step works on fp32 masters
     paged_total = 0
     shapes: list[tuple] = []  # per trainable tensor, for the optimizers whose state follows the shape
+    pnames: list[str] = []  # per trainable tensor: its parameter name (engine/param_order.py)
     step_tensor = 4 if (opt in ("adam", "adamw") and s.backend == "cpu") else 0  # host tensor on CUDA
     pitem = DTYPE_BYTES[pdtype]
     rnd = sim.rounding
@@ -135,10 +136,11 @@ def place_weights(sim, r) -> None:
             state_total += st_
             state_r += sr_
             paged_total += pg_
-            for tb, numel, shape in entries:
+            for tb, numel, shape, pname in entries:
                 trainable_shapes.append(shape)
                 trainable.append((nid, tb, numel))
                 shapes.append(shape)
+                pnames.append(pname)
             rows[nid] = row.copy()
             t_p += n_p
             t_nt += n_nt
@@ -171,6 +173,7 @@ def place_weights(sim, r) -> None:
                 trainable_shapes.append(p.shape)
                 trainable.append((nid, tb, numel))
                 shapes.append(p.shape)
+                pnames.append(p.name)
                 if fs is not None and fs.offload:  # CPUOffloadPolicy: the shard lives on the host
                     host_shards += nb
                     weights_total -= nb
@@ -210,11 +213,13 @@ def place_weights(sim, r) -> None:
         state_r = sum(state_per_param * (tb if rnd <= 1 else -(-tb // rnd) * rnd) + step_tensor
                       for _, tb, _ in local) if state_per_param else 0
     offload = fs is not None and fs.offload
+    owned = plan.owned if plan is not None else None  # the per-parameter loop's order: engine/param_order.py
     if offload:
         # the optimizer (its state and its step's temporaries) runs on the host
         prev_nb = worst = 0
         if opt in ("adam", "adamw"):
-            for _, nb, _ in local:  # for-loop Adam on the CPU: sqrt, denominator, the previous denominator
+            # for-loop Adam on the CPU: sqrt, denominator, the previous denominator
+            for _, nb, _, _ in param_order.loop_order(design, trainable, shapes, pnames, owned):
                 worst = max(worst, 2 * nb + prev_nb)
                 prev_nb = nb
         sim.host_bytes = host_shards + state_total + worst  # + the gradients (after backward)
@@ -247,4 +252,4 @@ def place_weights(sim, r) -> None:
 
     r.opt, r.sf, r.shapes, r.pitem, r.rnd = opt, sf, shapes, pitem, rnd
     r.fs, r.tp, r.local, r.offload, r.carried, r.accum, r.fcats = fs, tp, local, offload, carried, accum, fcats
-    r.trainable = trainable
+    r.trainable, r.pnames, r.owned = trainable, pnames, owned

@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from memdesigner.importers import _torch_loss
+from memdesigner.importers._torch_param_order import param_order
 from memdesigner.model import registry
 from memdesigner.model.blocks import fold_repeats
 from memdesigner.model.design import Design
@@ -169,6 +171,7 @@ def from_module(module, input_shape, input_dtype: str = "float", name: str | Non
     _layout(st)
     _check_params(st)
     design.import_warnings = st.warnings
+    design.param_order = param_order(module, st.param_owner, design.nodes)
     return fold_repeats(design)  # repeated identical children open as one block ×N
 
 
@@ -702,11 +705,24 @@ def _statement(file: str, line: int, code: str) -> tuple:
                 if isinstance(node, simple) and node.end_lineno and node.end_lineno > node.lineno:
                     seg = ast.get_source_segment(src, node)
                     if seg:
-                        seg = " ".join(part.strip() for part in seg.splitlines())
+                        # one line, without comments (a "# ..." inside the call's parentheses
+                        # would swallow the rest of the joined line)
+                        seg = " ".join(part.strip() for part in _without_comments(seg).splitlines())
                         for ln in range(node.lineno, node.end_lineno + 1):
                             table[ln] = (node.lineno, seg)
         _STATEMENTS[file] = table
     return table.get(line, (line, code))
+
+
+def _without_comments(src: str) -> str:
+    import io
+    import tokenize
+
+    try:
+        toks = [t for t in tokenize.generate_tokens(io.StringIO(src).readline) if t.type != tokenize.COMMENT]
+        return tokenize.untokenize(toks)
+    except (tokenize.TokenError, IndentationError, SyntaxError, ValueError):
+        return src
 
 
 _LOOP_LINES: dict = {}
@@ -1018,6 +1034,11 @@ def _map(st: _State, gm, fxn):
         if d is None:
             return _generic(st, fxn, name, [x], "softmax without dim")
         return _same(st, fxn, "Softmax", {"dim": x.ddim(int(d), rank), "log": "log" in name}, x)
+    if name in _torch_loss.KINDS:  # a loss computed in the model: the Loss rule
+        y = args[1] if len(args) > 1 else _v(st, fxn.kwargs.get("target"))
+        v = _torch_loss.map_loss(st, fxn, name, x, y, _torch_loss.options_of_call(fxn, name), _single)
+        if v is not None:
+            return v
     if name in ("dropout", "dropout_", "feature_dropout"):
         p = float(_arg(fxn, 1, "p", 0.5))
         training = _arg(fxn, 2, "training", True)
@@ -1301,6 +1322,11 @@ def _map_module(st: _State, fxn, mod):
             return out
     if type(mod) is nn.MultiheadAttention:
         return _map_mha(st, fxn, mod, path, own)
+    if cls in _torch_loss.KINDS and type(mod).__module__.startswith("torch.nn."):
+        y = _v(st, fxn.args[1]) if len(fxn.args) > 1 else _v(st, fxn.kwargs.get("target"))
+        v = _torch_loss.map_loss(st, fxn, cls, x, y, _torch_loss.options_of_module(mod), _single)
+        if v is not None:
+            return v
     return _module_generic(st, fxn, mod, cls, path)
 
 

@@ -182,6 +182,7 @@ def design_from_dict(data, source: str = "design") -> Design:
     d = Design(name=data.get("name", "untitled"), channels_last=bool(data.get("channels_last", False)))
     d.settings = dict(data.get("settings", {}))
     d.description = data.get("description", "")
+    d.param_order = list(data.get("param_order", ()))
     for i, nd in enumerate(data["nodes"]):
         where = f"nodes[{i}]"
         if nd["id"] in d.nodes:
@@ -292,6 +293,8 @@ def design_to_dict(d: Design) -> dict:
         out["channels_last"] = True
     if d.settings:
         out["settings"] = dict(d.settings)
+    if getattr(d, "param_order", None):
+        out["param_order"] = list(d.param_order)
     nodes = [node_to_dict(n) for n in d.nodes.values()]
     out["nodes"] = nodes
     out["edges"] = [edge_to_dict(e) for e in d.edges]

@@ -100,6 +100,7 @@ class _Expander:
         self.out = Design(name=design.name, channels_last=design.channels_last)
         self.out.settings = design.settings
         self.out.description = getattr(design, "description", "")
+        self.out.param_order = getattr(design, "param_order", [])
         self.out.blocks = {}
         self.alias: dict = {}  # ref -> ref
         self.concrete: dict = {}  # (ctx, inner id) -> expanded id

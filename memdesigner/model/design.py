@@ -76,6 +76,7 @@ class Design:
         self._index: _EdgeIndex | None = None
         self.settings: dict = {}
         self.blocks: dict = {}  # name -> model.blocks.BlockDef (instances are "Block" nodes)
+        self.param_order: list = []  # "node name.param" in model.parameters() order (engine/param_order.py)
         self._listeners: list[Callable[[str, Any], None]] = []
         self._counter = itertools.count(1)
 
@@ -356,6 +357,7 @@ class Design:
         transforms and the window's worker snapshot, which run on every estimate or edit."""
         d = Design(self.name, self.channels_last)
         d.settings = dict(self.settings)
+        d.param_order = self.param_order
         d.nodes = {nid: Node(n.id, n.type, n.name, dict(n.props), n.pos, n.bits, scope=n.scope,
                              keep_until=n.keep_until, tied=dict(n.tied), fused=n.fused, layout=n.layout,
                              output=n.output, trainable=n.trainable)

@@ -13,28 +13,36 @@ def _loss_shape(c):
 
 def _loss_mem(m):
     """cross_entropy = nll_loss(log_softmax(x)): log-probabilities kept; backward makes two
-    input-sized tensors. mse: keeps input and target. The target lives like the input batch."""
+    input-sized tensors. mse: keeps input and target. The target lives like the input batch:
+    a notional one, or the design's second input (a model that computes its loss, imported)."""
     dt = m.float_in
     n = m.in_elems(0)
+    given = len(m.in_shapes) > 1  # the target is a tensor of the design: NllLossBackward keeps it
     if m.props["kind"] == "cross_entropy":
-        target = T(n // m.in_shapes[0][1] if len(m.in_shapes[0]) > 1 else m.batch, "int64", "target class ids")
+        target = In(1) if given else \
+            T(n // m.in_shapes[0][1] if len(m.in_shapes[0]) > 1 else m.batch, "int64", "target class ids")
         logp = T(n, dt, "log_softmax")
         scalars = [T(1, dt, "total_weight")]
         saved = [logp, target] + scalars if m.records else []
         temps = [] if m.records else [logp] + scalars
-        return OpMem(outputs=[T(1, dt, "loss")], out_dtypes=[dt], saved=saved, temps=temps, grad_in=["new"],
-                     bwd_temps=[T(n, dt, "nll_loss gradient")], notes=["target"])
-    target = T(n, dt, "target")
+        # backward in two autograd nodes: NllLossBackward0 makes the gradient of the
+        # log-probabilities, then its saved target and total_weight are released (the graph is
+        # not retained); LogSoftmaxBackward0 makes the input's gradient beside it
+        return OpMem(outputs=[T(1, dt, "loss")], out_dtypes=[dt], saved=saved, temps=temps,
+                     grad_in=["new"] * len(m.in_shapes), bwd_stages=[([T(n, dt, "nll_loss gradient")], [], [1, 2])],
+                     notes=[] if given else ["target"])
+    target = In(1) if given else T(n, dt, "target")
     saved = [In(0), target] if m.records else []
     # mse_loss(reduction='mean') returns a 0-dim view of an input-sized storage
     return OpMem(outputs=[T(n, dt, "loss (0-dim view of an input-sized buffer)")], out_dtypes=[dt], saved=saved,
-                 grad_in=["new"], notes=["target"])
+                 grad_in=["new"] * len(m.in_shapes), notes=[] if given else ["target"])
 
 
 Loss = register(LayerType(
     name="Loss", family="output",
     doc="Training loss with a target batch (cross-entropy on class ids, or mean squared error).",
     props=(Prop("kind", "choice", "cross_entropy", choices=("cross_entropy", "mse")),),
+    max_inputs=2, input_names=("input", "target"),
     shape=_loss_shape, flops=lambda c, o: 4 * c.inputs[0].numel, memory=_loss_mem,
     torch_ops=("CrossEntropyLoss", "MSELoss", "cross_entropy", "mse_loss"),
     keeps_for_backward="cross-entropy: the log-probabilities; mse: input and target",

@@ -155,11 +155,19 @@ def _lstm_mem(m):
     # output, made after the layers' transients are gone
     h_n = T(L * d * b * h, dt, "h_n (stacked final hidden states)")
     if not m.records:
-        temps = [x_tm] + states
+        # without grad (measured, oneDNN): a batch-first input is copied time-major only when the
+        # transposed view is not contiguous (batch and length both > 1). The final h and c of every
+        # layer are stacked into h_n and c_n while the last layer's tensors still live; the earlier
+        # layers' outputs are gone by then, so the stacks raise the peak only where those were
+        # smaller (one layer: by both stacks)
+        temps = ([x_tm] if b > 1 and t > 1 else []) + states
         for layer in range(L):
             temps += [T(d * b * h, dt, f"layer {layer} h_n"), T(d * b * h, dt, f"layer {layer} c_n")]
             if layer < L - 1 or not rs:
                 temps.append(outs[layer])
+        stacks = 2 * L * d * b * h - (L - 1) * t * b * d * h
+        if stacks > 0:
+            temps.append(T(stacks, dt, "h_n and c_n stacks beside the last layer's tensors"))
         return amp_casts(m, OpMem(outputs=[last_out, h_n], out_dtypes=[dt, dt], temps=temps, grad_in=["new"],
                                   late_outputs=(1,)))
     saved = [x_tm] + states
@@ -188,6 +196,34 @@ def _lstm_mem(m):
     return amp_casts(m, OpMem(outputs=[last_out, h_n], out_dtypes=[dt, dt], saved=saved, grad_in=["stage"],
                               bwd_temps=bwd, bwd_stages=stages, late_outputs=(1,),
                               affine=False))  # page-rounded workspace
+
+
+def _gru_inference_moments(b, t, i0, h, d, L, bias) -> int:
+    """Elements alive at the highest moment of a CPU GRU without grad (aten RNN.cpp, measured):
+    per layer and direction the input projection ``linear_ih`` of the whole sequence (P = T*B*3H),
+    a list of the step outputs (S = T*B*H) and their stack. A batch-first input is a
+    non-contiguous time-major view (unless B or T is 1): linear copies it (T*B*I), then ``mm``
+    and a separate bias ``add`` (both P); a contiguous one is one ``addmm``. Bidirectional: the
+    forward direction's projection, list and stack live while the reverse projection is made
+    (then the forward projection is freed); the layer ends with both lists, both stacks, the
+    reverse projection and their cat (the layer's output). The previous layer's output is the
+    next layer's input while it runs. The zero initial state h0 lives throughout."""
+    p, s_ = t * b * 3 * h, t * b * h
+    worst = 0
+    for layer in range(L):
+        width = i0 if layer == 0 else d * h
+        prev = t * b * d * h if layer else 0
+        if layer == 0 and b > 1 and t > 1:  # the time-major copy, then mm (+ the bias add)
+            proj = max(t * b * width + p, 2 * p) if bias else t * b * width + p
+        else:
+            proj = p
+        out_l = t * b * d * h
+        if d == 1:
+            moments = [proj, p + s_ + out_l]  # the stack of the list is the layer's output
+        else:
+            moments = [proj, p + 2 * s_ + proj, p + 4 * s_ + out_l]
+        worst = max(worst, prev + max(moments))
+    return worst + L * d * b * h  # h0: zeros(num_layers * directions, B, H), alive all along
 
 
 def _gru_mem(m):
@@ -227,6 +263,11 @@ def _gru_mem(m):
     rs = m.props["return_sequences"]
     out = T(b * t * d * h if rs else b * d * h, dt, "output")
     h_n = T(L * d * b * h, dt, "h_n (stacked final hidden states)")
+    if not m.records:
+        moments = _gru_inference_moments(b, t, i0, h, d, L, m.props["bias"])
+        return amp_casts(m, OpMem(outputs=[out, h_n], out_dtypes=[dt, dt],
+                                  temps=[T(moments, dt, "input projections, step lists, stacked directions")],
+                                  grad_in=["new"], late_outputs=(0, 1)))
     if m.records:
         saved.append(In(0))
         for layer in reversed(range(L)):
