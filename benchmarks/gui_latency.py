@@ -27,6 +27,7 @@ import pstats
 import statistics
 import sys
 import tempfile
+import threading
 import time
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
@@ -96,6 +97,61 @@ def make_wide(n_nodes: int, width: int = 40):
 
 
 make_design = make_chain  # the name earlier callers import
+
+
+class TurnLog:
+    """With --turns: every outermost event dispatch on the UI thread timed (wall and CPU), named by
+    its receiver and event type, with the Python functions that took its time (cProfile per turn,
+    which slows it down: the figures of that run are not the benchmark's)."""
+
+    def __init__(self):
+        self.depth = 0
+        self.records: list = []  # (wall_ms, cpu_ms, what, top functions)
+        self.on = False
+        self.profile = True  # --turns-plain: no cProfile (true times, no functions)
+
+    def wrap(self, notify, receiver, event):
+        if not self.on or self.depth or threading.current_thread() is not threading.main_thread():
+            return notify(receiver, event)
+        self.depth += 1
+        prof = cProfile.Profile() if self.profile else None
+        t0, c0 = time.perf_counter(), time.thread_time()
+        if prof is not None:
+            prof.enable()
+        try:
+            return notify(receiver, event)
+        finally:
+            if prof is not None:
+                prof.disable()
+            self.depth -= 1
+            wall = (time.perf_counter() - t0) * 1000
+            if wall > 15:
+                try:
+                    what = f"{type(receiver).__name__}({receiver.objectName()}) {event.type().name}"
+                except Exception:  # noqa: BLE001  (a receiver deleted by its own event)
+                    what = "?"
+                top = []
+                if prof is not None:
+                    st = pstats.Stats(prof).stats
+                    top = sorted(((v[3], f"{k[2]} {os.path.basename(k[0])}:{k[1]}") for k, v in st.items()),
+                                 reverse=True)[2:10]
+                self.records.append((wall, (time.thread_time() - c0) * 1000, what, top))
+
+
+TURNS = TurnLog()
+
+
+def make_app(turns: bool):
+    from PySide6.QtWidgets import QApplication
+
+    if not turns:  # a Python notify() costs every event something: only when asked
+        return QApplication.instance() or QApplication([sys.argv[0]])
+
+    class App(QApplication):
+        def notify(self, receiver, event):
+            return TURNS.wrap(super().notify, receiver, event)
+
+    return QApplication.instance() or App([sys.argv[0]])
 
 
 def pct(values, q):
@@ -188,7 +244,7 @@ class Harness:
         return max(call_ms, self.gap), max(call_cpu, self.cpu_gap), done_ms
 
 
-def bench_size(app, n_nodes, shape, actions, repeats, profile=None):
+def bench_size(app, n_nodes, shape, actions, repeats, profile=None, turns=None):
     from memdesigner._qt.main_window import MainWindow
     from memdesigner.io.design_file import save_design
 
@@ -209,7 +265,9 @@ def bench_size(app, n_nodes, shape, actions, repeats, profile=None):
     def record(name, fn, **kw):
         if prof is not None and name == profile:
             prof.enable()
+        TURNS.on = name == turns
         stall, cpu, done = h.run(fn, **kw)
+        TURNS.on = False
         if prof is not None and name == profile:
             prof.disable()
         r = out.setdefault(name, {"stall": [], "cpu": [], "done": []})
@@ -295,6 +353,14 @@ def bench_size(app, n_nodes, shape, actions, repeats, profile=None):
     win.service.shutdown()
     win.close()
     os.unlink(tmp.name)
+    if turns:
+        print(f"longest UI-thread turns of {turns!r} ({repeats} repeats; wall ms, cpu ms, receiver event):",
+              file=sys.stderr)
+        for wall, cpu, what, top in sorted(TURNS.records, key=lambda r: -r[0])[:12]:
+            print(f"  {wall:7.1f} {cpu:7.1f}  {what}", file=sys.stderr)
+            for cum, fn in top:
+                print(f"            {cum * 1000:7.1f}  {fn}", file=sys.stderr)
+        TURNS.records.clear()
     if prof is not None:
         pstats.Stats(prof, stream=sys.stderr).sort_stats("cumulative").print_stats(35)
     return len(design.nodes), out
@@ -319,20 +385,21 @@ def main(argv=None) -> int:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--actions", default=",".join(ACTIONS))
     ap.add_argument("--profile", default=None, help="cProfile one action (stats to stderr)")
+    ap.add_argument("--turns", default=None, help="list the longest UI-thread turns of one action (stderr)")
+    ap.add_argument("--turns-plain", action="store_true", help="--turns without cProfile (true times)")
     ap.add_argument("--json", action="store_true", help="print JSON instead of a table")
     args = ap.parse_args(argv)
     actions = set(args.actions.split(","))
 
     from PySide6.QtCore import QSettings
-    from PySide6.QtWidgets import QApplication
-
-    app = QApplication.instance() or QApplication([sys.argv[0]])
+    app = make_app(bool(args.turns))
+    TURNS.profile = not args.turns_plain
     QSettings.setDefaultFormat(QSettings.IniFormat)  # the layout style it tries is not the user's
     QSettings.setPath(QSettings.IniFormat, QSettings.UserScope, tempfile.mkdtemp(prefix="gui_latency-"))
     results = []
     for n in (int(x) for x in args.nodes.split(",")):
         for shape in args.shapes.split(","):
-            n_real, out = bench_size(app, n, shape, actions, args.repeats, args.profile)
+            n_real, out = bench_size(app, n, shape, actions, args.repeats, args.profile, args.turns)
             results.append({"nodes": n_real, "shape": shape, "actions": summarize(out)})
     if args.json:
         print(json.dumps(results, indent=1))

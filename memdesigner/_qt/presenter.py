@@ -45,7 +45,7 @@ class ResultPresenter(QObject):
         if res is not w.result:
             return  # a newer estimate arrived in between
         rep = res.report
-        w.rank_picker.show_report(rep, w.measured)  # the busiest rank's timeline, or the one picked
+        w.rank_picker.show_report(rep, w.measured, getattr(res, "figure", None))  # busiest rank, or the one picked
         w.legend.setText(w.timeline.legend_html())
         rows = rep.layers if rep is not None else []
         w.table.set_rows(rows)
