@@ -70,6 +70,7 @@ class EstimateResult:
     design: Design | None = None  # the snapshot it estimated
     figure: object | None = None  # timeline_data.Figure of report.timeline, drawn by the timeline
     request: EstimateRequest | None = None  # what was asked (its settings and device: the sweep's)
+    cpu_seconds: float = 0.0  # the worker thread's CPU time for it (``seconds`` is wall time)
 
 
 @dataclass
@@ -86,7 +87,7 @@ class BatchSweep:
 def compute(req: EstimateRequest, cancel=None) -> EstimateResult:
     """The estimate of one request, and what the views draw of it (on the worker). ``cancel``:
     the job's cancel event; set once a newer edit made this one pointless."""
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.thread_time()
     try:
         design = snapshot(req.design) if req.fresh else req.design
         if cancel is not None and cancel.is_set():
@@ -99,7 +100,8 @@ def compute(req: EstimateRequest, cancel=None) -> EstimateResult:
         from memdesigner._qt import timeline_data
 
         fig = timeline_data.build(rep.timeline, rep.peak_event, req.columns or timeline_data.DEFAULT_WIDTH)
-        return EstimateResult(req.gen, rep, an, None, req.t0, time.perf_counter() - t, design, fig, req)
+        return EstimateResult(req.gen, rep, an, None, req.t0, time.perf_counter() - t, design, fig, req,
+                              time.thread_time() - c)
     except worker.Cancelled:
         raise
     except Exception as exc:  # an engine bug must not take the window down: show it instead  # noqa: BLE001

@@ -28,15 +28,16 @@ def _color(hex_: str, alpha: int = 255) -> QColor:
     return c
 
 
+HEADROOM_STEP = 1.04  # the plot's top moves in steps of 4 %
+
+
 def headroom_top(y: float) -> float:
-    """``y`` rounded up to two significant digits: the plot's top moves only when the peak
-    moves by more than a few per cent, so a small edit leaves the axes as they were (relaying
-    them out is a good part of a redraw)."""
+    """``y`` rounded up onto a grid of 4 % steps: the plot's top moves only when the peak
+    crosses a step, so a small edit leaves the axes as they were (relaying them out is a good
+    part of a redraw). The top carries no tick label, so it need not be a round number."""
     if not y > 0 or not math.isfinite(y):
         return 1.0
-    e = math.floor(math.log10(y)) - 1
-    k = math.ceil(y / 10.0**e - 1e-9)
-    return k * 10.0**e if e >= 0 else k / 10.0**-e
+    return HEADROOM_STEP ** math.ceil(math.log(y, HEADROOM_STEP) - 1e-9)
 
 
 class StackItem(pg.GraphicsObject):

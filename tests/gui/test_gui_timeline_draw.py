@@ -73,8 +73,11 @@ def test_a_similar_estimate_leaves_the_axes_and_range_alone(qtbot, monkeypatch):
     assert xs[0] == rep2.peak_event + 0.5 and np.isclose(ys[0] * plot.scale, rep2.peak_bytes)
 
 
-def test_the_plot_top_rounds_up_to_two_digits():
-    assert headroom_top(1.68) == 1.7 and headroom_top(1234.0) == 1300.0 and headroom_top(7.0) == 7.0
+def test_the_plot_top_rounds_up_by_at_most_four_per_cent_onto_fixed_steps():
+    for y in (0.0123, 1.68, 9.05, 9.07, 10.03, 1234.0, 7.0e9):
+        top = headroom_top(y)
+        assert y <= top <= y * 1.04 * (1 + 1e-9)
+        assert headroom_top(top) == top and headroom_top(top / 1.04 * 1.001) == top  # one step holds them
     assert headroom_top(0.0) == 1.0
 
 
