@@ -113,11 +113,26 @@ class TurnLog:
         self.records: list = []  # (wall_ms, cpu_ms, what, top functions)
         self.on = False
         self.profile = True  # --turns-plain: no cProfile (true times, no functions)
+        self.gc_ms = 0.0  # time in full garbage collections on the UI thread, this turn
+        self._gc_t0 = None
+        import gc
+
+        gc.callbacks.append(self._gc)
+
+    def _gc(self, phase, info):
+        if info.get("generation") != 2 or threading.current_thread() is not threading.main_thread():
+            return
+        if phase == "start":
+            self._gc_t0 = time.perf_counter()
+        elif self._gc_t0 is not None:
+            self.gc_ms += (time.perf_counter() - self._gc_t0) * 1000
+            self._gc_t0 = None
 
     def wrap(self, notify, receiver, event):
         if not self.on or self.depth or threading.current_thread() is not threading.main_thread():
             return notify(receiver, event)
         self.depth += 1
+        self.gc_ms = 0.0
         prof = cProfile.Profile() if self.profile else None
         t0, c0 = time.perf_counter(), time.thread_time()
         if prof is not None:
@@ -132,13 +147,15 @@ class TurnLog:
             if wall > 15:
                 try:
                     what = f"{type(receiver).__name__}({receiver.objectName()}) {event.type().name}"
+                    if self.gc_ms:
+                        what += f" (full gc {self.gc_ms:.0f} ms)"
                 except Exception:  # noqa: BLE001  (a receiver deleted by its own event)
                     what = "?"
                 top = []
                 if prof is not None:
                     st = pstats.Stats(prof).stats
                     top = sorted(((v[3], f"{k[2]} {os.path.basename(k[0])}:{k[1]}") for k, v in st.items()),
-                                 reverse=True)[2:10]
+                                 reverse=True)[2:18]
                 self.records.append((wall, (time.thread_time() - c0) * 1000, what, top))
 
 
@@ -258,6 +275,9 @@ def bench_size(app, n_nodes, shape, actions, repeats, profile=None, turns=None, 
     win.show()
     if hide_canvas:  # what the rest of the window costs, without the canvas's own painting
         win.view.viewport().setUpdatesEnabled(False)
+        if getattr(win, "minimap", None) is not None:  # it paints the scene too
+            win.minimap.setUpdatesEnabled(False)
+            win.minimap.hide()
     h = Harness(app, win)
     design = (make_chain if shape == "chain" else make_wide)(n_nodes)
     design.settings = {"mode": "train", "batch": 8, "optimizer": "adam"}

@@ -149,16 +149,19 @@ def sweep(req: EstimateRequest, an: Analysis, is_stale=lambda: False) -> BatchSw
 
 class EstimateService(QObject):
     """The window's live estimate. ``provider()`` returns (design, settings, device) at fire
-    time; ``columns()`` the timeline's pixel width (its stack is decimated to it)."""
+    time; ``columns()`` the timeline's pixel width (its stack is decimated to it);
+    ``views_busy()`` whether the views are still showing the last result (the sweep waits)."""
 
     result_ready = Signal(object)
     sweep_ready = Signal(object)
     busy_changed = Signal(bool)
 
-    def __init__(self, provider, parent=None, delay_ms: int = 40, sweep_delay_ms: int = 350, columns=None):
+    def __init__(self, provider, parent=None, delay_ms: int = 40, sweep_delay_ms: int = 350, columns=None,
+                 views_busy=None):
         super().__init__(parent)
         self.provider = provider
         self.columns = columns
+        self.views_busy = views_busy
         self.gen = 0
         self.busy = False
         self.last_result: EstimateResult | None = None
@@ -241,6 +244,11 @@ class EstimateService(QObject):
         (this pure-Python work competes with the UI thread for the GIL); a newer edit cancels it."""
         res = self.last_result
         if res is None or res.gen != self.gen or res.analysis is None or res.request is None:
+            return
+        if self.views_busy is not None and self.views_busy():
+            # the canvas is still re-labelling in slices: a sweep beside it would hold the GIL
+            # for half of every slice (and on a loaded machine, for whole scheduler slices)
+            self._sweep_timer.start()
             return
         q = res.request
         req = EstimateRequest(res.gen, res.design, q.settings, q.device)

@@ -57,6 +57,12 @@ class ResultPresenter(QObject):
         w.timeline.highlight_node(ids[0] if len(ids) == 1 else None)
         w.result_applied.emit(res.gen)
 
+    def views_busy(self) -> bool:
+        """A view is still showing the last result in slices (the canvas re-labels big designs
+        over several event-loop turns): the estimate's batch sweep waits for it."""
+        jobs = getattr(self.w.scene, "jobs", None)
+        return jobs is not None and jobs.busy
+
     def design_changed(self, import_warnings=None) -> None:
         """A new design is shown: its importer's warnings (or none) go with it."""
         self.import_warnings = [str(x) for x in (import_warnings or [])]
