@@ -274,10 +274,11 @@ def bench_size(app, n_nodes, shape, actions, repeats, profile=None, turns=None, 
     win.resize(1600, 1000)
     win.show()
     if hide_canvas:  # what the rest of the window costs, without the canvas's own painting
-        win.view.viewport().setUpdatesEnabled(False)
-        if getattr(win, "minimap", None) is not None:  # it paints the scene too
-            win.minimap.setUpdatesEnabled(False)
-            win.minimap.hide()
+        for v in win.scene.views():  # the canvas and the minimap
+            v.setUpdatesEnabled(False)
+            v.viewport().setUpdatesEnabled(False)
+            if v is not win.view:
+                v.hide()
     h = Harness(app, win)
     design = (make_chain if shape == "chain" else make_wide)(n_nodes)
     design.settings = {"mode": "train", "batch": 8, "optimizer": "adam"}
