@@ -96,3 +96,18 @@ def test_latest_runs_one_job_at_a_time_and_delivers_only_the_newest(qtbot):
     qtbot.waitUntil(lambda: not jobs.busy and jobs.running is None, timeout=10000)
     assert got == ["c"] and most[0] == 1
     assert jobs.shutdown(1000)
+
+
+def test_the_worker_estimate_runs_with_the_cyclic_collector_paused(window, qtbot, monkeypatch):
+    """A full collection over the window's objects (~100 ms at 1,000 nodes) set off by the
+    shape analysis or the timeline's drawing held the GIL and stalled the UI thread as long."""
+    import gc
+
+    load(window, qtbot, small_cnn())
+    seen = []
+    real_analyze, real_build = estimator.analyze, timeline_data.build
+    monkeypatch.setattr(estimator, "analyze", lambda d: seen.append(gc.isenabled()) or real_analyze(d))
+    monkeypatch.setattr(timeline_data, "build", lambda *a, **k: seen.append(gc.isenabled()) or real_build(*a, **k))
+    with qtbot.waitSignal(window.result_applied, timeout=10000):
+        window.design.set_prop("fc", "out_features", 20)
+    assert seen == [False, False] and gc.isenabled()  # paused on the worker, back on afterwards
