@@ -9,12 +9,16 @@ Batch, zoom and pan, property edits — and prints, per action, the median and p
 - ``done_ms``: from the action to the window settled (for edits: to the updated timeline; the
   estimate itself runs on the worker thread).
 
-Edits report the time to the updated timeline both with and without the 40 ms debounce delay.
+Edits report the time to the updated timeline both with and without the 40 ms debounce delay,
+and the estimate's own wall and CPU time on the worker. ``--turns ACTION`` lists the longest
+UI-thread turns of one action, each named by its receiver and event type, with the functions
+that took the time (``--turns-plain``: without the profiler, true times).
 Targets (issue 10 §5, on the 2-core machine): at 1,000 nodes every stall <= 50 ms and an edit's
 timeline update <= 50 ms p95 (without the debounce); a 10,000-node design opens in <= 2 s.
 
     python benchmarks/gui_latency.py [--nodes 1000,10000] [--shapes chain,wide] [--repeats 5]
                                      [--actions open,select_all,...] [--profile ACTION] [--json]
+                                     [--turns ACTION [--turns-plain]]
 """
 
 from __future__ import annotations
@@ -27,12 +31,13 @@ import pstats
 import statistics
 import sys
 import tempfile
+import threading
 import time
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 ACTIONS = ("open", "select_all", "delete", "undo_delete", "paste", "auto_layout", "layout_top_down",
-           "batch", "zoom", "pan", "find", "edit")
+           "batch", "type_batch", "setting", "zoom", "pan", "find", "edit")
 
 
 def make_chain(n_nodes: int):
@@ -96,6 +101,78 @@ def make_wide(n_nodes: int, width: int = 40):
 
 
 make_design = make_chain  # the name earlier callers import
+
+
+class TurnLog:
+    """With --turns: every outermost event dispatch on the UI thread timed (wall and CPU), named by
+    its receiver and event type, with the Python functions that took its time (cProfile per turn,
+    which slows it down: the figures of that run are not the benchmark's)."""
+
+    def __init__(self):
+        self.depth = 0
+        self.records: list = []  # (wall_ms, cpu_ms, what, top functions)
+        self.on = False
+        self.profile = True  # --turns-plain: no cProfile (true times, no functions)
+        self.gc_ms = 0.0  # time in full garbage collections on the UI thread, this turn
+        self._gc_t0 = None
+        import gc
+
+        gc.callbacks.append(self._gc)
+
+    def _gc(self, phase, info):
+        if info.get("generation") != 2 or threading.current_thread() is not threading.main_thread():
+            return
+        if phase == "start":
+            self._gc_t0 = time.perf_counter()
+        elif self._gc_t0 is not None:
+            self.gc_ms += (time.perf_counter() - self._gc_t0) * 1000
+            self._gc_t0 = None
+
+    def wrap(self, notify, receiver, event):
+        if not self.on or self.depth or threading.current_thread() is not threading.main_thread():
+            return notify(receiver, event)
+        self.depth += 1
+        self.gc_ms = 0.0
+        prof = cProfile.Profile() if self.profile else None
+        t0, c0 = time.perf_counter(), time.thread_time()
+        if prof is not None:
+            prof.enable()
+        try:
+            return notify(receiver, event)
+        finally:
+            if prof is not None:
+                prof.disable()
+            self.depth -= 1
+            wall = (time.perf_counter() - t0) * 1000
+            if wall > 15:
+                try:
+                    what = f"{type(receiver).__name__}({receiver.objectName()}) {event.type().name}"
+                    if self.gc_ms:
+                        what += f" (full gc {self.gc_ms:.0f} ms)"
+                except Exception:  # noqa: BLE001  (a receiver deleted by its own event)
+                    what = "?"
+                top = []
+                if prof is not None:
+                    st = pstats.Stats(prof).stats
+                    top = sorted(((v[3], f"{k[2]} {os.path.basename(k[0])}:{k[1]}") for k, v in st.items()),
+                                 reverse=True)[2:18]
+                self.records.append((wall, (time.thread_time() - c0) * 1000, what, top))
+
+
+TURNS = TurnLog()
+
+
+def make_app(turns: bool):
+    from PySide6.QtWidgets import QApplication
+
+    if not turns:  # a Python notify() costs every event something: only when asked
+        return QApplication.instance() or QApplication([sys.argv[0]])
+
+    class App(QApplication):
+        def notify(self, receiver, event):
+            return TURNS.wrap(super().notify, receiver, event)
+
+    return QApplication.instance() or App([sys.argv[0]])
 
 
 def pct(values, q):
@@ -191,7 +268,7 @@ class Harness:
         return max(call_ms, self.gap), max(call_cpu, self.cpu_gap), done_ms
 
 
-def bench_size(app, n_nodes, shape, actions, repeats, profile=None):
+def bench_size(app, n_nodes, shape, actions, repeats, profile=None, turns=None, hide_canvas=False):
     from memdesigner._qt.main_window import MainWindow
     from memdesigner.io.design_file import save_design
 
@@ -200,6 +277,12 @@ def bench_size(app, n_nodes, shape, actions, repeats, profile=None):
     win.background_open = True  # and big files read on the worker (_qt/open_file.py)
     win.resize(1600, 1000)
     win.show()
+    if hide_canvas:  # what the rest of the window costs, without the canvas's own painting
+        for v in win.scene.views():  # the canvas and the minimap
+            v.setUpdatesEnabled(False)
+            v.viewport().setUpdatesEnabled(False)
+            if v is not win.view:
+                v.hide()
     h = Harness(app, win)
     design = (make_chain if shape == "chain" else make_wide)(n_nodes)
     design.settings = {"mode": "train", "batch": 8, "optimizer": "adam"}
@@ -213,7 +296,9 @@ def bench_size(app, n_nodes, shape, actions, repeats, profile=None):
     def record(name, fn, **kw):
         if prof is not None and name == profile:
             prof.enable()
+        TURNS.on = name == turns
         stall, cpu, done = h.run(fn, **kw)
+        TURNS.on = False
         if prof is not None and name == profile:
             prof.disable()
         r = out.setdefault(name, {"stall": [], "cpu": [], "done": []})
@@ -256,6 +341,18 @@ def bench_size(app, n_nodes, shape, actions, repeats, profile=None):
             h.wait_estimate()
         if "batch" in actions:
             record("batch", lambda i=i: sb.batch.setValue(8 + 8 * (i % 2 + 1)))
+        if "type_batch" in actions:  # real key presses: select the number, type another, Enter
+            def type_batch(i=i):
+                from PySide6.QtCore import Qt
+                from PySide6.QtTest import QTest
+
+                QTest.keyClick(sb.batch, Qt.Key_A, Qt.ControlModifier)
+                QTest.keyClicks(sb.batch, str(12 + 8 * (i % 2)))  # never the value "batch" set
+                QTest.keyClick(sb.batch, Qt.Key_Return)
+            record("type_batch", type_batch)
+        if "setting" in actions:  # another run setting: the optimizer
+            record("setting", lambda i=i: sb.optimizer.setCurrentIndex(sb.optimizer.findData("sgd" if i % 2 == 0
+                                                                                            else "adam")))
         if "zoom" in actions:
             def zoom(i=i):
                 win.view.zoom_by(0.5 if i % 2 == 0 else 2.0)
@@ -280,7 +377,7 @@ def bench_size(app, n_nodes, shape, actions, repeats, profile=None):
             h.pump(0.1)
     if "edit" in actions:
         edits = max(repeats, 20)
-        lat, lat_nd = [], []
+        lat, lat_nd, est_wall, est_cpu = [], [], [], []
         for i in range(edits):
             nid = linears[(i * 7) % len(linears)]
             win.inspector.show_node(nid)
@@ -292,13 +389,23 @@ def bench_size(app, n_nodes, shape, actions, repeats, profile=None):
             t0 = t_done - out["edit"]["done"][-1] / 1000
             lat.append((t_done - t0) * 1000)
             lat_nd.append((t_done - h.fired[-1]) * 1000 if len(h.fired) > nf else lat[-1])
+            res = win.service.last_result
+            est_wall.append(res.seconds * 1000)
+            est_cpu.append(getattr(res, "cpu_seconds", 0.0) * 1000)
         out["edit_timeline_incl_debounce"] = {"done": lat}
         out["edit_timeline"] = {"done": lat_nd}
-        est = win.service.last_result.seconds * 1000 if win.service.last_result else 0.0
-        out["estimate_on_worker"] = {"done": [est]}
+        out["estimate_on_worker"] = {"done": est_wall, "cpu": est_cpu}
     win.service.shutdown()
     win.close()
     os.unlink(tmp.name)
+    if turns:
+        print(f"longest UI-thread turns of {turns!r} ({repeats} repeats; wall ms, cpu ms, receiver event):",
+              file=sys.stderr)
+        for wall, cpu, what, top in sorted(TURNS.records, key=lambda r: -r[0])[:12]:
+            print(f"  {wall:7.1f} {cpu:7.1f}  {what}", file=sys.stderr)
+            for cum, fn in top:
+                print(f"            {cum * 1000:7.1f}  {fn}", file=sys.stderr)
+        TURNS.records.clear()
     if prof is not None:
         pstats.Stats(prof, stream=sys.stderr).sort_stats("cumulative").print_stats(35)
     return len(design.nodes), out
@@ -323,20 +430,24 @@ def main(argv=None) -> int:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--actions", default=",".join(ACTIONS))
     ap.add_argument("--profile", default=None, help="cProfile one action (stats to stderr)")
+    ap.add_argument("--turns", default=None, help="list the longest UI-thread turns of one action (stderr)")
+    ap.add_argument("--turns-plain", action="store_true", help="--turns without cProfile (true times)")
+    ap.add_argument("--hide-canvas", action="store_true",
+                    help="no canvas painting: the figures of the timeline, presenter and estimate alone")
     ap.add_argument("--json", action="store_true", help="print JSON instead of a table")
     args = ap.parse_args(argv)
     actions = set(args.actions.split(","))
 
     from PySide6.QtCore import QSettings
-    from PySide6.QtWidgets import QApplication
-
-    app = QApplication.instance() or QApplication([sys.argv[0]])
+    app = make_app(bool(args.turns))
+    TURNS.profile = not args.turns_plain
     QSettings.setDefaultFormat(QSettings.IniFormat)  # the layout style it tries is not the user's
     QSettings.setPath(QSettings.IniFormat, QSettings.UserScope, tempfile.mkdtemp(prefix="gui_latency-"))
     results = []
     for n in (int(x) for x in args.nodes.split(",")):
         for shape in args.shapes.split(","):
-            n_real, out = bench_size(app, n, shape, actions, args.repeats, args.profile)
+            n_real, out = bench_size(app, n, shape, actions, args.repeats, args.profile, args.turns,
+                                     args.hide_canvas)
             results.append({"nodes": n_real, "shape": shape, "actions": summarize(out)})
     if args.json:
         print(json.dumps(results, indent=1))

@@ -1,9 +1,11 @@
-"""Live estimation off the UI thread.
+"""Live estimation off the UI thread, on the one background-work mechanism (worker.Latest).
 
-Edits restart a short debounce timer; when it fires, a cheap snapshot of the design goes to ONE
-worker thread tagged with a generation number. Results of older generations are dropped, so the
-widgets only ever show the estimate of the latest design. Signals from the worker arrive through
-queued connections, i.e. on the UI thread.
+Edits restart a short debounce timer; when it fires, the design goes to the worker tagged with a
+generation number, and the worker takes the snapshot (at 1,000 nodes a copy costs tens of ms,
+which the UI thread used to spend on every edit). Every edit moves the generation on and cancels
+the job in flight, so a snapshot that overlapped an edit, and any result older than the latest
+edit, is dropped: the widgets only ever show the estimate of the latest design. The worker also
+builds what the views draw (the layer rows, the timeline's polygons), from report fields.
 """
 
 from __future__ import annotations
@@ -11,10 +13,12 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from PySide6.QtCore import QObject, QThread, QTimer, Signal, Slot
+from PySide6.QtCore import QObject, QTimer, Signal
 
+from memdesigner._qt import worker
 from memdesigner.engine.devices import Device
 from memdesigner.engine.estimate import estimate, peak_for_batch
+from memdesigner.engine.gc_pause import gc_paused
 from memdesigner.engine.settings import Settings
 from memdesigner.model.analysis import Analysis, analyze
 from memdesigner.model.design import Design
@@ -22,7 +26,8 @@ from memdesigner.model.design import Design
 
 def snapshot(design: Design) -> Design:
     """A detached copy for the worker. Much cheaper than Design.copy() (no JSON round trip and
-    schema validation), which matters: it runs on the UI thread for every edit."""
+    schema validation), which matters: it runs for every edit (on the worker; on the UI thread
+    for the on-demand jobs: measure, fit, explain)."""
     d = design.detached_copy()
     if design.blocks:  # block definitions: copied too (the worker must not see later edits)
         from memdesigner.model.blocks import BlockDef
@@ -44,12 +49,15 @@ def _graph_only(g: Design) -> Design:
 @dataclass
 class EstimateRequest:
     gen: int
-    design: Design
+    design: Design  # the live design when ``fresh`` (the worker snapshots it), else a snapshot
     settings: Settings
     device: Device | None
     sweep: bool = True
     t0: float = field(default_factory=time.perf_counter)
     analysis: Analysis | None = None  # the previous request's, when only the settings changed
+    fresh: bool = False  # take a snapshot of ``design`` first (on the worker)
+    columns: int | None = None  # the timeline's pixel columns (its stack is decimated to them)
+    source: Design | None = None  # the live design the snapshot is of
 
 
 @dataclass
@@ -61,6 +69,9 @@ class EstimateResult:
     t0: float = 0.0
     seconds: float = 0.0
     design: Design | None = None  # the snapshot it estimated
+    figure: object | None = None  # timeline_data.Figure of report.timeline, drawn by the timeline
+    request: EstimateRequest | None = None  # what was asked (its settings and device: the sweep's)
+    cpu_seconds: float = 0.0  # the worker thread's CPU time for it (``seconds`` is wall time)
 
 
 @dataclass
@@ -74,14 +85,37 @@ class BatchSweep:
     capacity: int | None
 
 
-def compute(req: EstimateRequest) -> EstimateResult:
-    t = time.perf_counter()
+def compute(req: EstimateRequest, cancel=None) -> EstimateResult:
+    """The estimate of one request, and what the views draw of it (on the worker). ``cancel``:
+    the job's cancel event; set once a newer edit made this one pointless. The cyclic garbage
+    collector waits meanwhile, as in the engine: in a window of ~150,000 objects a full
+    collection set off by the snapshot, the shape analysis or the drawing took ~100 ms, with
+    the GIL held, so the UI thread stalled as long."""
+    with gc_paused():
+        return _compute(req, cancel)
+
+
+def _compute(req: EstimateRequest, cancel=None) -> EstimateResult:
+    t, c = time.perf_counter(), time.thread_time()
     try:
-        an = req.analysis or analyze(req.design)
-        rep = estimate(req.design, req.settings, device=req.device, analysis=an)
-        return EstimateResult(req.gen, rep, an, None, req.t0, time.perf_counter() - t, req.design)
+        design = snapshot(req.design) if req.fresh else req.design
+        if cancel is not None and cancel.is_set():
+            raise worker.Cancelled()
+        an = req.analysis or analyze(design)
+        rep = estimate(design, req.settings, device=req.device, analysis=an)
+        if cancel is not None and cancel.is_set():
+            raise worker.Cancelled()
+        rep.layers  # noqa: B018  (the rows are built when first read: here, not on the UI thread)
+        from memdesigner._qt import timeline_data
+
+        fig = timeline_data.build(rep.timeline, rep.peak_event, req.columns or timeline_data.DEFAULT_WIDTH)
+        return EstimateResult(req.gen, rep, an, None, req.t0, time.perf_counter() - t, design, fig, req,
+                              time.thread_time() - c)
+    except worker.Cancelled:
+        raise
     except Exception as exc:  # an engine bug must not take the window down: show it instead  # noqa: BLE001
-        return EstimateResult(req.gen, None, None, f"{type(exc).__name__}: {exc}", req.t0, time.perf_counter() - t)
+        return EstimateResult(req.gen, None, None, f"{type(exc).__name__}: {exc}", req.t0, time.perf_counter() - t,
+                              request=req)
 
 
 def sweep(req: EstimateRequest, an: Analysis, is_stale=lambda: False) -> BatchSweep | None:
@@ -122,52 +156,26 @@ def sweep(req: EstimateRequest, an: Analysis, is_stale=lambda: False) -> BatchSw
     return BatchSweep(req.gen, batches, peaks, best, dev.memory_bytes if dev else None)
 
 
-class _Worker(QObject):
-    finished = Signal(object)  # EstimateResult
-    swept = Signal(object)  # BatchSweep
-
-    def __init__(self, latest: list):
-        super().__init__()
-        self.latest = latest  # [gen]: written by the UI thread, read here (an int: atomic under the GIL)
-        self._done: tuple | None = None  # (request, analysis) of the last estimate, for its sweep
-
-    @Slot(object)
-    def run(self, req: EstimateRequest):
-        if req.gen != self.latest[0]:
-            return  # a newer request is queued behind this one
-        res = compute(req)
-        self._done = (req, res.analysis)
-        self.finished.emit(res)
-
-    @Slot(int)
-    def run_sweep(self, gen: int):
-        """Separate from run(): the UI asks for it once it has shown the estimate and gone idle,
-        because this pure-Python work competes with the UI thread for the GIL."""
-        if self._done is None or self._done[0].gen != gen or gen != self.latest[0] or self._done[1] is None:
-            return
-        req, an = self._done
-        sw = sweep(req, an, lambda: req.gen != self.latest[0])
-        if sw is not None:
-            self.swept.emit(sw)
-
-
 class EstimateService(QObject):
-    """Owns the worker thread. ``provider()`` returns (design, settings, device) at fire time."""
+    """The window's live estimate. ``provider()`` returns (design, settings, device) at fire
+    time; ``columns()`` the timeline's pixel width (its stack is decimated to it);
+    ``views_busy()`` whether the views are still showing the last result (the sweep waits)."""
 
     result_ready = Signal(object)
     sweep_ready = Signal(object)
     busy_changed = Signal(bool)
-    _submit = Signal(object)
-    _submit_sweep = Signal(int)
 
-    def __init__(self, provider, parent=None, delay_ms: int = 40, sweep_delay_ms: int = 350):
+    def __init__(self, provider, parent=None, delay_ms: int = 40, sweep_delay_ms: int = 350, columns=None,
+                 views_busy=None):
         super().__init__(parent)
         self.provider = provider
+        self.columns = columns
+        self.views_busy = views_busy
         self.gen = 0
-        self._latest = [0]
         self.busy = False
         self.last_result: EstimateResult | None = None
-        self._reuse: list | None = None  # [design, its snapshot, the snapshot's analysis or None]
+        self.jobs = worker.Latest(self)  # one job at a time; each edit cancels the one in flight
+        self._reuse: list | None = None  # [design, its snapshot, the snapshot's analysis]
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
         self._timer.setInterval(delay_ms)
@@ -175,27 +183,17 @@ class EstimateService(QObject):
         self._sweep_timer = QTimer(self)
         self._sweep_timer.setSingleShot(True)
         self._sweep_timer.setInterval(sweep_delay_ms)
-        self._sweep_timer.timeout.connect(lambda: self._submit_sweep.emit(self.gen))
-        self._thread = QThread(self)
-        self._thread.setObjectName("memdesigner-estimate")
-        self._worker = _Worker(self._latest)
-        self._worker.moveToThread(self._thread)
-        self._submit.connect(self._worker.run)
-        self._submit_sweep.connect(self._worker.run_sweep)
-        self._worker.finished.connect(self._on_finished)
-        self._worker.swept.connect(self._on_swept)
-        self._thread.finished.connect(self._worker.deleteLater)
-        self._thread.start()
+        self._sweep_timer.timeout.connect(self._start_sweep)
 
     def schedule(self, design_changed: bool = True) -> None:
-        """Coalesce a burst of edits into one estimate. The generation moves on at the edit, so a
-        result still in flight for the design before it is dropped on arrival. ``design_changed``
-        False (a run-setting change only): the last snapshot and its analysis are reused, so
-        typing a batch size neither copies nor re-analyses a big design."""
+        """Coalesce a burst of edits into one estimate. The generation moves on at the edit and
+        the job in flight is cancelled, so its result is dropped. ``design_changed`` False (a
+        run-setting change only): the last snapshot and its analysis are reused, so typing a
+        batch size neither copies nor re-analyses a big design."""
         if design_changed:
             self._reuse = None
         self.gen += 1
-        self._latest[0] = self.gen
+        self.jobs.cancel()
         self._sweep_timer.stop()
         self._timer.start()
 
@@ -203,27 +201,27 @@ class EstimateService(QObject):
         self._timer.stop()
         design, settings, device = self.provider()
         self.gen += 1
-        self._latest[0] = self.gen
         self._set_busy(True)
-        self._submit.emit(self._request(design, settings, device))
+        req = self._request(design, settings, device)
+        self.jobs.submit(lambda cancel, req=req: compute(req, cancel), self._on_finished, self._on_failed)
         return self.gen
 
     def _request(self, design, settings, device) -> EstimateRequest:
-        """This generation's request: a fresh snapshot, or the last one (and its analysis, once
-        known) when nothing but the settings changed since it was taken."""
+        """This generation's request: the live design for the worker to snapshot, or the last
+        snapshot (and its analysis) when nothing but the settings changed since it was taken."""
+        columns = self.columns() if self.columns is not None else None
         reuse = self._reuse
         if reuse is not None and reuse[0] is design:
-            snap, an = reuse[1], reuse[2]
-        else:
-            snap, an = snapshot(design), None
-            self._reuse = [design, snap, None]
-        return EstimateRequest(self.gen, snap, settings, device, analysis=an)
+            return EstimateRequest(self.gen, reuse[1], settings, device, analysis=reuse[2], columns=columns,
+                                   source=design)
+        return EstimateRequest(self.gen, design, settings, device, fresh=True, columns=columns, source=design)
 
     def run_sync(self, sweep_too: bool = True) -> EstimateResult:
         """Estimate on the calling thread (headless render, scripts)."""
+        self._timer.stop()
+        self.jobs.cancel()
         design, settings, device = self.provider()
         self.gen += 1
-        self._latest[0] = self.gen
         req = self._request(design, settings, device)
         res = compute(req)
         self._on_finished(res)
@@ -234,22 +232,44 @@ class EstimateService(QObject):
                 self._on_swept(sw)
         return res
 
-    @Slot(object)
     def _on_finished(self, res: EstimateResult):
-        reuse = self._reuse
-        if reuse is not None and reuse[2] is None and res.analysis is not None and res.design is reuse[1]:
-            reuse[2] = res.analysis  # the snapshot's analysis, for the next settings change
         if res.gen != self.gen:
             return  # stale: a newer edit is already on its way
+        req = res.request
+        if req is not None and req.fresh and res.analysis is not None:
+            self._reuse = [req.source, res.design, res.analysis]  # for the next settings-only change
         self.last_result = res
         self._set_busy(False)
         self.result_ready.emit(res)
         if res.analysis is not None and res.analysis.ok:
             self._sweep_timer.start()
 
-    @Slot(object)
-    def _on_swept(self, sw: BatchSweep):
-        if sw.gen == self.gen:
+    def _on_failed(self, err) -> None:
+        """A job that raised (compute itself turns engine errors into results): shown as one."""
+        self._on_finished(EstimateResult(self.gen, None, None, f"{type(err).__name__}: {err}"))
+
+    def _start_sweep(self) -> None:
+        """The batch sweep of the estimate shown, once the window went idle after showing it
+        (this pure-Python work competes with the UI thread for the GIL); a newer edit cancels it."""
+        res = self.last_result
+        if res is None or res.gen != self.gen or res.analysis is None or res.request is None:
+            return
+        if self.views_busy is not None and self.views_busy():
+            # the canvas is still re-labelling in slices: a sweep beside it would hold the GIL
+            # for half of every slice (and on a loaded machine, for whole scheduler slices)
+            self._sweep_timer.start()
+            return
+        q = res.request
+        req = EstimateRequest(res.gen, res.design, q.settings, q.device)
+        an = res.analysis
+        def job(cancel):
+            with gc_paused():
+                return sweep(req, an, cancel.is_set)
+
+        self.jobs.submit(job, self._on_swept)
+
+    def _on_swept(self, sw: BatchSweep | None):
+        if sw is not None and sw.gen == self.gen:
             self.sweep_ready.emit(sw)
 
     def _set_busy(self, busy: bool):
@@ -260,6 +280,5 @@ class EstimateService(QObject):
     def shutdown(self) -> None:
         self._timer.stop()
         self._sweep_timer.stop()
-        self._latest[0] = -1
-        self._thread.quit()
-        self._thread.wait(5000)
+        self.gen += 1
+        self.jobs.shutdown()

@@ -20,8 +20,19 @@ class LayerModel(QAbstractTableModel):
         self.rows = []
 
     def set_rows(self, rows):
+        """New rows; for the same layers (an edit, a settings change) only the rows whose values
+        changed are announced, not a reset of the whole table (re-sorted, re-laid out, its
+        selection lost) after every estimate."""
+        rows = list(rows)
+        old = self.rows
+        if len(rows) == len(old) and all(a.id == b.id for a, b in zip(rows, old)):
+            changed = [i for i, (a, b) in enumerate(zip(rows, old)) if a != b]
+            self.rows = rows
+            if changed:
+                self.dataChanged.emit(self.index(changed[0], 0), self.index(changed[-1], len(COLUMNS) - 1))
+            return
         self.beginResetModel()
-        self.rows = list(rows)
+        self.rows = rows
         self.endResetModel()
 
     def rowCount(self, parent=None):

@@ -73,7 +73,8 @@ class MainWindow(QMainWindow):
         from memdesigner._qt.presenter import ResultPresenter
 
         self.presenter = ResultPresenter(self)  # fans each report out to the views (_qt/presenter.py)
-        self.service = EstimateService(self._estimate_inputs, self)
+        self.service = EstimateService(self._estimate_inputs, self, columns=self.timeline.pixel_width,
+                                       views_busy=self.presenter.views_busy)
         self.service.result_ready.connect(self.apply_result)
         self.service.sweep_ready.connect(self._apply_sweep)
         self.service.busy_changed.connect(self._busy)

@@ -45,7 +45,7 @@ class ResultPresenter(QObject):
         if res is not w.result:
             return  # a newer estimate arrived in between
         rep = res.report
-        w.rank_picker.show_report(rep, w.measured)  # the busiest rank's timeline, or the one picked
+        w.rank_picker.show_report(rep, w.measured, getattr(res, "figure", None))  # busiest rank, or the one picked
         w.legend.setText(w.timeline.legend_html())
         rows = rep.layers if rep is not None else []
         w.table.set_rows(rows)
@@ -56,6 +56,12 @@ class ResultPresenter(QObject):
         ids = w.scene.selected_node_ids()
         w.timeline.highlight_node(ids[0] if len(ids) == 1 else None)
         w.result_applied.emit(res.gen)
+
+    def views_busy(self) -> bool:
+        """A view is still showing the last result in slices (the canvas re-labels big designs
+        over several event-loop turns): the estimate's batch sweep waits for it."""
+        jobs = getattr(self.w.scene, "jobs", None)
+        return jobs is not None and jobs.busy
 
     def design_changed(self, import_warnings=None) -> None:
         """A new design is shown: its importer's warnings (or none) go with it."""

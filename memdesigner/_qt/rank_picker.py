@@ -18,6 +18,7 @@ class RankPicker(QWidget):
         self.timeline = timeline
         self.report = None
         self.measured = None
+        self.figure = None  # the worker's drawing of the report's own (busiest rank's) timeline
         lay = QHBoxLayout(self)
         lay.setContentsMargins(8, 2, 8, 0)
         lay.addWidget(QLabel("Rank"))
@@ -34,11 +35,11 @@ class RankPicker(QWidget):
             return None
         return max(ranks, key=lambda r: (r["peak_bytes"], -r["rank"]))["rank"]
 
-    def show_report(self, report, measured=None) -> None:
+    def show_report(self, report, measured=None, figure=None) -> None:
         """Fill the picker from a report and show its busiest rank's timeline (or the one picked
-        before, if the new report still has it)."""
+        before, if the new report still has it). ``figure``: that timeline drawn on the worker."""
         keep = self.combo.currentData() if self.isVisible() else None
-        self.report, self.measured = report, measured
+        self.report, self.measured, self.figure = report, measured, figure
         timelines = report.rank_timelines if report is not None else {}
         self.combo.blockSignals(True)
         self.combo.clear()
@@ -63,4 +64,4 @@ class RankPicker(QWidget):
         return replace(rep, timeline=rep.rank_timelines[rank])
 
     def _show(self, *_):
-        self.timeline.set_report(self.shown_report(), self.measured)
+        self.timeline.set_report(self.shown_report(), self.measured, self.figure)

@@ -1,14 +1,22 @@
 """Memory over one step (stacked by category, phases shaded, capacity and peak marked) and peak
-memory versus batch size. Bytes are scaled to one binary unit for display; the axis names it."""
+memory versus batch size. Bytes are scaled to one binary unit for display; the axis names it.
+
+An edit re-estimates, and the timeline follows within one short UI-thread turn: the stack comes
+ready-made from the worker (timeline_data.py: a few polygons, decimated to the pixel width with
+the exact peak kept), and every other item (axes, title, phase shading, labels, ranges) is
+touched only when what it shows changed, since each pyqtgraph update relays or repaints it.
+"""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QColor, QFont
+from PySide6.QtCore import QRectF, Qt, Signal
+from PySide6.QtGui import QColor, QFont, QTransform
 
-from memdesigner._qt import theme
+from memdesigner._qt import theme, timeline_data
 from memdesigner.units import MiB, format_bytes, pick_unit
 
 SNAPSHOT_COLOR = "#E6007E"  # a PyTorch memory snapshot's curves (magenta: apart from every category)
@@ -18,6 +26,64 @@ def _color(hex_: str, alpha: int = 255) -> QColor:
     c = QColor(hex_)
     c.setAlpha(alpha)
     return c
+
+
+HEADROOM_STEP = 1.04  # the plot's top moves in steps of 4 %
+
+
+def headroom_top(y: float) -> float:
+    """``y`` rounded up onto a grid of 4 % steps: the plot's top moves only when the peak
+    crosses a step, so a small edit leaves the axes as they were (relaying them out is a good
+    part of a redraw). The top carries no tick label, so it need not be a round number."""
+    if not y > 0 or not math.isfinite(y):
+        return 1.0
+    return HEADROOM_STEP ** math.ceil(math.log(y, HEADROOM_STEP) - 1e-9)
+
+
+class StackItem(pg.GraphicsObject):
+    """The stacked category fills of a timeline_data.Figure: one filled polygon and one outline
+    per category (the full stack first, lower categories over it), in bytes, scaled to the
+    axis unit by the item's transform. Zoomed out it draws the copy decimated to pixel columns;
+    zoomed in past it, the op-by-op polygons."""
+
+    def __init__(self):
+        super().__init__()
+        self.figure = None
+        self._rect = QRectF()
+        self._brushes = [pg.mkBrush(_color(c, 215)) for c in theme.CATEGORY_COLORS]
+        self._pens = [pg.mkPen(_color(c), width=1) for c in theme.CATEGORY_COLORS]
+
+    def set_figure(self, figure, scale: float) -> None:
+        self.prepareGeometryChange()
+        self.figure = figure
+        self._rect = QRectF(0.0, 0.0, float(figure.n), float(figure.top)) if figure is not None else QRectF()
+        self.setTransform(QTransform.fromScale(1.0, 1.0 / scale))
+        self.update()
+
+    def boundingRect(self):
+        return self._rect
+
+    def polygons(self, px_per_op: float):
+        """The polygons drawn at this zoom: decimated while a column holds at least one op."""
+        fig = self.figure
+        if fig.coarse is not None and px_per_op * fig.ops_per_column <= 1.5:
+            return fig.coarse
+        return fig.full
+
+    def paint(self, p, *_):
+        fig = self.figure
+        if fig is None or not fig.n:
+            return
+        polys = self.polygons(abs(p.transform().m11()))
+        for k in reversed(range(len(polys))):
+            if polys[k] is None:
+                continue
+            fill, line = polys[k]
+            p.setPen(Qt.NoPen)
+            p.setBrush(self._brushes[k])
+            p.drawPolygon(fill)
+            p.setPen(self._pens[k])
+            p.drawPolyline(line)
 
 
 def _style_plot(pw: pg.PlotWidget):
@@ -45,6 +111,8 @@ class TimelinePlot(pg.PlotWidget):
         self.setLabel("bottom", "ops in execution order")
         self.setLabel("left", "memory")
         self.events: list = []
+        self.figure = None  # the timeline_data.Figure drawn
+        self._shown: dict = {}  # what each item shows now: an update only when it changes
         self.unit, self.scale = "MiB", MiB
         self.report = None
         self.measured = None
@@ -52,15 +120,14 @@ class TimelinePlot(pg.PlotWidget):
         self.snapshot_name = ""
         self._overlay_key = None
         self.overlay = None  # its memdesigner.snapshot.align.Overlay on this estimate
-        self._highlight = []
+        self._highlight = []  # a pool of regions marking the selected layer's ops
+        self._highlight_key = None
+        self._highlight_nid = None
         fg = theme.plot_colors()["fg"]
-        self._curves = []
-        for k in reversed(range(len(theme.CATEGORY_COLORS))):  # full stack first, lower categories on top
-            c = pg.PlotDataItem(stepMode="center", fillLevel=0,
-                                brush=pg.mkBrush(_color(theme.CATEGORY_COLORS[k], 215)),
-                                pen=pg.mkPen(_color(theme.CATEGORY_COLORS[k]), width=1))
-            self.addItem(c)
-            self._curves.append((k, c))
+        # no sub-minor grid lines: replaying them was half of a redraw, and they added little
+        self.getAxis("left").setStyle(maxTickLevel=1)
+        self._stack = StackItem()
+        self.addItem(self._stack, ignoreBounds=True)
         self._phases = []  # (region, label) pool
         self._cap = pg.InfiniteLine(angle=0, pen=pg.mkPen(theme.BAD_COLOR, width=2), label="capacity",
                                     labelOpts={"position": 0.02, "color": theme.BAD_COLOR, "anchors": [(0, 1), (0, 1)]})
@@ -131,14 +198,31 @@ class TimelinePlot(pg.PlotWidget):
         for it in items:
             it.setVisible(on)
 
+    def _changed(self, key, value) -> bool:
+        """Whether ``key`` shows something else now (and remember that it shows ``value``)."""
+        if self._shown.get(key, self) == value:
+            return False
+        self._shown[key] = value
+        return True
+
+    def pixel_width(self) -> int:
+        """Device pixels across the plot: the columns the worker decimates the stack to."""
+        w = self.plotItem.vb.width() if self.plotItem.vb.width() > 0 else self.width()
+        return max(int(w * self.devicePixelRatioF()), 16)
+
+    def _set_title(self, text):
+        if self._changed("title", text):
+            self.setTitle(text, **({"size": "9pt"} if text else {}))
+
     def _empty(self, text: str):
-        for _, c in self._curves:
-            c.hide()
+        self.figure = None
+        self._shown.clear()
+        self._stack.hide()
         for reg, lbl in self._phases:
             self._show(reg, lbl, on=False)
         self._show(self._cap, self._usable, self._band, self._measured_curve, self._measured_line, self._peak_mark,
                    self.peak_label, self._hover_line, self._hover_text, self._snap_alloc, self._snap_reserved, on=False)
-        self.setTitle(None)
+        self._set_title(None)
         self.zoom_reset_button.hide()  # nothing to zoom
         self._empty_text.setText(text)
         self._empty_text.setPos(0.5, 0.5)
@@ -146,31 +230,33 @@ class TimelinePlot(pg.PlotWidget):
         self.setLimits(xMin=None, xMax=None)
         self.setRange(xRange=(0, 1), yRange=(0, 1), padding=0)
 
-    def set_report(self, report, measured=None):
-        """Redraw from an engine Report (plus an optional measured run to overlay)."""
+    def set_report(self, report, measured=None, figure=None):
+        """Redraw from an engine Report (plus an optional measured run to overlay). ``figure``:
+        the drawing of ``report.timeline`` made on the worker; made here when it is not that."""
         self.report = report
         self.measured = measured
-        self.events = list(report.timeline) if report is not None else []
-        self.highlight_node(None)
+        self.events = report.timeline if report is not None else []
         if report is None or not self.events:
+            self.figure = None
+            self._apply_highlight()
             errors = report is not None and any(not i.pending for i in report.issues)
             self._empty("Nothing to show: " + ("fix the errors in the graph" if errors
                                                 else "add an Input layer and connect layers"))
             return
+        if figure is None or figure.events is not report.timeline:
+            figure = timeline_data.build(report.timeline, report.peak_event, self.pixel_width())
+        self.figure = fig = figure
+        self._apply_highlight()  # the selected layer's ops in the new timeline
         self._empty_text.hide()
         self.zoom_reset_button.show()
         self._hover_line.hide()
         self._hover_text.hide()
         ev = self.events
-        n = len(ev)
-        by = np.array([e.by_category for e in ev], dtype=float)
-        cum = by.cumsum(axis=1)
+        n = fig.n
         dev = report.device
         # the peak is the engine's (report.peak_bytes at report.peak_event), never the plot's own
         peak = report.peak_bytes
-        peak_idx = report.peak_event
-        if peak_idx is None:  # a report whose timeline is another run's (generate): mark its highest op
-            peak_idx = int(np.argmax([e.bytes for e in ev]))
+        peak_idx = fig.peak_index
         top = max(peak, max(measured.get("peak_bytes") or 1, 1) if measured else 0)
         ov = self._aligned(ev)
         if ov is not None:
@@ -185,49 +271,57 @@ class TimelinePlot(pg.PlotWidget):
                 top = max(top, capacity)
         self.unit, self.scale = pick_unit(top)
         s = self.scale
-        self.setLabel("left", f"memory ({self.unit})")
-        x = np.arange(n + 1, dtype=float)
-        ymax = top / s * 1.55  # room above the peak for its label, below the phase names
-        self._draw_phases(ev, ymax)
-        for k, c in self._curves:
-            if by[:, k].any():
-                c.setData(x, cum[:, k] / s)
-                c.show()
-            else:
-                c.hide()
+        if self._changed("unit", self.unit):
+            self.setLabel("left", f"memory ({self.unit})")
+        ymax = headroom_top(top / s * 1.55)  # room above the peak for its label, below the phase names
+        self._draw_phases(fig.spans, ymax, n)
+        self._stack.set_figure(fig, s)
+        self._stack.show()
         self._draw_measured(measured, n)
         self._draw_snapshot(ov)
-        self.setTitle(None)
-        self._show(self._cap, self._usable, self._band, on=False)
         if dev is not None:
             self._draw_capacity(report, capacity, usable, show_cap)
+        else:
+            self._set_title(None)
+            self._show(self._cap, self._usable, self._band, on=False)
         lay = report.peak_layer or (ev[peak_idx].node or ev[peak_idx].label)
         phase = theme.PHASE_LABELS.get(report.peak_phase or ev[peak_idx].phase, "")
-        self._peak_mark.setData([peak_idx + 0.5], [peak / s])
+        if self._changed("peak_mark", (peak_idx, peak / s)):
+            self._peak_mark.setData([peak_idx + 0.5], [peak / s])
         self._peak_mark.show()
         frac = peak_idx / n
-        self.peak_label.setAnchor((0.5 if 0.15 < frac < 0.85 else (0 if frac <= 0.15 else 1), 1.1))
-        self.peak_label.setHtml(f"<b>peak {format_bytes(peak, 2)}</b><br>{lay} · {phase}")
-        self.peak_label.setPos(peak_idx + 0.5, peak / s)
+        anchor = (0.5 if 0.15 < frac < 0.85 else (0 if frac <= 0.15 else 1), 1.1)
+        if self._changed("peak_anchor", anchor):
+            self.peak_label.setAnchor(anchor)
+        html = f"<b>peak {format_bytes(peak, 2)}</b><br>{lay} · {phase}"
+        if self._changed("peak_html", html):
+            self.peak_label.setHtml(html)
+        if self._changed("peak_pos", (peak_idx, peak / s)):
+            self.peak_label.setPos(peak_idx + 0.5, peak / s)
         self.peak_label.show()
-        self.setLimits(xMin=None, xMax=None, yMin=None)
         self.enableAutoRange(False)
         self._home = ((0, n), (0, ymax * 1.08))
-        self.setRange(xRange=self._home[0], yRange=self._home[1], padding=0)
+        if self._changed("limits", n):
+            self.setLimits(xMin=None, xMax=None, yMin=None)
+            self.setRange(xRange=self._home[0], yRange=self._home[1], padding=0)
+            self.setLimits(xMin=0, xMax=n, yMin=0)
+        elif not self._at_home():
+            self.setRange(xRange=self._home[0], yRange=self._home[1], padding=0)
         # ops are whole numbers: no 0.5 ticks on short timelines
-        axis = self.getAxis("bottom")
-        if n <= 24:
-            axis.setTickSpacing(major=max(1, n // 12 or 1), minor=1)
-        else:
-            axis.setTickSpacing()
-        self.setLimits(xMin=0, xMax=n, yMin=0)
+        if self._changed("ticks", n if n <= 24 else None):
+            axis = self.getAxis("bottom")
+            if n <= 24:
+                axis.setTickSpacing(major=max(1, n // 12 or 1), minor=1)
+            else:
+                axis.setTickSpacing()
 
-    def _draw_phases(self, ev, ymax):
-        spans, start = [], 0
-        for i in range(1, len(ev) + 1):
-            if i == len(ev) or ev[i].phase != ev[start].phase:
-                spans.append((ev[start].phase, start, i))
-                start = i
+    def _at_home(self) -> bool:
+        (x0, x1), (y0, y1) = self.plotItem.vb.viewRange()
+        (hx0, hx1), (hy0, hy1) = self._home
+        return (math.isclose(x0, hx0, abs_tol=1e-9 * max(1, hx1)) and math.isclose(x1, hx1, rel_tol=1e-9)
+                and math.isclose(y0, hy0, abs_tol=1e-9 * max(1, hy1)) and math.isclose(y1, hy1, rel_tol=1e-9))
+
+    def _draw_phases(self, spans, ymax, n):
         while len(self._phases) < len(spans):
             reg = pg.LinearRegionItem((0, 1), movable=False, pen=pg.mkPen(None))
             reg.setZValue(-20)
@@ -243,13 +337,14 @@ class TimelinePlot(pg.PlotWidget):
                 self._show(reg, lbl, on=False)
                 continue
             ph, a, b = spans[j]
-            color = theme.PHASE_COLORS.get(ph, "#888888")
-            reg.setRegion((a, b))
-            reg.setBrush(pg.mkBrush(_color(color, 22)))
-            lbl.setText(theme.PHASE_LABELS.get(ph, ph), color=color)
-            near_end = a > 0.85 * len(ev)  # a short last phase: label it from its right edge, inside the plot
-            lbl.setAnchor((1, 0) if near_end else (0, 0))
-            lbl.setPos(b if near_end else a + 0.3, ymax)
+            near_end = a > 0.85 * n  # a short last phase: label it from its right edge, inside the plot
+            if self._changed(("phase", j), (ph, a, b, ymax, near_end)):
+                color = theme.PHASE_COLORS.get(ph, "#888888")
+                reg.setRegion((a, b))
+                reg.setBrush(pg.mkBrush(_color(color, 22)))
+                lbl.setText(theme.PHASE_LABELS.get(ph, ph), color=color)
+                lbl.setAnchor((1, 0) if near_end else (0, 0))
+                lbl.setPos(b if near_end else a + 0.3, ymax)
             self._show(reg, lbl)
 
     def _draw_capacity(self, report, capacity, usable, show_cap):
@@ -258,21 +353,28 @@ class TimelinePlot(pg.PlotWidget):
         s = self.scale
         verdict = theme.OK_COLOR if fits else theme.BAD_COLOR
         if not show_cap:
-            self.setTitle(f"<span style='color:{verdict}'>{'fits' if fits else 'does not fit'}: capacity "
-                          f"{format_bytes(capacity)} is off this scale · headroom "
-                          f"{format_bytes(dev['headroom_bytes'])}</span>", size="9pt")
+            self._show(self._cap, self._usable, self._band, on=False)
+            self._set_title(f"<span style='color:{verdict}'>{'fits' if fits else 'does not fit'}: capacity "
+                            f"{format_bytes(capacity)} is off this scale · headroom "
+                            f"{format_bytes(dev['headroom_bytes'])}</span>")
             return
-        self._cap.setPos(capacity / s)
-        self._cap.label.setFormat(f"capacity {format_bytes(capacity)}")
+        self._set_title(None)
+        if self._changed("cap", (capacity, s)):
+            self._cap.setPos(capacity / s)
+            self._cap.label.setFormat(f"capacity {format_bytes(capacity)}")
         self._cap.show()
         if usable != capacity:
-            self._usable.setPos(usable / s)
-            self._usable.label.setFormat(f"usable {format_bytes(usable)} (after runtime overhead)")
+            if self._changed("usable", (usable, s)):
+                self._usable.setPos(usable / s)
+                self._usable.label.setFormat(f"usable {format_bytes(usable)} (after runtime overhead)")
             self._usable.show()
+        else:
+            self._usable.hide()
         rpeak = report.device_peak_bytes - dev.get("runtime_overhead_bytes", 0)
         lo, hi = sorted((rpeak / s, usable / s))
-        self._band.setRegion((lo, hi))
-        self._band.setBrush(pg.mkBrush(_color(verdict, 40)))
+        if self._changed("band", (lo, hi, verdict)):
+            self._band.setRegion((lo, hi))
+            self._band.setBrush(pg.mkBrush(_color(verdict, 40)))
         self._band.show()
 
     def _draw_measured(self, measured, n):
@@ -299,7 +401,7 @@ class TimelinePlot(pg.PlotWidget):
         self._overlay_key = None
         self.overlay = None
         if self.report is not None:
-            self.set_report(self.report, self.measured)
+            self.set_report(self.report, self.measured, self.figure)
 
     def _aligned(self, ev):
         if self.snapshot is None:
@@ -325,9 +427,9 @@ class TimelinePlot(pg.PlotWidget):
 
     def legend_html(self) -> str:
         """The category key, shown above the plot so it never covers the data."""
-        if not self.events:
+        if not self.events or self.figure is None:
             return ""
-        used = [any(e.by_category[k] for e in self.events) for k in range(len(theme.CATEGORY_COLORS))]
+        used = self.figure.used
         parts = [f"<span style='color:{c}'>■</span> {lbl}" for c, lbl, u in
                  zip(theme.CATEGORY_COLORS, theme.CATEGORY_LABELS, used) if u]
         if self.measured:
@@ -402,30 +504,31 @@ class TimelinePlot(pg.PlotWidget):
 
     def highlight_node(self, nid: str | None):
         """Mark the spans of the selected layer's ops (forward and backward)."""
-        for it in self._highlight:
-            self.removeItem(it)
-        self._highlight = []
-        if not nid or not self.events:
+        self._highlight_nid = nid
+        self._apply_highlight()
+
+    def _apply_highlight(self):
+        nid = self._highlight_nid
+        runs = self.figure.runs.get(nid, []) if nid and self.figure is not None else []
+        if runs == self._highlight_key:
             return
-        idx = [i for i, e in enumerate(self.events) if e.node == nid]
-        runs, start = [], None
-        for k, i in enumerate(idx):
-            if start is None:
-                start = i
-            if k == len(idx) - 1 or idx[k + 1] != i + 1:
-                runs.append((start, i + 1))
-                start = None
+        self._highlight_key = runs
         sel = theme.canvas_colors()["select"]
-        for a, b in runs:
-            reg = pg.LinearRegionItem((a, b), movable=False, brush=pg.mkBrush(_color(sel.name(), 70)),
+        while len(self._highlight) < len(runs):
+            reg = pg.LinearRegionItem((0, 1), movable=False, brush=pg.mkBrush(_color(sel.name(), 70)),
                                       pen=pg.mkPen(sel, width=1))
             reg.setZValue(10)
             self.addItem(reg)
             self._highlight.append(reg)
+        for j, reg in enumerate(self._highlight):
+            if j < len(runs):
+                reg.setRegion(runs[j])
+            reg.setVisible(j < len(runs))
 
 
 class BatchPlot(pg.PlotWidget):
-    """Peak device memory for several batch sizes; the capacity and the largest batch that fits."""
+    """Peak device memory for several batch sizes; the capacity and the largest batch that fits.
+    Its items are made once and updated in place (a sweep lands after every edit)."""
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -434,32 +537,45 @@ class BatchPlot(pg.PlotWidget):
         self.setLabel("bottom", "batch size")
         self.setLabel("left", "peak memory")
         self.sweep = None
+        self._unit = None
+        self._curve = pg.PlotDataItem(pen=pg.mkPen(theme.CATEGORY_COLORS[0], width=2.5), symbol="o", symbolSize=6,
+                                      symbolBrush=theme.CATEGORY_COLORS[0])
+        self._cap = pg.InfiniteLine(angle=0, pen=pg.mkPen(theme.BAD_COLOR, width=2), label="capacity",
+                                    labelOpts={"position": 0.05, "color": theme.BAD_COLOR})
+        self._best = pg.InfiniteLine(angle=90, pen=pg.mkPen(theme.OK_COLOR, width=2), label="largest",
+                                     labelOpts={"position": 0.85, "color": theme.OK_COLOR,
+                                                "anchors": [(1.05, 0), (1.05, 0)]})
+        self._current = pg.ScatterPlotItem(size=12, symbol="d", brush=pg.mkBrush(theme.WARN_COLOR), pen=pg.mkPen("white"))
+        for it in (self._curve, self._cap, self._best, self._current):
+            self.addItem(it)
+            it.hide()
 
     def set_sweep(self, sw, current_batch: int):
         self.sweep = sw
-        self.clear()
         if sw is None or not sw.batches:
+            for it in (self._curve, self._cap, self._best, self._current):
+                it.hide()
             return
-        top = max(max(sw.peaks), sw.capacity or 0) if sw.capacity and sw.capacity <= 3 * max(sw.peaks) else max(sw.peaks)
+        cap_shown = bool(sw.capacity) and sw.capacity <= 3 * max(sw.peaks)
+        top = max(max(sw.peaks), sw.capacity) if cap_shown else max(sw.peaks)
         unit, s = pick_unit(top)
-        self.setLabel("left", f"peak memory ({unit})")
+        if unit != self._unit:
+            self._unit = unit
+            self.setLabel("left", f"peak memory ({unit})")
         xs = np.array(sw.batches, dtype=float)
         ys = np.array(sw.peaks, dtype=float) / s
-        self.addItem(pg.PlotDataItem(xs, ys, pen=pg.mkPen(theme.CATEGORY_COLORS[0], width=2.5), symbol="o",
-                                     symbolSize=6, symbolBrush=theme.CATEGORY_COLORS[0]))
+        self._curve.setData(xs, ys)
+        self._curve.show()
         if sw.capacity:
-            self.addItem(pg.InfiniteLine(pos=sw.capacity / s, angle=0, pen=pg.mkPen(theme.BAD_COLOR, width=2),
-                                         label=f"capacity {format_bytes(sw.capacity)}",
-                                         labelOpts={"position": 0.05, "color": theme.BAD_COLOR}))
+            self._cap.setPos(sw.capacity / s)
+            self._cap.label.setFormat(f"capacity {format_bytes(sw.capacity)}")
+        self._cap.setVisible(bool(sw.capacity))
         if sw.max_batch:
-            self.addItem(pg.InfiniteLine(pos=sw.max_batch, angle=90, pen=pg.mkPen(theme.OK_COLOR, width=2),
-                                         label=f"largest batch that fits: {sw.max_batch}",
-                                         labelOpts={"position": 0.85, "color": theme.OK_COLOR,
-                                                    "anchors": [(1.05, 0), (1.05, 0)]}))
+            self._best.setPos(sw.max_batch)
+            self._best.label.setFormat(f"largest batch that fits: {sw.max_batch}")
+        self._best.setVisible(bool(sw.max_batch))
         if current_batch in sw.batches:
-            i = sw.batches.index(current_batch)
-            self.addItem(pg.ScatterPlotItem([current_batch], [ys[i]], size=12, symbol="d",
-                                            brush=pg.mkBrush(theme.WARN_COLOR), pen=pg.mkPen("white")))
-        self.setRange(xRange=(0, max(sw.batches) * 1.05), yRange=(0, max(ys.max(), (sw.capacity or 0) / s
-                                                                          if sw.capacity and sw.capacity <= 3 * max(sw.peaks) * 1.0 else 0) * 1.12),
-                      padding=0)
+            self._current.setData([current_batch], [ys[sw.batches.index(current_batch)]])
+        self._current.setVisible(current_batch in sw.batches)
+        self.setRange(xRange=(0, max(sw.batches) * 1.05),
+                      yRange=(0, max(ys.max(), sw.capacity / s if cap_shown else 0) * 1.12), padding=0)

@@ -1,20 +1,26 @@
-"""On-demand work off the UI thread (import, measure, explain): one mechanism, on superqt's
-``create_worker``, with a progress dialog and Cancel.
+"""Work off the UI thread: one mechanism, on superqt's ``create_worker``, for the live estimate
+and its batch sweep, import, measure and explain.
 
 The job runs on a worker thread and gets a ``threading.Event`` that Cancel sets; jobs that run a
 child process (a model file, a PyTorch measurement) kill it when they see the event. A cancelled
-job's result is dropped, so the document is left as it was. The live estimate keeps its own
-generation-numbered thread (estimator.py): it is restarted on every edit, never cancelled by hand.
+job's result is dropped, so the document is left as it was. On-demand jobs (``run``) show a
+progress dialog with Cancel; the live estimate uses ``Latest``: one job at a time, each edit
+cancelling the one before (latest edit wins, stale results dropped).
 """
 
 from __future__ import annotations
 
+import sys
 import threading
 
 from PySide6.QtCore import QObject, Qt, QTimer, Signal
 from PySide6.QtWidgets import QProgressDialog
 
 SHOW_AFTER_MS = 300  # quick jobs finish before the dialog would flash up
+# How long a thread that wants the GIL waits before the running one must hand it over (Python's
+# default is 5 ms). The UI thread gives the GIL up in nearly every Qt call, and while an estimate
+# runs on the worker each call then cost it up to 5 ms to get it back: a 10 ms paint took 100 ms.
+SWITCH_INTERVAL_S = 0.0005
 _RUNNING: dict = {}  # worker -> its cancel event, while its thread runs (alive after its window is gone)
 
 
@@ -30,6 +36,7 @@ class Task(QObject):
     failed = Signal(object)  # the exception
     cancelled = Signal()
     ended = Signal()  # after whichever of the three
+    thread_done = Signal()  # the job's function returned or raised (after a cancel too): its thread is free
 
     def __init__(self, fn, *, parent, title: str, label: str, progress: bool = True):
         super().__init__(parent)
@@ -56,6 +63,7 @@ class Task(QObject):
         self._worker.returned.connect(self._returned)
         self._worker.errored.connect(self._errored)
         self._worker.finished.connect(self._finished)
+        self._worker.finished.connect(self.thread_done)
         parent.destroyed.connect(self.cancel_event.set)  # the window closed: the job stops too
 
     def start(self) -> Task:
@@ -104,6 +112,77 @@ class Task(QObject):
             self.dialog.close()
             self.dialog.deleteLater()
             self.dialog = None
+
+
+class Latest(QObject):
+    """Background work where only the newest request counts (the live estimate and its sweep):
+    ``submit`` cancels the job that runs (its cancel event is set, its result dropped) and starts
+    the new one when that job's thread is free, so jobs never run side by side competing for the
+    GIL; a job still waiting its turn is replaced by a newer one."""
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.running: Task | None = None  # the job whose thread is busy (maybe cancelled already)
+        self._pending: tuple | None = None  # (fn, on_result, on_error) waiting for the thread
+        self._idle = threading.Event()
+        self._idle.set()
+        from PySide6.QtCore import QThreadPool
+
+        pool = QThreadPool.globalInstance()  # an import and an explanation must not starve the estimate
+        pool.setMaxThreadCount(max(pool.maxThreadCount(), 4))
+        if sys.getswitchinterval() > SWITCH_INTERVAL_S:
+            sys.setswitchinterval(SWITCH_INTERVAL_S)
+
+    @property
+    def busy(self) -> bool:
+        """A job is waiting or running whose result will be delivered."""
+        return self._pending is not None or (self.running is not None and self.running.running)
+
+    def submit(self, fn, on_result, on_error=None) -> None:
+        """``fn(cancel_event)`` on a worker thread; ``on_result(value)`` / ``on_error(exc)`` on the
+        UI thread unless a later submit or cancel came first."""
+        self.cancel()
+        self._pending = (fn, on_result, on_error)
+        self._start_next()
+
+    def cancel(self) -> None:
+        """Drop the waiting job and tell the running one to stop; no result of theirs arrives."""
+        self._pending = None
+        if self.running is not None:
+            self.running.cancel()
+
+    def _start_next(self) -> None:
+        if self.running is not None or self._pending is None:
+            return
+        fn, on_result, on_error = self._pending
+        self._pending = None
+        idle = self._idle
+        idle.clear()
+
+        def job(cancel, fn=fn):
+            try:
+                return fn(cancel)
+            finally:
+                idle.set()
+
+        task = Task(job, parent=self, title="", label="", progress=False)
+        task.succeeded.connect(on_result)
+        if on_error is not None:
+            task.failed.connect(on_error)
+        task.thread_done.connect(lambda t=task: self._thread_done(t))
+        self.running = task
+        task.start()
+
+    def _thread_done(self, task: Task) -> None:
+        if self.running is task:
+            self.running = None
+        task.deleteLater()
+        self._start_next()
+
+    def shutdown(self, wait_ms: int = 5000) -> bool:
+        """Cancel everything and wait for the running job's thread (its owner is going away)."""
+        self.cancel()
+        return self._idle.wait(wait_ms / 1000)
 
 
 def shutdown(wait_ms: int = 3000) -> bool:

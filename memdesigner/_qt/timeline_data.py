@@ -1,0 +1,118 @@
+"""What the memory timeline draws of one report, built from report fields on the worker thread.
+
+The view used to turn thousands of events into five stacked pyqtgraph fill curves on the UI
+thread for every edit (arrays, per-segment fill paths, phase spans), which took longer than the
+estimate itself at 1,000 nodes. Here the stack is made once per estimate, off the UI thread, as
+one polygon per category, plus a copy decimated to the plot's pixel width by the maximum per
+pixel column: the drawn top of each stacked boundary is its highest value within the column, so
+the peak the engine reports is drawn at its exact height however many ops share a pixel. Nothing
+here computes memory: it only rearranges ``Event.by_category`` and ``Event.phase``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+DEFAULT_WIDTH = 2048  # pixel columns when the plot's width is not known (headless, tests)
+
+
+def decimate_max(cum: np.ndarray, columns: int) -> tuple[np.ndarray, np.ndarray]:
+    """Ops grouped into at most ``columns`` runs of consecutive ops, each drawn at the highest
+    value of each stacked boundary within it. Returns (edges, tops): run j covers ops
+    ``edges[j]`` .. ``edges[j + 1] - 1`` and stands ``tops[j, k]`` high. With no more ops than
+    columns every op is its own run (nothing is merged)."""
+    n = len(cum)
+    if n <= columns:
+        return np.arange(n + 1, dtype=float), cum
+    edges = np.unique(np.linspace(0, n, columns + 1).astype(np.int64))
+    return edges.astype(float), np.maximum.reduceat(cum, edges[:-1], axis=0)
+
+
+def step_xy(edges: np.ndarray, tops: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The outline of a step plot: each run flat from its left edge to its right edge."""
+    return np.repeat(edges, 2)[1:-1], np.repeat(tops, 2)
+
+
+def phase_spans(events) -> list[tuple[str, int, int]]:
+    """(phase, first op, one past the last op) of each run of ops in one phase."""
+    spans, start = [], 0
+    for i in range(1, len(events) + 1):
+        if i == len(events) or events[i].phase != events[start].phase:
+            spans.append((events[start].phase, start, i))
+            start = i
+    return spans
+
+
+def node_runs(events) -> dict[str, list[tuple[int, int]]]:
+    """node id -> the runs of consecutive ops it owns (forward and backward): the highlight of
+    the selected layer, without a pass over every event on each selection."""
+    runs: dict[str, list[list[int]]] = {}
+    for i, e in enumerate(events):
+        if not e.node:
+            continue
+        r = runs.setdefault(e.node, [])
+        if r and r[-1][1] == i:
+            r[-1][1] = i + 1
+        else:
+            r.append([i, i + 1])
+    return {k: [tuple(x) for x in v] for k, v in runs.items()}
+
+
+@dataclass
+class Figure:
+    """One timeline's drawing: stacked category polygons (bytes on y, ops on x) at full
+    resolution and decimated to ``columns`` pixel columns, and the facts the view labels."""
+
+    events: list  # the report's own list (the view checks it draws this report's timeline)
+    n: int
+    top: float  # the highest stacked total, bytes
+    used: list  # bool per category: any bytes at all (hidden otherwise, and left out of the legend)
+    peak_index: int  # the report's peak event (or the highest op for another run's timeline)
+    spans: list
+    runs: dict
+    columns: int
+    full: list = field(default_factory=list)  # per category: (fill QPolygonF, outline QPolygonF) or None
+    coarse: list | None = None  # the same decimated; None when every op has a pixel column anyway
+
+    @property
+    def ops_per_column(self) -> float:
+        return self.n / self.columns if self.coarse is not None else 1.0
+
+
+def _polygons(edges, tops, used):
+    """Per category k: the filled step area under its top, and the step outline along it."""
+    from pyqtgraph.functions import arrayToQPolygonF
+
+    out = []
+    for k, on in enumerate(used):
+        if not on:
+            out.append(None)
+            continue
+        x, y = step_xy(edges, tops[:, k])
+        fx = np.concatenate(([x[0]], x, [x[-1]]))
+        fy = np.concatenate(([0.0], y, [0.0]))
+        out.append((arrayToQPolygonF(fx, fy), arrayToQPolygonF(x, y)))
+    return out
+
+
+def build(events, peak_index: int | None, columns: int = DEFAULT_WIDTH) -> Figure:
+    """The figure of one timeline (any thread: Qt polygons are plain values). ``peak_index``:
+    the report's peak event; None marks the highest op (a timeline that is another run's)."""
+    events = events if isinstance(events, list) else list(events)
+    columns = max(int(columns or DEFAULT_WIDTH), 16)
+    n = len(events)
+    if n == 0:
+        return Figure(events, 0, 0.0, [], 0, [], {}, columns)
+    by = np.array([e.by_category for e in events], dtype=float)
+    cum = by.cumsum(axis=1)  # column k: the top of category k in the stack
+    used = [bool(u) for u in by.any(axis=0)]
+    if peak_index is None:
+        peak_index = int(np.argmax([e.bytes for e in events]))
+    fig = Figure(events, n, float(cum[:, -1].max()), used, peak_index, phase_spans(events), node_runs(events), columns)
+    fig.full = _polygons(np.arange(n + 1, dtype=float), cum, used)
+    if n > columns:
+        edges, tops = decimate_max(cum, columns)
+        fig.coarse = _polygons(edges, tops, used)
+    return fig
