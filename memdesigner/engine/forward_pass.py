@@ -8,7 +8,7 @@ from __future__ import annotations
 from memdesigner.engine.checkpoint_segments import checkpoint_segments
 from memdesigner.engine.compiled_rule import NONE as _NONE
 from memdesigner.engine.compiled_rule import RULES, S_EXTRA, S_IN, S_OUT, S_PARAM, CompiledRule, nbytes, settings_id
-from memdesigner.engine.live_set import A, K, release_all
+from memdesigner.engine.live_set import A, Event, K, LiveSet, _tuple_new, release_all
 from memdesigner.model.design import GC_HELD
 from memdesigner.model.oprules import In, MemCtx, OpMem, Out, T
 
@@ -67,6 +67,12 @@ def run_forward(sim, r) -> None:
             | (set(tp.fwd_allreduce) if tp is not None else set())
     rows = sim.rows
     rcl, free = mem.rc, mem._release
+    # a plain live set with no capture and no trace: the fast path runs alloc() and event() inline
+    lean = mem.__class__ is LiveSet and mem.capture is None and mem.trace is None and mem.events is not None
+    nbl, rnd, by = mem.nb, mem.round, mem.by
+    nb_app, rnb_app, cat_app, rc_app, what_app = nbl.append, mem.rnb.append, mem.cat.append, rcl.append, \
+        mem.what.append
+    ev_app = mem.events.append if mem.events is not None else None
     for nid in order:
         keys = ins[nid]
         info = an_nodes[nid]
@@ -99,14 +105,43 @@ def run_forward(sim, r) -> None:
             tmp_sids = [alloc(nb, K, 1, what) for nb, what in c.temps] if c.temps else _NONE
             out_sids = []
             for o in c.outs:
-                if o.__class__ is tuple:
-                    out_sids.append(alloc(o[0], A, 1, (nid, o[1])))
-                else:
+                if o.__class__ is not tuple:
                     src_sid = val_sid[keys[o]]
-                    incref(src_sid)
+                    rcl[src_sid] += 1
                     out_sids.append(src_sid)
+                elif lean:  # alloc(), inlined
+                    nb = o[0]
+                    out_sids.append(len(nbl))
+                    nb_app(nb)
+                    if rnd > 1 and nb:
+                        rn = -(-nb // rnd) * rnd
+                        mem.slack += rnd - 1
+                    else:
+                        rn = nb
+                    rnb_app(rn)
+                    cat_app(A)
+                    rc_app(1)
+                    what_app((nid, o[1]))
+                    mem.cur += nb
+                    mem.rcur += rn
+                    by[A] += nb
+                else:
+                    out_sids.append(alloc(o[0], A, 1, (nid, o[1])))
             extra_sids = {tid: alloc(nb, A, 1, (nid, what)) for tid, nb, what in c.extras} if c.extras else _NONE
-            mem.event("forward", nid, node.name)
+            if lean:  # event(), inlined (no capture, no trace)
+                cur, rcur = mem.cur, mem.rcur
+                if cur > mem.ppeak:
+                    mem.ppeak = cur
+                if rcur > mem.rpeak:
+                    mem.rpeak = rcur
+                by_ = tuple(by)
+                if cur > mem.peak:
+                    mem.peak = cur
+                    mem.peak_by = by_
+                    mem.peak_at = ("forward", nid)
+                ev_app(_tuple_new(Event, ("forward", nid, node.name, cur, by_, rcur)))
+            else:
+                mem.event("forward", nid, node.name)
             for sid in tmp_sids:
                 decref(sid)
             if records:
