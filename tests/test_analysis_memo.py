@@ -35,3 +35,29 @@ def test_edges_trainable_and_new_nodes_are_seen():
     assert "act" in analyze(d).nodes
     d.add_edge("fc", "act")
     assert analyze(d).nodes["act"].outputs[0].shape == (4,)
+
+
+def test_estimates_of_one_design_under_other_settings_match_fresh_ones():
+    """The analysis (and the report's graph facts kept on it: FLOPs, the lower bound's largest
+    pair of feature maps) carry over to the next estimate of the same design; every figure
+    still follows that estimate's batch and dtype."""
+    import json
+    from pathlib import Path
+
+    ex = Path(__file__).resolve().parent.parent / "resources" / "examples" / "resnet18.json"
+    d = md.load_design(ex)
+    for kw in (dict(mode="inference", batch=3), dict(mode="inference", batch=5, dtype="fp16"),
+               dict(mode="train", batch=2, optimizer="adam")):
+        warm = md.estimate(d, **kw).to_dict()
+        cold = md.estimate(md.load_design(ex), **kw).to_dict()
+        assert json.dumps(warm, sort_keys=True, default=str) == json.dumps(cold, sort_keys=True, default=str)
+
+
+def test_lower_bound_feature_maps_scale_with_the_batch():
+    """Parameters plus the largest adjacent pair of feature maps: the maps part is batch times
+    the per-sample pair, also when the second estimate reuses the first one's graph facts."""
+    d = _mlp()
+    r3, r5 = md.estimate(d, mode="inference", batch=3), md.estimate(d, mode="inference", batch=5)
+    # x (8 floats) -> fc (4 floats): 48 B per sample; fc's 4x8 weight and 4 bias: 144 B
+    assert r3.lower_bound_bytes == 3 * 48 + 144
+    assert r5.lower_bound_bytes == 5 * 48 + 144
