@@ -99,7 +99,7 @@ def run_backward(sim, r) -> None:
     alloc, incref, decref = mem.alloc, mem.incref, mem.decref
     # a plain live set with no capture and no trace: the fast path runs alloc() and event() inline
     lean = mem.__class__ is LiveSet and mem.capture is None and mem.trace is None and mem.events is not None
-    nbl, by = mem.nb, mem.by
+    nbl, by, rnbl, catl, exact = mem.nb, mem.by, mem.rnb, mem.cat, mem.exact
     nb_app, rnb_app, cat_app, rc_app, what_app = nbl.append, mem.rnb.append, mem.cat.append, rcl.append, \
         mem.what.append
     ev_app = mem.events.append if mem.events is not None else None
@@ -193,13 +193,33 @@ def run_backward(sim, r) -> None:
                     x = rcl[sid] - 1
                     rcl[sid] = x
                     if x == 0:
-                        free(sid)
+                        if lean:  # _release(), inlined
+                            nb = nbl[sid]
+                            mem.cur -= nb
+                            mem.rcur -= rnbl[sid]
+                            by[catl[sid]] -= nb
+                            if sid in exact:
+                                mem.slack -= rnbl[sid] - nb
+                            elif nb and rnd > 1:
+                                mem.slack -= rnd - 1
+                        else:
+                            free(sid)
             for g in g_out:
                 if g is not None:
                     x = rcl[g] - 1
                     rcl[g] = x
                     if x == 0:
-                        free(g)
+                        if lean:  # _release(), inlined
+                            nb = nbl[g]
+                            mem.cur -= nb
+                            mem.rcur -= rnbl[g]
+                            by[catl[g]] -= nb
+                            if g in exact:
+                                mem.slack -= rnbl[g] - nb
+                            elif nb and rnd > 1:
+                                mem.slack -= rnd - 1
+                        else:
+                            free(g)
             for k, g, view_nb in new_grads:
                 old = grads.get(k)
                 if old is None:

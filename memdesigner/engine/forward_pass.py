@@ -69,7 +69,7 @@ def run_forward(sim, r) -> None:
     rcl, free = mem.rc, mem._release
     # a plain live set with no capture and no trace: the fast path runs alloc() and event() inline
     lean = mem.__class__ is LiveSet and mem.capture is None and mem.trace is None and mem.events is not None
-    nbl, rnd, by = mem.nb, mem.round, mem.by
+    nbl, rnd, by, rnbl, catl, exact = mem.nb, mem.round, mem.by, mem.rnb, mem.cat, mem.exact
     nb_app, rnb_app, cat_app, rc_app, what_app = nbl.append, mem.rnb.append, mem.cat.append, rcl.append, \
         mem.what.append
     ev_app = mem.events.append if mem.events is not None else None
@@ -184,7 +184,17 @@ def run_forward(sim, r) -> None:
                 x = rcl[sid] - 1
                 rcl[sid] = x
                 if x == 0:
-                    free(sid)
+                    if lean:  # _release(), inlined
+                        nb = nbl[sid]
+                        mem.cur -= nb
+                        mem.rcur -= rnbl[sid]
+                        by[catl[sid]] -= nb
+                        if sid in exact:
+                            mem.slack -= rnbl[sid] - nb
+                        elif nb and rnd > 1:
+                            mem.slack -= rnd - 1
+                    else:
+                        free(sid)
             row = rows[nid]
             row["activation_bytes"] = c.new_bytes
             row["kept_bytes"] = c.kept
