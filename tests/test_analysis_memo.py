@@ -16,11 +16,14 @@ def _mlp() -> md.Design:
 
 def test_unchanged_design_reuses_its_analysis():
     d = _mlp()
+    first = analyze(d)  # analysed once (a one-off copy, say): nothing kept
+    assert analyze(d) is not first
     assert analyze(d) is analyze(d)
 
 
 def test_in_place_props_edit_is_seen():
     d = _mlp()
+    analyze(d)
     assert analyze(d).nodes["fc"].params[0].numel == 32  # 4 x 8 weight
     d.nodes["fc"].props["out_features"] = 6  # bypasses Design's rev
     assert analyze(d).nodes["fc"].params[0].numel == 48
@@ -28,6 +31,7 @@ def test_in_place_props_edit_is_seen():
 
 def test_edges_trainable_and_new_nodes_are_seen():
     d = _mlp()
+    analyze(d)
     assert analyze(d).nodes["fc"].outputs[0].shape == (4,)
     d.nodes["fc"].trainable = False
     assert analyze(d).nodes["fc"].params[0].frozen
@@ -61,3 +65,22 @@ def test_lower_bound_feature_maps_scale_with_the_batch():
     # x (8 floats) -> fc (4 floats): 48 B per sample; fc's 4x8 weight and 4 bias: 144 B
     assert r3.lower_bound_bytes == 3 * 48 + 144
     assert r5.lower_bound_bytes == 5 * 48 + 144
+
+
+def test_a_graph_field_edited_in_place_is_seen_after_repeated_estimates():
+    """``output`` set in place (no rev bump) after the design's analysis was kept: the model now
+    also returns fc's value, so the kept analysis (and the graph structure on it) is not reused."""
+    d = _mlp()
+    d.add_node("ReLU", id="act")
+    d.add_edge("fc", "act")
+    kw = dict(mode="train", batch=2, optimizer="sgd")
+    md.estimate(d, **kw)
+    before = md.estimate(d, **kw)
+    d.nodes["fc"].output = True
+    after = md.estimate(d, **kw)
+
+    def loss_moment(rep):
+        return next(e.bytes for e in rep.timeline if e.label == "loss")
+    # fc's value (2 x 4 fp32, which ReLU does not save) now stays alive as an output: 32 B, and a
+    # second loss, out.mean() of it: one more fp32 scalar
+    assert loss_moment(after) - loss_moment(before) == 32 + 4

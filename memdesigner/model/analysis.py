@@ -116,7 +116,10 @@ def analyze(design: Design) -> Analysis:
 
         return analyze_collapsed(design)
     memo = design.__dict__.get("_analysis")
-    if memo is not None and _unchanged(design, memo):
+    if memo is None:  # analysed once: a design analysed again (not a one-off copy) keeps what it read
+        design.__dict__["_analysis"] = ()
+        return _analyze(design)
+    if memo and _unchanged(design, memo):
         return memo[2]
     an = _analyze(design)
     kept = _snapshot(design)
@@ -125,19 +128,23 @@ def analyze(design: Design) -> Analysis:
     return an
 
 
+# what analysis (and the engine's graph structure, engine/sim_structure.py, which keeps its result
+# on the analysis) reads from a node beside its props and tied parameters
+_FIELDS = attrgetter("type", "rev", "trainable", "output", "fused", "scope", "keep_until")
+
+
 def _snapshot(design: Design) -> list | None:
     """What analysis read from each node, to tell an unchanged design from an edited one
     without analysing it again (an estimate under other settings, a batch sweep): the node
     object, its coerced-props memo (which keeps the props it coerced, so an edit in place shows),
-    its type, trainability and tied parameters, and the fields the engine's graph structure reads
-    beside (engine/sim_structure.py, which keeps its result on the analysis). None when a node has no coerced props (an
+    the fields in _FIELDS and its tied parameters. None when a node has no coerced props (an
     unknown type, props that did not coerce): such a design is analysed every time."""
     out = []
     for nid, nd in design.nodes.items():
         cm = nd.__dict__.get("_coerced")
         if cm is None:
             return None
-        out.append((nid, nd, cm, nd.type, nd.trainable, dict(nd.tied), (nd.output, nd.fused, nd.scope, nd.keep_until)))
+        out.append((nid, nd, cm, _FIELDS(nd), dict(nd.tied)))
     return out
 
 
@@ -146,13 +153,12 @@ def _unchanged(design: Design, memo: tuple) -> bool:
     nodes = design.nodes
     if len(nodes) != len(kept) or edges != design.edges:
         return False
-    for (nid, nd0, cm, t, tr, ti, graph), (key, nd) in zip(kept, nodes.items()):
-        if nd is not nd0 or key != nid:
+    fields = _FIELDS
+    for (nid, nd0, cm, f, ti), (key, nd) in zip(kept, nodes.items()):
+        if nd is not nd0 or key != nid or nd.__dict__.get("_coerced") is not cm or fields(nd) != f or nd.tied != ti:
             return False
         props = nd.props
-        if nd.__dict__.get("_coerced") is not cm or cm[0] != nd.rev or cm[1] is not props or nd.type != t or \
-                nd.trainable != tr or nd.tied != ti or cm[4] != props or \
-                (nd.output, nd.fused, nd.scope, nd.keep_until) != graph:
+        if cm[1] is not props or cm[4] != props:
             return False
     return True
 
