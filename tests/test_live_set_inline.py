@@ -32,8 +32,9 @@ def _facts(sim) -> tuple:
 
 @pytest.mark.parametrize("kw", [dict(mode="inference", batch=3), dict(mode="train", batch=2, optimizer="adam")])
 @pytest.mark.parametrize("rounding", [1, 512])
-def test_inline_fast_path_matches_the_calls(kw, rounding):
-    d = md.load_design(EX / "resnet18.json")
+@pytest.mark.parametrize("name", ["resnet18", "transformer_encoder", "mobilenet_v2"])
+def test_inline_fast_path_matches_the_calls(kw, rounding, name):
+    d = md.load_design(EX / f"{name}.json")
     an = analyze(d)
     s = Settings(**kw)
     lean = Simulation(d, an, s, rounding).run()

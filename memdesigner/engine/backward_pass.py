@@ -126,7 +126,27 @@ def run_backward(sim, r) -> None:
         if fast and not c.stages:
             # the general path below, less what this op has no part in
             keys = ins[nid]
-            tmp = [alloc(nb, K, 1, what) for nb, what in c.bwd_temps] if c.bwd_temps else _NONE
+            if not c.bwd_temps:
+                tmp = _NONE
+            elif lean:  # alloc(), inlined
+                tmp = []
+                for nb, what in c.bwd_temps:
+                    tmp.append(len(nbl))
+                    nb_app(nb)
+                    if rnd > 1 and nb:
+                        rn = -(-nb // rnd) * rnd
+                        mem.slack += rnd - 1
+                    else:
+                        rn = nb
+                    rnb_app(rn)
+                    cat_app(K)
+                    rc_app(1)
+                    what_app(what)
+                    mem.cur += nb
+                    mem.rcur += rn
+                    by[K] += nb
+            else:
+                tmp = [alloc(nb, K, 1, what) for nb, what in c.bwd_temps]
             new_grads = []
             for i, kind, nb, what in c.grads_in:
                 k = keys[i]

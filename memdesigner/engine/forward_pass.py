@@ -102,7 +102,27 @@ def run_forward(sim, r) -> None:
         records = c.records
         if fast and c.plain and nid not in special:
             # the general path below, less what this op has no part in
-            tmp_sids = [alloc(nb, K, 1, what) for nb, what in c.temps] if c.temps else _NONE
+            if not c.temps:
+                tmp_sids = _NONE
+            elif lean:  # alloc(), inlined
+                tmp_sids = []
+                for nb, what in c.temps:
+                    tmp_sids.append(len(nbl))
+                    nb_app(nb)
+                    if rnd > 1 and nb:
+                        rn = -(-nb // rnd) * rnd
+                        mem.slack += rnd - 1
+                    else:
+                        rn = nb
+                    rnb_app(rn)
+                    cat_app(K)
+                    rc_app(1)
+                    what_app(what)
+                    mem.cur += nb
+                    mem.rcur += rn
+                    by[K] += nb
+            else:
+                tmp_sids = [alloc(nb, K, 1, what) for nb, what in c.temps]
             out_sids = []
             for o in c.outs:
                 if o.__class__ is not tuple:
@@ -127,7 +147,27 @@ def run_forward(sim, r) -> None:
                     by[A] += nb
                 else:
                     out_sids.append(alloc(o[0], A, 1, (nid, o[1])))
-            extra_sids = {tid: alloc(nb, A, 1, (nid, what)) for tid, nb, what in c.extras} if c.extras else _NONE
+            if not c.extras:
+                extra_sids = _NONE
+            elif lean:  # alloc(), inlined
+                extra_sids = {}
+                for tid, nb, what in c.extras:
+                    extra_sids[tid] = len(nbl)
+                    nb_app(nb)
+                    if rnd > 1 and nb:
+                        rn = -(-nb // rnd) * rnd
+                        mem.slack += rnd - 1
+                    else:
+                        rn = nb
+                    rnb_app(rn)
+                    cat_app(A)
+                    rc_app(1)
+                    what_app((nid, what))
+                    mem.cur += nb
+                    mem.rcur += rn
+                    by[A] += nb
+            else:
+                extra_sids = {tid: alloc(nb, A, 1, (nid, what)) for tid, nb, what in c.extras}
             if lean:  # event(), inlined (no capture, no trace)
                 cur, rcur = mem.cur, mem.rcur
                 if cur > mem.ppeak:
