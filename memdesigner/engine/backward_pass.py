@@ -9,7 +9,7 @@ import math
 from memdesigner.engine.checkpoint_rerun import rerun_segment
 from memdesigner.engine.compiled_rule import G_ALIAS, G_STAGE, G_T
 from memdesigner.engine.compiled_rule import NONE as _NONE
-from memdesigner.engine.live_set import A, G, K, release_all
+from memdesigner.engine.live_set import A, Event, G, K, LiveSet, _tuple_new, release_all
 from memdesigner.engine.param_state import INFLIGHT
 from memdesigner.units import DTYPE_BYTES
 
@@ -97,6 +97,12 @@ def run_backward(sim, r) -> None:
     # parallelism, gradient accumulation or with shared (tied) parameters; not a multi-stage op
     fast = fs is None and not seg_of and not amp and tp is None and not accum and not st.has_tied
     alloc, incref, decref = mem.alloc, mem.incref, mem.decref
+    # a plain live set with no capture and no trace: the fast path runs alloc() and event() inline
+    lean = mem.__class__ is LiveSet and mem.capture is None and mem.trace is None and mem.events is not None
+    nbl, by, rnbl, catl, exact = mem.nb, mem.by, mem.rnb, mem.cat, mem.exact
+    nb_app, rnb_app, cat_app, rc_app, what_app = nbl.append, mem.rnb.append, mem.cat.append, rcl.append, \
+        mem.what.append
+    ev_app = mem.events.append if mem.events is not None else None
     for nid in reversed(order):
         if fs is not None:
             fs.where = ("backward", nid)
@@ -120,26 +126,86 @@ def run_backward(sim, r) -> None:
         if fast and not c.stages:
             # the general path below, less what this op has no part in
             keys = ins[nid]
-            tmp = [alloc(nb, K, 1, what) for nb, what in c.bwd_temps] if c.bwd_temps else _NONE
+            if not c.bwd_temps:
+                tmp = _NONE
+            elif lean:  # alloc(), inlined
+                tmp = []
+                for nb, what in c.bwd_temps:
+                    tmp.append(len(nbl))
+                    nb_app(nb)
+                    if rnd > 1 and nb:
+                        rn = -(-nb // rnd) * rnd
+                        mem.slack += rnd - 1
+                    else:
+                        rn = nb
+                    rnb_app(rn)
+                    cat_app(K)
+                    rc_app(1)
+                    what_app(what)
+                    mem.cur += nb
+                    mem.rcur += rn
+                    by[K] += nb
+            else:
+                tmp = [alloc(nb, K, 1, what) for nb, what in c.bwd_temps]
             new_grads = []
             for i, kind, nb, what in c.grads_in:
                 k = keys[i]
                 if kind == G_ALIAS:
-                    incref(g0)
+                    rcl[g0] += 1
                     new_grads.append((k, g0, nb))
-                elif kind == G_T:
+                    continue
+                if kind != G_T:  # a new gradient (a "stage" gradient without stages is one too)
+                    what = (vkey[k][0], "gradient")
+                if lean:  # alloc(), inlined
+                    new_grads.append((k, len(nbl), 0))
+                    nb_app(nb)
+                    if rnd > 1 and nb:
+                        rn = -(-nb // rnd) * rnd
+                        mem.slack += rnd - 1
+                    else:
+                        rn = nb
+                    rnb_app(rn)
+                    cat_app(G)
+                    rc_app(1)
+                    what_app(what)
+                    mem.cur += nb
+                    mem.rcur += rn
+                    by[G] += nb
+                else:
                     new_grads.append((k, alloc(nb, G, 1, what), 0))
-                else:  # a new gradient (a "stage" gradient without stages is one too)
-                    new_grads.append((k, alloc(nb, G, 1, (vkey[k][0], "gradient")), 0))
             if op.param_grads and c.pgrads:  # param_grads(), without accumulation or shared parameters
                 raw = rsum = 0
                 for e in c.pgrads:
                     nb = e[2]
                     raw += nb
                     rsum += nb if rnd <= 1 else -(-nb // rnd) * rnd
-                if raw:
+                if raw and lean:  # alloc_exact(), inlined
+                    mem.exact.add(len(nbl))
+                    nb_app(raw)
+                    rnb_app(rsum)
+                    cat_app(G)
+                    rc_app(1)
+                    what_app((nid, "parameter gradients"))
+                    mem.cur += raw
+                    mem.rcur += rsum
+                    by[G] += raw
+                    mem.slack += rsum - raw
+                elif raw:
                     mem.alloc_exact(raw, rsum, G, (nid, "parameter gradients"))
-            mem.event("backward", nid, node.name)
+            if lean:  # event(), inlined (no capture, no trace)
+                cur, rcur = mem.cur, mem.rcur
+                if cur > mem.ppeak:
+                    mem.ppeak = cur
+                if rcur > mem.rpeak:
+                    mem.rpeak = rcur
+                by_ = tuple(by)
+                if cur > mem.peak:
+                    mem.peak = cur
+                    mem.peak_by = by_
+                    mem.peak_at = ("backward", nid)
+                ev_app(_tuple_new(Event, ("backward", nid, node.name, cur, by_, rcur)))
+            else:
+                mem.event("backward", nid, node.name)
             for sid in tmp:
                 decref(sid)
             for sid in saved_of.pop(nid, _NONE):  # (decref inlined: the refcounts, the _release hook)
@@ -147,13 +213,33 @@ def run_backward(sim, r) -> None:
                     x = rcl[sid] - 1
                     rcl[sid] = x
                     if x == 0:
-                        free(sid)
+                        if lean:  # _release(), inlined
+                            nb = nbl[sid]
+                            mem.cur -= nb
+                            mem.rcur -= rnbl[sid]
+                            by[catl[sid]] -= nb
+                            if sid in exact:
+                                mem.slack -= rnbl[sid] - nb
+                            elif nb and rnd > 1:
+                                mem.slack -= rnd - 1
+                        else:
+                            free(sid)
             for g in g_out:
                 if g is not None:
                     x = rcl[g] - 1
                     rcl[g] = x
                     if x == 0:
-                        free(g)
+                        if lean:  # _release(), inlined
+                            nb = nbl[g]
+                            mem.cur -= nb
+                            mem.rcur -= rnbl[g]
+                            by[catl[g]] -= nb
+                            if g in exact:
+                                mem.slack -= rnbl[g] - nb
+                            elif nb and rnd > 1:
+                                mem.slack -= rnd - 1
+                        else:
+                            free(g)
             for k, g, view_nb in new_grads:
                 old = grads.get(k)
                 if old is None:

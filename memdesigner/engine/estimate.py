@@ -87,8 +87,6 @@ def _run(design: Design, an: Analysis, settings: Settings, dev: Device | None) -
     sim, per_rank = run_ranks(design, an, settings, rounding)
     mem = sim.mem
     batch = settings.batch
-    lower = 0
-    infos = an.nodes
     valid = sim.order  # the nodes without a problem, in order
     rows = sim.rows  # (the report's lazy layer rows hold these, not the simulation and its live set)
     params, non_trainable, n_rg, pbytes, bbytes = sim.totals
@@ -97,7 +95,9 @@ def _run(design: Design, an: Analysis, settings: Settings, dev: Device | None) -
         params, non_trainable, n_rg, pbytes, bbytes = (
             sum(rows[n][k] for n in valid)
             for k in ("params", "non_trainable", "requires_grad", "param_bytes", "buffer_bytes"))
-    flops = sum([infos[nid].flops for nid in valid]) * batch
+    el = DTYPE_BYTES[settings.torch_dtype]
+    facts = _graph_facts(design, an, valid, el) if valid is sim.order else _graph_facts_of(design, an, valid, el)
+    flops = facts[0] * batch
 
     def layer_rows():
         out = []
@@ -115,22 +115,7 @@ def _run(design: Design, an: Analysis, settings: Settings, dev: Device | None) -
         return out
 
     # textbook lower bound: parameters + the largest pair of adjacent feature maps
-    out_bytes = {}
-    el = DTYPE_BYTES[settings.torch_dtype]
-    el64 = DTYPE_BYTES["int64"]
-    prod = math.prod
-    for nid in valid:
-        outs = infos[nid].outputs
-        if outs:
-            o = outs[0]
-            out_bytes[nid] = batch * prod(o.shape) * (el64 if o.kind == "int64" else el)
-    for e in design.edges:
-        a = out_bytes.get(e.src)
-        if a is not None:
-            b = out_bytes.get(e.dst)
-            if b is not None and a + b > lower:
-                lower = a + b
-    lower += pbytes + bbytes
+    lower = batch * facts[1] + pbytes + bbytes
     peak = mem.peak
     at_peak = dict(zip(CATS, mem.peak_by))
     phase, layer = (mem.peak_at or (None, None))
@@ -148,11 +133,7 @@ def _run(design: Design, an: Analysis, settings: Settings, dev: Device | None) -
                                      {n: design.nodes[n].name for n in valid})
         if absurd:
             warnings.append(absurd)
-    nodes = design.nodes
-    for nid in valid:
-        if nodes[nid].type == "Generic":
-            op = infos[nid].props.get("op")
-            (traced if infos[nid].props.get("traced") else unruled).append(f"{nid} ({op})")
+    unruled, traced = list(facts[2]), list(facts[3])
     if unruled:
         warnings.append(f"{len(unruled)} ops estimated without a rule: their memory may be off (each output is "
                         f"counted and its inputs are assumed kept): {', '.join(unruled[:8])}"
@@ -160,7 +141,7 @@ def _run(design: Design, an: Analysis, settings: Settings, dev: Device | None) -
     if traced:
         warnings.append(f"{len(traced)} ops without a layer rule use what PyTorch showed when they were traced at "
                         f"import (saved tensors, views): {', '.join(traced[:4])}" + (", ..." if len(traced) > 4 else ""))
-    gc_warning = _gc_held_warning(design, an, settings, rounding, peak)
+    gc_warning = _gc_held_warning(design, an, settings, rounding, peak) if facts[4] else ""
     if gc_warning:
         warnings.append(gc_warning)
     return Report(
@@ -175,6 +156,46 @@ def _run(design: Design, an: Analysis, settings: Settings, dev: Device | None) -
         paged_optimizer_bytes=getattr(sim, "paged_optimizer_bytes", 0),
         rank_timelines=dict(getattr(sim, "rank_events", {})) if len(per_rank) > 1 else {},
     )
+
+
+def _graph_facts(design: Design, an: Analysis, valid: list, el: int) -> tuple:
+    """_graph_facts_of, kept on the analysis for the next estimate over it (other settings, another
+    batch) while the design and its edge count are the ones it was made for."""
+    memo = an.__dict__.get("_graph_facts")
+    if memo is not None and memo[0] is design and memo[1] is valid and memo[2] == len(design.edges) and memo[3] == el:
+        return memo[4]
+    facts = _graph_facts_of(design, an, valid, el)
+    an.__dict__["_graph_facts"] = (design, valid, len(design.edges), el, facts)
+    return facts
+
+
+def _graph_facts_of(design: Design, an: Analysis, valid: list, el: int) -> tuple:
+    """What the report reads from the graph alone, per batch element: (FLOPs of the valid nodes,
+    the largest pair of adjacent first-output sizes in bytes, the Generic ops without a rule and
+    the traced ones as 'id (op)', whether any output waits for Python's garbage collector)."""
+    infos, nodes = an.nodes, design.nodes
+    el64 = DTYPE_BYTES["int64"]
+    prod = math.prod
+    out_bytes = {}
+    for nid in valid:
+        outs = infos[nid].outputs
+        if outs:
+            o = outs[0]
+            out_bytes[nid] = prod(o.shape) * (el64 if o.kind == "int64" else el)
+    pair = 0
+    for e in design.edges:
+        a = out_bytes.get(e.src)
+        if a is not None:
+            b = out_bytes.get(e.dst)
+            if b is not None and a + b > pair:
+                pair = a + b
+    unruled, traced = [], []
+    for nid in valid:
+        if nodes[nid].type == "Generic":
+            op = infos[nid].props.get("op")
+            (traced if infos[nid].props.get("traced") else unruled).append(f"{nid} ({op})")
+    gc_held = any(nodes[n].keep_until == GC_HELD for n in an.order)
+    return sum([infos[nid].flops for nid in valid]), pair, tuple(unruled), tuple(traced), gc_held
 
 
 def _gc_held_warning(design: Design, an: Analysis, settings: Settings, rounding: int, peak: int) -> str:

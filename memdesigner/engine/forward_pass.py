@@ -8,7 +8,7 @@ from __future__ import annotations
 from memdesigner.engine.checkpoint_segments import checkpoint_segments
 from memdesigner.engine.compiled_rule import NONE as _NONE
 from memdesigner.engine.compiled_rule import RULES, S_EXTRA, S_IN, S_OUT, S_PARAM, CompiledRule, nbytes, settings_id
-from memdesigner.engine.live_set import A, K, release_all
+from memdesigner.engine.live_set import A, Event, K, LiveSet, _tuple_new, release_all
 from memdesigner.model.design import GC_HELD
 from memdesigner.model.oprules import In, MemCtx, OpMem, Out, T
 
@@ -67,6 +67,12 @@ def run_forward(sim, r) -> None:
             | (set(tp.fwd_allreduce) if tp is not None else set())
     rows = sim.rows
     rcl, free = mem.rc, mem._release
+    # a plain live set with no capture and no trace: the fast path runs alloc() and event() inline
+    lean = mem.__class__ is LiveSet and mem.capture is None and mem.trace is None and mem.events is not None
+    nbl, rnd, by, rnbl, catl, exact = mem.nb, mem.round, mem.by, mem.rnb, mem.cat, mem.exact
+    nb_app, rnb_app, cat_app, rc_app, what_app = nbl.append, mem.rnb.append, mem.cat.append, rcl.append, \
+        mem.what.append
+    ev_app = mem.events.append if mem.events is not None else None
     for nid in order:
         keys = ins[nid]
         info = an_nodes[nid]
@@ -96,17 +102,86 @@ def run_forward(sim, r) -> None:
         records = c.records
         if fast and c.plain and nid not in special:
             # the general path below, less what this op has no part in
-            tmp_sids = [alloc(nb, K, 1, what) for nb, what in c.temps] if c.temps else _NONE
+            if not c.temps:
+                tmp_sids = _NONE
+            elif lean:  # alloc(), inlined
+                tmp_sids = []
+                for nb, what in c.temps:
+                    tmp_sids.append(len(nbl))
+                    nb_app(nb)
+                    if rnd > 1 and nb:
+                        rn = -(-nb // rnd) * rnd
+                        mem.slack += rnd - 1
+                    else:
+                        rn = nb
+                    rnb_app(rn)
+                    cat_app(K)
+                    rc_app(1)
+                    what_app(what)
+                    mem.cur += nb
+                    mem.rcur += rn
+                    by[K] += nb
+            else:
+                tmp_sids = [alloc(nb, K, 1, what) for nb, what in c.temps]
             out_sids = []
             for o in c.outs:
-                if o.__class__ is tuple:
-                    out_sids.append(alloc(o[0], A, 1, (nid, o[1])))
-                else:
+                if o.__class__ is not tuple:
                     src_sid = val_sid[keys[o]]
-                    incref(src_sid)
+                    rcl[src_sid] += 1
                     out_sids.append(src_sid)
-            extra_sids = {tid: alloc(nb, A, 1, (nid, what)) for tid, nb, what in c.extras} if c.extras else _NONE
-            mem.event("forward", nid, node.name)
+                elif lean:  # alloc(), inlined
+                    nb = o[0]
+                    out_sids.append(len(nbl))
+                    nb_app(nb)
+                    if rnd > 1 and nb:
+                        rn = -(-nb // rnd) * rnd
+                        mem.slack += rnd - 1
+                    else:
+                        rn = nb
+                    rnb_app(rn)
+                    cat_app(A)
+                    rc_app(1)
+                    what_app((nid, o[1]))
+                    mem.cur += nb
+                    mem.rcur += rn
+                    by[A] += nb
+                else:
+                    out_sids.append(alloc(o[0], A, 1, (nid, o[1])))
+            if not c.extras:
+                extra_sids = _NONE
+            elif lean:  # alloc(), inlined
+                extra_sids = {}
+                for tid, nb, what in c.extras:
+                    extra_sids[tid] = len(nbl)
+                    nb_app(nb)
+                    if rnd > 1 and nb:
+                        rn = -(-nb // rnd) * rnd
+                        mem.slack += rnd - 1
+                    else:
+                        rn = nb
+                    rnb_app(rn)
+                    cat_app(A)
+                    rc_app(1)
+                    what_app((nid, what))
+                    mem.cur += nb
+                    mem.rcur += rn
+                    by[A] += nb
+            else:
+                extra_sids = {tid: alloc(nb, A, 1, (nid, what)) for tid, nb, what in c.extras}
+            if lean:  # event(), inlined (no capture, no trace)
+                cur, rcur = mem.cur, mem.rcur
+                if cur > mem.ppeak:
+                    mem.ppeak = cur
+                if rcur > mem.rpeak:
+                    mem.rpeak = rcur
+                by_ = tuple(by)
+                if cur > mem.peak:
+                    mem.peak = cur
+                    mem.peak_by = by_
+                    mem.peak_at = ("forward", nid)
+                ev_app(_tuple_new(Event, ("forward", nid, node.name, cur, by_, rcur)))
+            else:
+                mem.event("forward", nid, node.name)
             for sid in tmp_sids:
                 decref(sid)
             if records:
@@ -149,7 +224,17 @@ def run_forward(sim, r) -> None:
                 x = rcl[sid] - 1
                 rcl[sid] = x
                 if x == 0:
-                    free(sid)
+                    if lean:  # _release(), inlined
+                        nb = nbl[sid]
+                        mem.cur -= nb
+                        mem.rcur -= rnbl[sid]
+                        by[catl[sid]] -= nb
+                        if sid in exact:
+                            mem.slack -= rnbl[sid] - nb
+                        elif nb and rnd > 1:
+                            mem.slack -= rnd - 1
+                    else:
+                        free(sid)
             row = rows[nid]
             row["activation_bytes"] = c.new_bytes
             row["kept_bytes"] = c.kept

@@ -115,6 +115,55 @@ def analyze(design: Design) -> Analysis:
         from memdesigner.model.blocks import analyze_collapsed
 
         return analyze_collapsed(design)
+    memo = design.__dict__.get("_analysis")
+    if memo is None:  # analysed once: a design analysed again (not a one-off copy) keeps what it read
+        design.__dict__["_analysis"] = ()
+        return _analyze(design)
+    if memo and _unchanged(design, memo):
+        return memo[2]
+    an = _analyze(design)
+    kept = _snapshot(design)
+    if kept is not None:
+        design.__dict__["_analysis"] = (kept, list(design.edges), an)
+    return an
+
+
+# what analysis (and the engine's graph structure, engine/sim_structure.py, which keeps its result
+# on the analysis) reads from a node beside its props and tied parameters
+_FIELDS = attrgetter("type", "rev", "trainable", "output", "fused", "scope", "keep_until")
+
+
+def _snapshot(design: Design) -> list | None:
+    """What analysis read from each node, to tell an unchanged design from an edited one
+    without analysing it again (an estimate under other settings, a batch sweep): the node
+    object, its coerced-props memo (which keeps the props it coerced, so an edit in place shows),
+    the fields in _FIELDS and its tied parameters. None when a node has no coerced props (an
+    unknown type, props that did not coerce): such a design is analysed every time."""
+    out = []
+    for nid, nd in design.nodes.items():
+        cm = nd.__dict__.get("_coerced")
+        if cm is None:
+            return None
+        out.append((nid, nd, cm, _FIELDS(nd), dict(nd.tied)))
+    return out
+
+
+def _unchanged(design: Design, memo: tuple) -> bool:
+    kept, edges = memo[0], memo[1]
+    nodes = design.nodes
+    if len(nodes) != len(kept) or edges != design.edges:
+        return False
+    fields = _FIELDS
+    for (nid, nd0, cm, f, ti), (key, nd) in zip(kept, nodes.items()):
+        if nd is not nd0 or key != nid or nd.__dict__.get("_coerced") is not cm or fields(nd) != f or nd.tied != ti:
+            return False
+        props = nd.props
+        if cm[1] is not props or cm[4] != props:
+            return False
+    return True
+
+
+def _analyze(design: Design) -> Analysis:
     try:
         order = design.topo_order()
     except ValueError as exc:
