@@ -191,6 +191,37 @@ def _run_export(node, hook, ctx):
         raise ExportError(f"{node.id}: {node.type} has no PyTorch export here: {err}") from None
 
 
+def _registration_order(init: list, design: Design, attr: dict, tensor_names: dict) -> list:
+    """``__init__``'s lines in the design's recorded parameter order (``Design.param_order``, an
+    imported model's registration order): ``model.parameters()`` follows ``__init__``, and the
+    CPU's for-loop Adam steps parameters in that order (engine/param_order.py), so the exported
+    model keeps the peak its design estimates. Lines of layers without recorded parameters stay
+    beside the line before them; tying lines (``self.a.w = self.b.w``) stay last."""
+    keys = getattr(design, "param_order", None)
+    if not keys:
+        return init
+    by_name = {design.nodes[nid].name: nid for nid in attr}
+    rank: dict = {}
+    for i, k in enumerate(keys):
+        parts = k.split(".")
+        for cut in range(len(parts) - 1, 0, -1):  # node names and parameter names both hold dots
+            nid = by_name.get(".".join(parts[:cut]))
+            if nid is not None:
+                rank.setdefault(nid, i)
+                break
+    owner = {a: nid for nid, a in attr.items()}
+    owner.update({a: key[0] for key, a in tensor_names.items()})
+    ranked, last = [], -1
+    for j, ln in enumerate(init):
+        name = ln[5:].split(" ", 1)[0] if ln.startswith("self.") else ""
+        if "." in name:  # a tied parameter: after every definition
+            last = len(keys)
+        else:
+            last = rank.get(owner.get(name), last)
+        ranked.append((last, j, ln))
+    return [ln for _, _, ln in sorted(ranked)]
+
+
 def to_python(design: Design, class_name: str | None = None, layers: dict | None = None) -> str:
     """The design as a Python module: ``class <Name>(nn.Module)`` and ``def make()``. ``layers``
     (a dict, filled in): module attribute -> the (expanded) design's node ids it runs, so a
@@ -512,6 +543,7 @@ def to_python(design: Design, class_name: str | None = None, layers: dict | None
     ret = sinks[0] if len(sinks) == 1 else "(" + ", ".join(sinks) + ("," if len(sinks) == 1 else "") + ")"
     if not sinks:
         ret = args[0]
+    init = _registration_order(init, design, attr, tensor_names)
     cname = _check_class_name(class_name) if class_name else _class_name(design.name)
     out = []
     # the design's name is the author's text: a repr'd literal, never pasted between quotes
