@@ -83,9 +83,12 @@ def test_export_registers_modules_in_the_recorded_order():
     assert code.index("self.n0 = ") < code.index("self.n2 = ") < code.index("self.n1 = ")
 
 
-def test_seq2seq_gru_export_round_trip_keeps_the_adam_peak():
-    """Exported and imported back, seq2seq_gru registers its modules as the original did: the
-    same for-loop Adam peak (benchmarks/torch_export_roundtrip.py: -1.64 % before)."""
+@pytest.mark.parametrize("name, peak", [("seq2seq_gru", 15_867_188), ("mini_bert", 16_102_640)])
+def test_export_round_trip_keeps_the_adam_peak(name, peak):
+    """Exported and imported back, the model registers its parameters as the original did: the
+    same for-loop Adam peak (benchmarks/torch_export_roundtrip.py before: seq2seq_gru -1.64 %,
+    modules in execution order; mini_bert +0.41 %, a traced call's weight on the root module,
+    listed before every child's)."""
     torch = pytest.importorskip("torch")
     if str(BENCH) not in sys.path:
         sys.path.insert(0, str(BENCH))
@@ -95,12 +98,12 @@ def test_seq2seq_gru_export_round_trip_keeps_the_adam_peak():
     from memdesigner.importers.torch_fx import from_module
 
     with torch.device("meta"):
-        module, shape = hm.MODELS["seq2seq_gru"]()
-    design = from_module(module, shape, name="seq2seq_gru")
+        module, shape = hm.MODELS[name]()
+    design = from_module(module, shape, name=name)
     ns: dict = {}
     exec(compile(to_python(design), "<export>", "exec"), ns)
     with torch.device("meta"):
         back_module, back_shape = ns["make"]()
     back = from_module(back_module, back_shape, name="back")
-    kw = dict(mode="train", optimizer="adam", batch=8, backend="cpu")
-    assert memdesigner.estimate(back, **kw).peak_bytes == memdesigner.estimate(design, **kw).peak_bytes == 15_867_188
+    kw = dict(mode="train", optimizer="adam", batch=8 if name == "seq2seq_gru" else 2, backend="cpu")
+    assert memdesigner.estimate(back, **kw).peak_bytes == memdesigner.estimate(design, **kw).peak_bytes == peak

@@ -102,7 +102,7 @@ def test_layer_scale_parameter_is_owned_by_the_exported_module():
     assert call["target"] == "operator.mul"
     assert call["tensors"] == [{"shape": [8, 1, 1], "dtype": "torch.float32", "param": True, "grad": True}]
     m2, _ = _make(to_python(d))()
-    assert [tuple(p.shape) for n, p in m2.named_parameters() if n.endswith("_t0")] == [(8, 1, 1)]
+    assert [tuple(p.shape) for n, p in m2.named_parameters() if n.endswith("_tensors.t0")] == [(8, 1, 1)]
 
 
 def _old_design():
@@ -185,4 +185,4 @@ def test_recorded_call_survives_the_design_file(tmp_path):
     d = from_module(Latents(), (5, 16))
     save_design(d, tmp_path / "d.json")
     code = to_python(load_design(tmp_path / "d.json"))
-    assert code == to_python(d) and "self.norm(self.norm_t0.expand(x.size(0), -1, -1))" in code
+    assert code == to_python(d) and "self.norm(self.norm_tensors.t0.expand(x.size(0), -1, -1))" in code

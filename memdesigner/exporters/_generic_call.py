@@ -251,7 +251,8 @@ def tensor_init(spec, name: str, lit) -> str:
     if spec.get("param"):
         grad = bool(spec.get("grad", True)) and floating
         return f"self.{name} = nn.Parameter({make}" + (")" if grad else ", requires_grad=False)")
-    return f"self.register_buffer({name!r}, {make})"
+    holder, _, leaf = name.rpartition(".")
+    return f"self.{holder}.register_buffer({leaf!r}, {make})" if holder else f"self.register_buffer({name!r}, {make})"
 
 
 def render(call: dict, attr: str, refs: list, ranks: list, model_input: str, tensor_attr, lit) -> Rendered:

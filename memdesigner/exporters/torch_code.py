@@ -191,12 +191,13 @@ def _run_export(node, hook, ctx):
         raise ExportError(f"{node.id}: {node.type} has no PyTorch export here: {err}") from None
 
 
-def _registration_order(init: list, design: Design, attr: dict, tensor_names: dict) -> list:
+def _registration_order(init: list, design: Design, attr: dict, holders: dict) -> list:
     """``__init__``'s lines in the design's recorded parameter order (``Design.param_order``, an
     imported model's registration order): ``model.parameters()`` follows ``__init__``, and the
     CPU's for-loop Adam steps parameters in that order (engine/param_order.py), so the exported
     model keeps the peak its design estimates. Lines of layers without recorded parameters stay
-    beside the line before them; tying lines (``self.a.w = self.b.w``) stay last."""
+    beside the line before them; lines on a submodule (tying ``self.a.w = self.b.w``, a holder's
+    tensors) stay last: a child's parameters keep the child's place."""
     keys = getattr(design, "param_order", None)
     if not keys:
         return init
@@ -210,11 +211,11 @@ def _registration_order(init: list, design: Design, attr: dict, tensor_names: di
                 rank.setdefault(nid, i)
                 break
     owner = {a: nid for nid, a in attr.items()}
-    owner.update({a: key[0] for key, a in tensor_names.items()})
+    owner.update({a: nid for nid, a in holders.items()})
     ranked, last = [], -1
     for j, ln in enumerate(init):
         name = ln[5:].split(" ", 1)[0] if ln.startswith("self.") else ""
-        if "." in name:  # a tied parameter: after every definition
+        if "." in name or name.startswith("register_"):  # on a submodule: after every definition
             last = len(keys)
         else:
             last = rank.get(owner.get(name), last)
@@ -282,6 +283,7 @@ def to_python(design: Design, class_name: str | None = None, layers: dict | None
     helpers: dict = {}  # helper class name -> source (registrations' exports)
     extra_reads: dict = {}  # node id -> variables it reads that are no design input (the model's input)
     tensor_names: dict = {}  # (Generic node id, j) -> attribute of the tensor its recorded call owns
+    holders: dict = {}  # Generic node id -> the attribute of the nn.Module holding its tensors
 
     def tensor_attr(owner, j, nid_now):
         key = (owner or nid_now, j)
@@ -291,7 +293,13 @@ def to_python(design: Design, class_name: str | None = None, layers: dict | None
                 if own is not None and own.type == "Generic" and key[0] in attr else []
             if not isinstance(specs, list) or not 0 <= j < len(specs):
                 raise _generic_call.CallError(f"tensor {j} of {key[0]!r} does not exist")
-            name = _ident(f"{attr[key[0]]}_t{j}", used)
+            # a holder module per node, as the traced model had its tensors inside a submodule:
+            # a root-level Parameter would come first in model.parameters() (own before children)
+            holder = holders.get(key[0])
+            if holder is None:
+                holder = holders[key[0]] = _ident(f"{attr[key[0]]}_tensors", used)
+                init.append(f"self.{holder} = nn.Module()")
+            name = f"{holder}.t{j}"
             init.append(_generic_call.tensor_init(specs[j], name, _lit))
             tensor_names[key] = name
         return tensor_names[key]
@@ -543,7 +551,7 @@ def to_python(design: Design, class_name: str | None = None, layers: dict | None
     ret = sinks[0] if len(sinks) == 1 else "(" + ", ".join(sinks) + ("," if len(sinks) == 1 else "") + ")"
     if not sinks:
         ret = args[0]
-    init = _registration_order(init, design, attr, tensor_names)
+    init = _registration_order(init, design, attr, holders)
     cname = _check_class_name(class_name) if class_name else _class_name(design.name)
     out = []
     # the design's name is the author's text: a repr'd literal, never pasted between quotes
