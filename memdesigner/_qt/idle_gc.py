@@ -74,7 +74,13 @@ def _release(*_) -> None:
 
 
 def install(win) -> IdleCollector:
-    """The window's collector: busy while the canvas builds or an estimate runs; every undo-stack
-    change counts as activity."""
-    return IdleCollector(win, lambda: win.scene.jobs.busy or win.service.busy,
-                         (win.stack.indexChanged, win.scene.selectionChanged))
+    """The window's collector: busy while the canvas builds, a file is read or an estimate runs;
+    an edit, a selection, a canvas change (a design shown, a layout) or an estimate landing
+    counts as activity."""
+    def busy() -> bool:
+        task = getattr(win, "open_task", None)
+        return win.scene.jobs.busy or win.service.busy or (task is not None and task.running)
+
+    return IdleCollector(win, busy,
+                         (win.stack.indexChanged, win.scene.selectionChanged, win.scene.layout_changed,
+                          win.service.result_ready))
