@@ -80,6 +80,9 @@ class MainWindow(QMainWindow):
         self.service.busy_changed.connect(self._busy)
         self.stack.cleanChanged.connect(self._update_title)
         self.stack.indexChanged.connect(self._update_title)
+        from memdesigner._qt import idle_gc
+
+        self.idle_gc = idle_gc.install(self)  # full collections when idle (_qt/idle_gc.py)
         self.set_design(Design(), None)
         if not headless:
             self._restore_state()

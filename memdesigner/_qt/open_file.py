@@ -16,6 +16,7 @@ from PySide6.QtWidgets import QMessageBox
 from memdesigner._qt import worker
 from memdesigner._qt.layout import needs_layout, positions
 from memdesigner._qt.opened_settings import opened_settings
+from memdesigner.engine.gc_pause import gc_paused
 from memdesigner.io.design_file import DesignFileError, load_design
 from memdesigner.text import first_line
 
@@ -24,7 +25,13 @@ BACKGROUND_BYTES = 64 * 1024  # bigger files are read on the worker (the example
 
 def read_placed(path: str, style: str, cancel=None):
     """The design in ``path`` with its opening settings, laid out when it needs it (no Qt: runs
-    on the worker). DesignFileError when the file cannot be read."""
+    on the worker). DesignFileError when the file cannot be read. Parsed with the collector paused:
+    the objects it makes trigger full collections that hold the GIL ~60 ms (the window stalls)."""
+    with gc_paused():
+        return _read_placed(path, style, cancel)
+
+
+def _read_placed(path: str, style: str, cancel):
     d = load_design(path)
     if cancel is not None and cancel.is_set():
         raise worker.Cancelled()
