@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from memdesigner.engine.devices import Device
-from memdesigner.engine.search import largest_fitting
+from memdesigner.engine.search import largest_fitting, last_fitting
 from memdesigner.engine.settings import Settings
 from memdesigner.engine.simulate import Simulation
 from memdesigner.model.analysis import Analysis, analyze
@@ -113,13 +113,7 @@ class BatchCurve:
         if lo >= hi:
             return hi
         # the answer is in [lo, hi]: lo fits by the bound, hi + 1 cannot
-        while hi - lo > 0:
-            mid = (lo + hi + 1) // 2
-            if fits(mid):
-                lo = mid
-            else:
-                hi = mid - 1
-        return lo
+        return last_fitting(fits, lo, hi + 1)
 
 
 def batch_curve(design: Design, settings: Settings, device: Device | None = None,

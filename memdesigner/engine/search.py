@@ -13,14 +13,19 @@ def largest_fitting(fits, lo: int, limit: int) -> int:
         hi = min(limit, hi * 2)
     if hi == limit:
         return hi
-    bad = min(limit, hi * 2)
-    while bad - hi > 1:
-        mid = (hi + bad) // 2
+    return last_fitting(fits, hi, min(limit, hi * 2))
+
+
+def last_fitting(fits, good: int, bad: int) -> int:
+    """The largest n in [good, bad) with fits(n), given that ``good`` fits and ``bad`` does not
+    (neither is asked; fits monotone): bisection, the one every search here ends with."""
+    while bad - good > 1:
+        mid = (good + bad) // 2
         if fits(mid):
-            hi = mid
+            good = mid
         else:
             bad = mid
-    return hi
+    return good
 
 
 def smallest_fitting(fits, lo: int, hi: int) -> int | None:

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from memdesigner.engine.search import last_fitting
+
 
 def _parabolas(points: dict) -> np.ndarray | None:
     """(moments x 4): a, b, c of a + b·n + c·n² through three traced lengths, and the slack;
@@ -40,13 +42,7 @@ def _largest_under(par: np.ndarray, budget: float, lo: int, hi: int, with_slack:
 
     if not ok(lo):
         return lo - 1
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if ok(mid):
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
+    return last_fitting(ok, lo, hi + 1)
 
 
 def longest_fitting(length: int, cap: int, peak, traced=None, overhead: int = 0) -> int | None:
@@ -98,10 +94,4 @@ def longest_fitting(length: int, cap: int, peak, traced=None, overhead: int = 0)
                     a = g
                 else:
                     b = g
-    while b - a > 1:
-        mid = (a + b) // 2
-        if fits(mid):
-            a = mid
-        else:
-            b = mid
-    return a
+    return last_fitting(fits, a, b)
