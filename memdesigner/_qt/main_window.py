@@ -156,6 +156,7 @@ class MainWindow(QMainWindow):
         self.view.layer_dropped.connect(self.add_layer)
         self.scene.selectionChanged.connect(self._selection_changed)
         self.scene.message.connect(lambda m: self.statusBar().showMessage(m, 6000))
+        self.scene.building_changed.connect(self._building_message)
         self.inspector.message.connect(lambda m: self.statusBar().showMessage(m, 6000))
         self.timeline.node_clicked.connect(lambda nid: self.select_node(nid, center=True))
         self.table.node_clicked.connect(lambda nid: self.select_node(nid, center=True))
@@ -391,6 +392,11 @@ class MainWindow(QMainWindow):
         path, _ = QFileDialog.getOpenFileName(self, "Open design", self._last_dir(), "memdesigner designs (*.json)")
         if path:
             self.open_path(path)
+
+    def _building_message(self, building: bool) -> None:
+        """The scene's "Building the canvas…" goes when the build is done (not 6 s later)."""
+        if not building and self.statusBar().currentMessage().startswith("Building the canvas"):
+            self.statusBar().clearMessage()
 
     def open_path(self, path: str, remember: bool = True) -> bool:
         return open_file.open_path(self, path, remember)  # a big file is read on the worker

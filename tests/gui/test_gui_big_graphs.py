@@ -84,11 +84,13 @@ def test_a_big_design_is_built_in_slices_and_then_complete(window, qtbot):
     d = chain(900)
     window.set_design(d, None, layout=False)
     assert window.scene.building  # set_design returned before all 2,000 items existed
+    assert window.statusBar().currentMessage().startswith("Building the canvas")
     # (the layers alone can fit in the first 12 ms slice once no full collection lands in it)
     assert len(window.scene.nodes) + len(window.scene.edges) < len(d.nodes) + len(d.edges)
     qtbot.waitUntil(lambda: not window.scene.building, timeout=20000)
     assert set(window.scene.nodes) == set(d.nodes)
     assert set(window.scene.edges) == set(d.edges)
+    assert not window.statusBar().currentMessage().startswith("Building")  # it went with the build
     qtbot.waitUntil(lambda: window.scene.nodes["fc400"].shape_text == "1×16", timeout=20000)
     window.select_all()
     window.delete_selection()  # big: hidden at once, out of the scene index in slices
@@ -98,6 +100,7 @@ def test_a_big_design_is_built_in_slices_and_then_complete(window, qtbot):
     window.stack.undo()
     qtbot.waitUntil(lambda: not window.scene.building, timeout=20000)
     assert set(window.scene.nodes) == set(d.nodes) and set(window.scene.edges) == set(d.edges)
+    assert not window.statusBar().currentMessage().startswith("Building")
 
 
 # -- level of detail ----------------------------------------------------------------------------
