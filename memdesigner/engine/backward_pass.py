@@ -5,6 +5,7 @@ parameter gradients, autocast's casts), freeing what the op saved; fan-ins sum t
 from __future__ import annotations
 
 import math
+from itertools import chain
 
 from memdesigner.engine.checkpoint_rerun import rerun_segment
 from memdesigner.engine.compiled_rule import G_ALIAS, G_STAGE, G_T
@@ -208,7 +209,9 @@ def run_backward(sim, r) -> None:
                 mem.event("backward", nid, node.name)
             for sid in tmp:
                 decref(sid)
-            for sid in saved_of.pop(nid, _NONE):  # (decref inlined: the refcounts, the _release hook)
+            # what the op saved, then its incoming gradients (decref inlined: the refcounts, the
+            # _release hook)
+            for sid in chain(saved_of.pop(nid, _NONE), g_out):
                 if sid is not None:
                     x = rcl[sid] - 1
                     rcl[sid] = x
@@ -224,22 +227,6 @@ def run_backward(sim, r) -> None:
                                 mem.slack -= rnd - 1
                         else:
                             free(sid)
-            for g in g_out:
-                if g is not None:
-                    x = rcl[g] - 1
-                    rcl[g] = x
-                    if x == 0:
-                        if lean:  # _release(), inlined
-                            nb = nbl[g]
-                            mem.cur -= nb
-                            mem.rcur -= rnbl[g]
-                            by[catl[g]] -= nb
-                            if g in exact:
-                                mem.slack -= rnbl[g] - nb
-                            elif nb and rnd > 1:
-                                mem.slack -= rnd - 1
-                        else:
-                            free(g)
             for k, g, view_nb in new_grads:
                 old = grads.get(k)
                 if old is None:
