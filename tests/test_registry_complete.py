@@ -103,6 +103,17 @@ def test_mapped_by_an_importer_or_says_why_not(name):
         f"{name}: no PyTorch / ONNX / Keras mapping and no no_import reason"
 
 
+@pytest.mark.parametrize("name", TYPES)
+def test_torch_props_name_mapped_ops_and_declared_props(name):
+    """A torch op's implied props (F.mse_loss: Loss kind mse) are valid values of declared props."""
+    lt = registry.get(name)
+    for op, props in lt.torch_props:
+        assert op in lt.torch_ops, f"{name}: {op} in torch_props but not in torch_ops"
+        for key, value in props:
+            prop = lt.prop(key)
+            assert not prop.choices or value in prop.choices, (name, op, key, value)
+
+
 def test_docs_have_a_row_per_type():
     from helpers import ROOT
 

@@ -8,8 +8,10 @@ class weights, label smoothing (a smoothing term over all classes), probability 
 
 from __future__ import annotations
 
-KINDS = {"cross_entropy": "cross_entropy", "CrossEntropyLoss": "cross_entropy", "cross_entropy_loss": "cross_entropy",
-         "mse_loss": "mse", "MSELoss": "mse"}
+from memdesigner.model import registry
+
+# torch name -> the Loss kind it computes, from the Loss registration (its torch_props)
+KINDS = {op: dict(props)["kind"] for op, props in registry.get("Loss").torch_props}
 _ATEN_REDUCTION = {0: "none", 1: "mean", 2: "sum"}  # at::Reduction
 
 

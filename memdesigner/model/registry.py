@@ -233,6 +233,8 @@ class LayerType:
     n_outputs: int = 1
     input_names: tuple = ()  # port labels, e.g. ("query", "key", "value")
     torch_ops: tuple = ()  # torch modules / functions that map onto this type (importer hints)
+    # (name in torch_ops, ((prop, value), ...)): the props a torch op implies (F.mse_loss: kind mse)
+    torch_props: tuple = ()
     # ONNX op types (or importer-fused patterns, e.g. "MatMul+Add") this type imports, and the rule
     # (OnnxCtx) -> props dict, or None when the node is not this type (Conv is Conv1d or Conv2d);
     # raising LayerError imports the node as Generic with the reason. See model/onnxmap.py.

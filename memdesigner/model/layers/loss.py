@@ -44,6 +44,10 @@ Loss = register(LayerType(
     props=(Prop("kind", "choice", "cross_entropy", choices=("cross_entropy", "mse")),),
     max_inputs=2, input_names=("input", "target"),
     shape=_loss_shape, flops=lambda c, o: 4 * c.inputs[0].numel, memory=_loss_mem,
-    torch_ops=("CrossEntropyLoss", "MSELoss", "cross_entropy", "mse_loss"),
+    torch_ops=("CrossEntropyLoss", "MSELoss", "cross_entropy", "mse_loss", "cross_entropy_loss"),
+    torch_props=tuple((op, (("kind", kind),)) for op, kind in (
+        ("CrossEntropyLoss", "cross_entropy"), ("cross_entropy", "cross_entropy"),
+        ("cross_entropy_loss", "cross_entropy"),  # aten::cross_entropy_loss (the torch.export path)
+        ("MSELoss", "mse"), ("mse_loss", "mse"))),
     keeps_for_backward="cross-entropy: the log-probabilities; mse: input and target",
 ))
