@@ -56,6 +56,9 @@ class Unit:
     shard: list = field(default_factory=list)  # per parameter: padded shard bytes
     full: list = field(default_factory=list)  # per parameter: padded unsharded bytes
     input_grad: bool = False  # whether a gradient reaches its inputs (post-backward in autograd)
+    # per parameter that requires grad: (registration rank, node, unsharded gradient bytes); the
+    # last one's gradient outlives the reduce-scatter (``FsdpStep._post_backward``)
+    grads: list = field(default_factory=list)
 
     @property
     def gather_bytes(self) -> int:
@@ -152,6 +155,7 @@ class FsdpStep:
         self.reshard_after_forward = strategy == "zero3"
         self.gloo = gloo  # torch.distributed on the CPU: gloo's reduce-scatter clones its input
         self.units: dict[str, Unit] = {}
+        self._keys: list = []  # per registered parameter: its param_order key
         self.unit_at: dict[str, str] = {}  # node -> unit name
         self.grad_sids: dict[str, list] = {}
         self.unsharded: dict[str, list] = {}
@@ -160,8 +164,10 @@ class FsdpStep:
         self.where = ("forward", None)  # the moment the simulation is at (for timeline marks)
 
     # -- layout -----------------------------------------------------------------------------
-    def add_param(self, scope: str | None, shape: tuple, itemsize: int) -> int:
-        """Register a trainable parameter; returns its padded shard's bytes (its storage)."""
+    def add_param(self, scope: str | None, shape: tuple, itemsize: int, nid: str | None = None,
+                  key: str | None = None) -> int:
+        """Register a trainable parameter (in execution order; ``key``: its "node name.param" for
+        ``Design.param_order``); returns its padded shard's bytes (its storage)."""
         name = unit_of(scope)
         u = self.units.get(name)
         if u is None:
@@ -170,10 +176,23 @@ class FsdpStep:
         c = rows(d0, self.world)
         u.shard.append(c * rest * itemsize)
         u.full.append(c * self.world * rest * itemsize)
+        if nid is not None:
+            u.grads.append([len(self._keys), nid, d0 * rest * itemsize])
+            self._keys.append(key)
         return c * rest * itemsize
 
-    def finish_layout(self, order: list[str], scopes: dict[str, str | None]) -> None:
-        """Each unit spans its child's ops; the root spans the whole forward."""
+    def finish_layout(self, order: list[str], scopes: dict[str, str | None], param_order=None) -> None:
+        """Each unit spans its child's ops; the root spans the whole forward. ``param_order``:
+        ``Design.param_order`` (registration order, the order of a unit's ``fsdp_params``); without
+        it parameters are registered in execution order (engine/param_order.py)."""
+        if param_order:
+            rank: dict[str, int] = {}
+            for i, k in enumerate(param_order):
+                rank.setdefault(k, i)
+            n = len(param_order)
+            for u in self.units.values():
+                for g in u.grads:
+                    g[0] = rank.get(self._keys[g[0]], n + g[0])
         seen = set()
         for i, nid in enumerate(order):
             name = unit_of(scopes.get(nid))
@@ -285,9 +304,16 @@ class FsdpStep:
             mem.decref(self.rs_input)
         self.rs_input = mem.alloc(u.gather_bytes, K, 1, f"FSDP reduce-scatter input ({name or 'root'})")
         mem.mark(self.where)
-        for sid in grads:
+        # ``unsharded_grads.clear()`` frees the gradients after the copy-in, all but the unit's last
+        # parameter's: the loop variable of foreach_reduce's Shard(i) pass (``for i, (fsdp_param,
+        # unsharded_grad) in enumerate(zip(fsdp_params, unsharded_grads))``, world > 1) still holds
+        # it until foreach_reduce returns
+        last = self._last_grad(u, {nid for nid, _ in grads}) if self.world > 1 else None
+        for _, sid in grads:
             mem.decref(sid)
+        kept = mem.alloc(last[1], G, 1, (last[0], "unsharded gradient held by foreach_reduce")) if last else None
         out = mem.alloc(u.shard_bytes, G, 1, f"FSDP sharded gradients ({name or 'root'})")
+        mem.mark(self.where)
         if self.gloo:
             t = mem.alloc(u.gather_bytes, K, 1, "gloo reduce-scatter copy of its input")
             mem.mark(self.where)
@@ -297,6 +323,17 @@ class FsdpStep:
             self.host_grads += u.shard_bytes
         else:
             self.sharded_grads.append(out)
+        if kept is not None:
+            mem.decref(kept)
+
+    @staticmethod
+    def _last_grad(u: Unit, made: set) -> tuple | None:
+        """(node, bytes) of the unit's last parameter (registration order) with a gradient."""
+        have = [g for g in u.grads if g[1] in made]
+        if not have:
+            return None
+        g = max(have, key=lambda g: g[0])
+        return g[1], g[2]
 
     def _close(self, mem, cats) -> None:
         name, self.open = self.open, None
@@ -318,7 +355,7 @@ class FsdpStep:
 
     def grad_made(self, nid: str, sid: int) -> None:
         """An unsharded gradient block of node ``nid`` (AccumulateGrad on the unsharded parameter)."""
-        self.grad_sids.setdefault(self.unit_at.get(nid, ROOT), []).append(sid)
+        self.grad_sids.setdefault(self.unit_at.get(nid, ROOT), []).append((nid, sid))
 
     def backward_end(self, mem, cats) -> None:
         """The root's final callback: post-backward of the root and of units whose inputs need no
