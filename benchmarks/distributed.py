@@ -51,8 +51,9 @@ MODELS_FILE = HERE / "distributed_models.py"
 MiB = 1024.0 * 1024.0
 BATCH = 4
 NETWORKS = ("mlp", "wide_mlp", "lenet5", "small_cnn", "bn_cnn", "tiny_vit", "small_lstm", "llama_stack",
-            "decoder_stack")
-FSDP_ONLY = ("llama_stack", "decoder_stack")  # layer stacks: measured under zero2 / zero3
+            "decoder_stack", "hand_stack")
+# layer stacks, and a design drawn by hand with a repeated block: measured under zero2 / zero3
+FSDP_ONLY = ("llama_stack", "decoder_stack", "hand_stack")
 STRATEGIES = ("ddp", "zero1", "zero2", "zero3")
 FSDP_STRATEGIES = ("zero2", "zero3")
 OPTIMIZERS = ("sgd", "adam")
@@ -563,10 +564,16 @@ _DESIGNS: dict = {}
 
 
 def design_of(name: str):
+    """The design estimated for a network: imported from its PyTorch code, or, for a design drawn
+    by hand (``distributed_models.HAND_DESIGNS``), built as a person draws it; the PyTorch code
+    measured is then what the drawing stands for."""
+    import distributed_models
+
     from memdesigner.importers.torch_fx import import_file
 
     if name not in _DESIGNS:
-        _DESIGNS[name] = import_file(f"{MODELS_FILE}:{name}")
+        hand = distributed_models.HAND_DESIGNS.get(name)
+        _DESIGNS[name] = hand() if hand is not None else import_file(f"{MODELS_FILE}:{name}")
     return _DESIGNS[name]
 
 

@@ -197,7 +197,10 @@ def test_llama_8b_zero3_gathers_one_decoder_layer_at_a_time():
 
 
 MEASURED_STACKS = ["decoder_stack|zero3|adam|w2|b4", "decoder_stack|zero2|sgd|w4|b4", "llama_stack|zero3|sgd|w4|b4",
-                   "llama_stack|zero2|sgd|w2|b4", "llama_stack|zero2|adam|w2|b4"]
+                   "llama_stack|zero2|sgd|w2|b4", "llama_stack|zero2|adam|w2|b4",
+                   # drawn by hand (distributed_models.hand_stack_design): 16 % high with its top-level
+                   # layers in the root unit
+                   "hand_stack|zero3|sgd|w4|b4", "hand_stack|zero3|adam|w2|b4"]
 
 
 @pytest.mark.parametrize("key", MEASURED_STACKS)
@@ -244,3 +247,43 @@ def test_the_held_gradient_is_the_units_last_parameter_in_registration_order():
 
     assert step(None) == ("b", 32)
     assert step(["b.weight", "a.weight"]) == ("a", 128)  # registered b, then a
+
+
+def _drawn_stack():
+    """Drawn by hand: Linear, a block (Linear, ReLU) placed once with repeat 2, a Linear head."""
+    from memdesigner.model import blocks
+    from memdesigner.model.design import Design
+
+    d = Design("drawn")
+    d.add_node("Input", {"shape": (64,)}, id="x")
+    d.add_node("Linear", {"out_features": 32}, id="stem")
+    d.add_edge("x", "stem")
+    g = blocks.new_definition(d, "mlp").graph
+    g.add_node("BlockInput", {"shape": (32,)}, id="i")
+    g.add_node("Linear", {"out_features": 32}, id="fc")
+    g.add_node("ReLU", {}, id="act")
+    g.add_node("BlockOutput", {}, id="o")
+    g.add_edge("i", "fc")
+    g.add_edge("fc", "act")
+    g.add_edge("act", "o")
+    d.add_node("Block", {"definition": "mlp", "repeat": 2}, id="blocks")
+    d.add_edge("stem", "blocks")
+    d.add_node("Linear", {"out_features": 10}, id="head")
+    d.add_edge("blocks", "head")
+    return d
+
+
+def test_units_of_a_design_drawn_with_blocks():
+    """Drawn by hand, only the block's nodes get scopes (from the expansion); the layers drawn
+    beside it are top-level children too, each its own unit (``fully_shard(model.stem)``,
+    ``fully_shard(model.head)``), not the root's (which would keep them unsharded all step)."""
+    from memdesigner.engine.settings import Settings
+    from memdesigner.engine.simulate import Simulation
+    from memdesigner.model.blocks import engine_view
+
+    d, an = engine_view(_drawn_stack())
+    sim = Simulation(d, an, Settings(mode="train", optimizer="sgd", batch=4, gpus=2, strategy="zero3",
+                                     backend="cpu"), 1, rank=0).run()
+    units = sim.fsdp.units
+    assert set(units) == {"stem", "blocks.0", "blocks.1", "head"}
+    assert units["stem"].gather_bytes == (32 * 64 + 32) * 4 and units["head"].gather_bytes == (10 * 32 + 10) * 4

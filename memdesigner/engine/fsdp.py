@@ -99,10 +99,12 @@ def unit_of(scope: str | None) -> str:
     return parts[i] if i is not None else parts[0]
 
 
-def unit_scopes(nodes: dict) -> dict:
+def unit_scopes(nodes: dict, node_rep: dict | None = None) -> dict:
     """node -> the name of its FSDP unit. An imported model's nodes carry their module scope
     (root-level ops have none: the root unit); a design built by hand has no scopes, and each of its
-    layers is a top-level block (as an ``nn.Sequential``'s children). A repeated layer is one unit
+    layers is a top-level block (as an ``nn.Sequential``'s children). Drawn with blocks
+    (``node_rep``: the expansion's node -> instance), only the instances' nodes have scopes; the
+    layers drawn beside them are still top-level children, each its own unit, not the root's. A repeated layer is one unit
     per repetition, as ``fully_shard`` is applied to a stack of layers (HF's and torchtitan's
     decoder layers: ``for layer in model.layers: fully_shard(layer)``; FSDP2 refuses the
     ``nn.ModuleList`` itself, ``_validate_module``); a top-level child holding such a list (HF's
@@ -110,6 +112,7 @@ def unit_scopes(nodes: dict) -> dict:
     final norm) are the root's."""
     if not any(n.scope for n in nodes.values()):
         return {nid: nid for nid in nodes}
+    drawn = bool(node_rep) and not any(n.scope for nid, n in nodes.items() if nid not in node_rep)
     out, holders = {}, set()
     for nid, n in nodes.items():
         parts = _parts(n.scope) if n.scope else []
@@ -119,7 +122,7 @@ def unit_scopes(nodes: dict) -> dict:
             if i > 0:
                 holders.add(parts[0])
         else:
-            out[nid] = parts[0] if parts else ROOT
+            out[nid] = parts[0] if parts else (nid if drawn else ROOT)
     if holders:
         out = {nid: ROOT if u in holders else u for nid, u in out.items()}
     return out
