@@ -51,9 +51,10 @@ MODELS_FILE = HERE / "distributed_models.py"
 MiB = 1024.0 * 1024.0
 BATCH = 4
 NETWORKS = ("mlp", "wide_mlp", "lenet5", "small_cnn", "bn_cnn", "tiny_vit", "small_lstm", "llama_stack",
-            "decoder_stack", "hand_stack")
+            "decoder_stack", "hand_stack", "zero_order")
 # layer stacks, and a design drawn by hand with a repeated block: measured under zero2 / zero3
 FSDP_ONLY = ("llama_stack", "decoder_stack", "hand_stack")
+DP_ONLY = ("zero_order",)  # ZeroRedundancyOptimizer's partition order: measured under ddp / zero1
 STRATEGIES = ("ddp", "zero1", "zero2", "zero3")
 FSDP_STRATEGIES = ("zero2", "zero3")
 OPTIMIZERS = ("sgd", "adam")
@@ -76,7 +77,7 @@ def truth_dir() -> Path:
 def grid(networks=NETWORKS, strategies=STRATEGIES, optimizers=OPTIMIZERS, worlds=WORLDS) -> list[dict]:
     return [{"model": n, "strategy": s, "optimizer": o, "world": w, "batch": BATCH}
             for w in worlds for n in networks for s in strategies for o in optimizers
-            if n not in FSDP_ONLY or s in FSDP_STRATEGIES]
+            if (n not in FSDP_ONLY or s in FSDP_STRATEGIES) and (n not in DP_ONLY or s in ("ddp", "zero1"))]
 
 
 def tp_grid(networks=TP_NETWORKS, strategies=TP_STRATEGIES, optimizers=OPTIMIZERS, worlds=WORLDS) -> list[dict]:

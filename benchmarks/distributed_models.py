@@ -131,8 +131,32 @@ def small_lstm():
     return LSTMClassifier(), (16,)
 
 
+class ZeroOrder(nn.Module):
+    """An MLP 64-80-75-96-84-10 whose layers are registered in another order than they run
+    (``model.parameters()``: head, fc_c, fc_a, fc_d, fc_b): ZeroRedundancyOptimizer's partition
+    (largest first, each to the emptiest rank) gives other shards than assigning the tensors in
+    either order unsorted, and the ranks' Adam peaks differ."""
+
+    def __init__(self):
+        super().__init__()
+        self.head = nn.Linear(84, 10)
+        self.fc_c = nn.Linear(75, 96)
+        self.fc_a = nn.Linear(64, 80)
+        self.fc_d = nn.Linear(96, 84)
+        self.fc_b = nn.Linear(80, 75)
+
+    def forward(self, x):
+        for fc in (self.fc_a, self.fc_b, self.fc_c, self.fc_d):
+            x = torch.relu(fc(x))
+        return self.head(x)
+
+
+def zero_order():
+    return ZeroOrder(), (64,)
+
+
 MODELS = {"mlp": mlp, "wide_mlp": wide_mlp, "lenet5": lenet5, "small_cnn": small_cnn, "bn_cnn": bn_cnn, "tiny_vit": tiny_vit,
-          "small_lstm": small_lstm}
+          "small_lstm": small_lstm, "zero_order": zero_order}
 
 
 # --------------------------------------------------------------------------
