@@ -22,7 +22,8 @@ The timeline (``FSDPParamGroup``/``foreach_all_gather``/``foreach_reduce``):
   (its all-gather output lives until that unit's pre-backward). A unit's post-backward (when its
   inputs' gradients exist; in the root's final callback when they do not need any, and for the
   root) frees its unsharded parameters, the previous reduce-scatter input, makes its own
-  reduce-scatter input (padded, unsharded size), frees the unsharded gradients, makes the
+  reduce-scatter input (padded, unsharded size), frees the unsharded gradients but the last
+  parameter's (``foreach_reduce``'s loop variable holds it until it returns), makes the
   reduce-scatter output (the unit's sharded ``.grad``, kept) and, on gloo (the CPU), a clone of
   the input for the collective.
   The final callback frees the last reduce-scatter input.
