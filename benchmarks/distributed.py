@@ -51,8 +51,10 @@ MODELS_FILE = HERE / "distributed_models.py"
 MiB = 1024.0 * 1024.0
 BATCH = 4
 NETWORKS = ("mlp", "wide_mlp", "lenet5", "small_cnn", "bn_cnn", "tiny_vit", "small_lstm", "llama_stack",
-            "decoder_stack")
-FSDP_ONLY = ("llama_stack", "decoder_stack")  # layer stacks: measured under zero2 / zero3
+            "decoder_stack", "hand_stack", "zero_order")
+# layer stacks, and a design drawn by hand with a repeated block: measured under zero2 / zero3
+FSDP_ONLY = ("llama_stack", "decoder_stack", "hand_stack")
+DP_ONLY = ("zero_order",)  # ZeroRedundancyOptimizer's partition order: measured under ddp / zero1
 STRATEGIES = ("ddp", "zero1", "zero2", "zero3")
 FSDP_STRATEGIES = ("zero2", "zero3")
 OPTIMIZERS = ("sgd", "adam")
@@ -75,7 +77,7 @@ def truth_dir() -> Path:
 def grid(networks=NETWORKS, strategies=STRATEGIES, optimizers=OPTIMIZERS, worlds=WORLDS) -> list[dict]:
     return [{"model": n, "strategy": s, "optimizer": o, "world": w, "batch": BATCH}
             for w in worlds for n in networks for s in strategies for o in optimizers
-            if n not in FSDP_ONLY or s in FSDP_STRATEGIES]
+            if (n not in FSDP_ONLY or s in FSDP_STRATEGIES) and (n not in DP_ONLY or s in ("ddp", "zero1"))]
 
 
 def tp_grid(networks=TP_NETWORKS, strategies=TP_STRATEGIES, optimizers=OPTIMIZERS, worlds=WORLDS) -> list[dict]:
@@ -563,10 +565,16 @@ _DESIGNS: dict = {}
 
 
 def design_of(name: str):
+    """The design estimated for a network: imported from its PyTorch code, or, for a design drawn
+    by hand (``distributed_models.HAND_DESIGNS``), built as a person draws it; the PyTorch code
+    measured is then what the drawing stands for."""
+    import distributed_models
+
     from memdesigner.importers.torch_fx import import_file
 
     if name not in _DESIGNS:
-        _DESIGNS[name] = import_file(f"{MODELS_FILE}:{name}")
+        hand = distributed_models.HAND_DESIGNS.get(name)
+        _DESIGNS[name] = hand() if hand is not None else import_file(f"{MODELS_FILE}:{name}")
     return _DESIGNS[name]
 
 

@@ -131,8 +131,32 @@ def small_lstm():
     return LSTMClassifier(), (16,)
 
 
+class ZeroOrder(nn.Module):
+    """An MLP 64-80-75-96-84-10 whose layers are registered in another order than they run
+    (``model.parameters()``: head, fc_c, fc_a, fc_d, fc_b): ZeroRedundancyOptimizer's partition
+    (largest first, each to the emptiest rank) gives other shards than assigning the tensors in
+    either order unsorted, and the ranks' Adam peaks differ."""
+
+    def __init__(self):
+        super().__init__()
+        self.head = nn.Linear(84, 10)
+        self.fc_c = nn.Linear(75, 96)
+        self.fc_a = nn.Linear(64, 80)
+        self.fc_d = nn.Linear(96, 84)
+        self.fc_b = nn.Linear(80, 75)
+
+    def forward(self, x):
+        for fc in (self.fc_a, self.fc_b, self.fc_c, self.fc_d):
+            x = torch.relu(fc(x))
+        return self.head(x)
+
+
+def zero_order():
+    return ZeroOrder(), (64,)
+
+
 MODELS = {"mlp": mlp, "wide_mlp": wide_mlp, "lenet5": lenet5, "small_cnn": small_cnn, "bn_cnn": bn_cnn, "tiny_vit": tiny_vit,
-          "small_lstm": small_lstm}
+          "small_lstm": small_lstm, "zero_order": zero_order}
 
 
 # --------------------------------------------------------------------------
@@ -333,3 +357,82 @@ def decoder_stack():
 
 
 MODELS.update({"llama_stack": llama_stack, "decoder_stack": decoder_stack})
+
+
+# --------------------------------------------------------------------------
+# a design drawn by hand in memdesigner (no importer, no module scopes): its top-level layers and
+# a block instance repeated 3 times; the PyTorch it stands for is written out beside it
+# --------------------------------------------------------------------------
+HAND_VOCAB, HAND_SEQ, HAND_DIM, HAND_HIDDEN, HAND_DEPTH = 512, 32, 128, 512, 3
+
+
+def hand_stack_design():
+    """The memdesigner design as a person draws it: Input (tokens), Embedding, a block "layer"
+    (LayerNorm, Linear, GELU, Linear, Add: a pre-norm residual MLP) placed once with repeat 3, a
+    final LayerNorm and a Linear head. Top-level layers carry no scope; the block's nodes get theirs
+    from the expansion (``layers.0`` ...). (No attention: nn.MultiheadAttention's own rule is off
+    at this size in one process already, which would hide what FSDP adds.)"""
+    from memdesigner.model import blocks
+    from memdesigner.model.design import Design
+
+    d = Design("hand_stack")
+    d.add_node("Input", {"shape": (HAND_SEQ,), "dtype": "int64"}, id="tokens")
+    d.add_node("Embedding", {"num_embeddings": HAND_VOCAB, "embedding_dim": HAND_DIM}, id="embed")
+    d.add_edge("tokens", "embed")
+    g = blocks.new_definition(d, "layer").graph
+    g.add_node("BlockInput", {"shape": (HAND_SEQ, HAND_DIM)}, id="x")
+    g.add_node("LayerNorm", {}, id="norm")
+    g.add_node("Linear", {"out_features": HAND_HIDDEN}, id="fc1")
+    g.add_node("GELU", {}, id="act")
+    g.add_node("Linear", {"out_features": HAND_DIM}, id="fc2")
+    g.add_node("Add", {}, id="add")
+    g.add_node("BlockOutput", {}, id="y")
+    for a, b, port in (("x", "norm", 0), ("norm", "fc1", 0), ("fc1", "act", 0), ("act", "fc2", 0),
+                       ("x", "add", 0), ("fc2", "add", 1), ("add", "y", 0)):
+        g.add_edge(a, b, dst_port=port)
+    d.add_node("Block", {"definition": "layer", "repeat": HAND_DEPTH}, id="layers")
+    d.add_edge("embed", "layers")
+    d.add_node("LayerNorm", {}, id="norm")
+    d.add_node("Linear", {"out_features": HAND_VOCAB}, id="head")
+    d.add_edge("layers", "norm")
+    d.add_edge("norm", "head")
+    return d
+
+
+class _HandLayer(nn.Module):
+    def __init__(self, dim, hidden):
+        super().__init__()
+        self.norm = nn.LayerNorm(dim)
+        self.fc1 = nn.Linear(dim, hidden)
+        self.act = nn.GELU()
+        self.fc2 = nn.Linear(hidden, dim)
+
+    def forward(self, x):
+        return x + self.fc2(self.act(self.fc1(self.norm(x))))
+
+
+class HandStack(nn.Module):
+    """``hand_stack_design`` in PyTorch: each top-level layer a child of the model, the block's
+    repetitions an ``nn.ModuleList`` the forward loops over (so each is its own ``fully_shard``)."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(HAND_VOCAB, HAND_DIM)
+        self.layers = nn.ModuleList([_HandLayer(HAND_DIM, HAND_HIDDEN) for _ in range(HAND_DEPTH)])
+        self.norm = nn.LayerNorm(HAND_DIM)
+        self.head = nn.Linear(HAND_DIM, HAND_VOCAB)
+        self.truth_input = ("tokens", HAND_VOCAB)
+
+    def forward(self, idx):
+        x = self.embed(idx)
+        for layer in self.layers:
+            x = layer(x)
+        return self.head(self.norm(x))
+
+
+def hand_stack():
+    return HandStack(), (HAND_SEQ,)
+
+
+MODELS.update({"hand_stack": hand_stack})
+HAND_DESIGNS = {"hand_stack": hand_stack_design}  # networks whose design is drawn, not imported

@@ -155,3 +155,29 @@ def test_knapsack_at_least_as_good_as_torchs_selective_checkpointing_solvers():
             assert ours_cost <= theirs, (solve.__name__, mem, run, budget)
             strictly_better += ours_cost < theirs
     assert strictly_better > 0  # greedy's ratio order loses somewhere
+
+
+def test_units_follow_the_module_structure_of_a_llama():
+    """One checkpoint unit per decoder layer, holding only that layer's ops: the final
+    ``model.norm`` reads the last layer's residual add, but it is a module of its own, so it is not
+    recomputed with layer 31. Checkpointing all 32 units is then HF's gradient_checkpointing_enable()
+    (``checkpoint_layers``), recompute FLOPs and all."""
+    from memdesigner.engine.finetune import layer_of
+    from memdesigner.importers.hf_config import import_file
+    from memdesigner.model.blocks import for_engine
+
+    design = import_file(EXAMPLES / "hf" / "llama-3-8b.json", seq_len=16)
+    d, an = for_engine(design, None)
+    in_edges: dict = {}
+    for e in d.edges:
+        in_edges.setdefault(e.dst, []).append(e)
+    u = units(an.order, d.nodes, in_edges)
+    layers = tuple(f"model.layers.{k}" for k in range(32))
+    assert [n for n in u if n.startswith("model.layers.")] == list(layers)
+    for name in layers:
+        assert {layer_of(d.nodes[nid]) for run in u[name] for nid in run} == {name}
+    assert [[d.nodes[nid].name for nid in run] for run in u["model.norm"]] == [["model.norm"]]
+    s = Settings(mode="train", optimizer="sgd", batch=1, dtype="bf16")
+    hf = md.estimate(design, s.with_(checkpoint_layers=True))
+    named = md.estimate(design, s.with_(checkpoint_units=layers))
+    assert (named.peak_bytes, named.recompute_flops) == (hf.peak_bytes, hf.recompute_flops)

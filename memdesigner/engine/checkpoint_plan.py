@@ -49,12 +49,14 @@ def _prefix(name: str) -> str | None:
 def units(order: list, nodes: dict, in_edges: dict | None = None) -> dict[str, list[list[str]]]:
     """Layer name -> its runs of consecutive node ids, in execution order. A layer is a repeated
     layer (``model.layers.3``), else a block named by a common prefix, else one node with the
-    activations, norms and pools that directly follow it (conv, bn, relu). A shared layer called
+    activations, norms and pools that directly follow it (conv, bn, relu); what follows a repeated
+    layer or a block outside it (Llama's final ``model.norm``) is a layer of its own. A shared layer called
     twice has two runs: each call is its own checkpoint."""
     from memdesigner.model import registry
 
     out: dict[str, list[list[str]]] = {}
     prev = prev_nid = None
+    structured = False  # prev is a repeated layer or a named block, not a lone node
     for nid in order:
         node = nodes[nid]
         if node.type in SKIP_TYPES:
@@ -62,9 +64,15 @@ def units(order: list, nodes: dict, in_edges: dict | None = None) -> dict[str, l
             continue
         name = layer_of(node) or _prefix(node.name)
         if name is None:
+            # a norm after a decoder layer's residual add (Llama's ``model.norm``) is a module of its
+            # own, not part of the layer: only a lone layer takes the ops that follow it
             srcs = {e.src for e in in_edges.get(nid, ())} if in_edges is not None else set()
-            follows = prev is not None and srcs == {prev_nid} and registry.get(node.type).family in FOLLOWERS
+            follows = (prev is not None and not structured and srcs == {prev_nid}
+                       and registry.get(node.type).family in FOLLOWERS)
             name = prev if follows else node.name
+            structured = False
+        else:
+            structured = True
         if name != prev:
             out.setdefault(name, []).append([])
             prev = name

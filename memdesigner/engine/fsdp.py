@@ -22,7 +22,8 @@ The timeline (``FSDPParamGroup``/``foreach_all_gather``/``foreach_reduce``):
   (its all-gather output lives until that unit's pre-backward). A unit's post-backward (when its
   inputs' gradients exist; in the root's final callback when they do not need any, and for the
   root) frees its unsharded parameters, the previous reduce-scatter input, makes its own
-  reduce-scatter input (padded, unsharded size), frees the unsharded gradients, makes the
+  reduce-scatter input (padded, unsharded size), frees the unsharded gradients but the last
+  parameter's (``foreach_reduce``'s loop variable holds it until it returns), makes the
   reduce-scatter output (the unit's sharded ``.grad``, kept) and, on gloo (the CPU), a clone of
   the input for the collective.
   The final callback frees the last reduce-scatter input.
@@ -56,6 +57,9 @@ class Unit:
     shard: list = field(default_factory=list)  # per parameter: padded shard bytes
     full: list = field(default_factory=list)  # per parameter: padded unsharded bytes
     input_grad: bool = False  # whether a gradient reaches its inputs (post-backward in autograd)
+    # per parameter that requires grad: (registration rank, node, unsharded gradient bytes); the
+    # last one's gradient outlives the reduce-scatter (``FsdpStep._post_backward``)
+    grads: list = field(default_factory=list)
 
     @property
     def gather_bytes(self) -> int:
@@ -96,10 +100,12 @@ def unit_of(scope: str | None) -> str:
     return parts[i] if i is not None else parts[0]
 
 
-def unit_scopes(nodes: dict) -> dict:
+def unit_scopes(nodes: dict, node_rep: dict | None = None) -> dict:
     """node -> the name of its FSDP unit. An imported model's nodes carry their module scope
     (root-level ops have none: the root unit); a design built by hand has no scopes, and each of its
-    layers is a top-level block (as an ``nn.Sequential``'s children). A repeated layer is one unit
+    layers is a top-level block (as an ``nn.Sequential``'s children). Drawn with blocks
+    (``node_rep``: the expansion's node -> instance), only the instances' nodes have scopes; the
+    layers drawn beside them are still top-level children, each its own unit, not the root's. A repeated layer is one unit
     per repetition, as ``fully_shard`` is applied to a stack of layers (HF's and torchtitan's
     decoder layers: ``for layer in model.layers: fully_shard(layer)``; FSDP2 refuses the
     ``nn.ModuleList`` itself, ``_validate_module``); a top-level child holding such a list (HF's
@@ -107,6 +113,7 @@ def unit_scopes(nodes: dict) -> dict:
     final norm) are the root's."""
     if not any(n.scope for n in nodes.values()):
         return {nid: nid for nid in nodes}
+    drawn = bool(node_rep) and not any(n.scope for nid, n in nodes.items() if nid not in node_rep)
     out, holders = {}, set()
     for nid, n in nodes.items():
         parts = _parts(n.scope) if n.scope else []
@@ -116,7 +123,7 @@ def unit_scopes(nodes: dict) -> dict:
             if i > 0:
                 holders.add(parts[0])
         else:
-            out[nid] = parts[0] if parts else ROOT
+            out[nid] = parts[0] if parts else (nid if drawn else ROOT)
     if holders:
         out = {nid: ROOT if u in holders else u for nid, u in out.items()}
     return out
@@ -152,6 +159,7 @@ class FsdpStep:
         self.reshard_after_forward = strategy == "zero3"
         self.gloo = gloo  # torch.distributed on the CPU: gloo's reduce-scatter clones its input
         self.units: dict[str, Unit] = {}
+        self._keys: list = []  # per registered parameter: its param_order key
         self.unit_at: dict[str, str] = {}  # node -> unit name
         self.grad_sids: dict[str, list] = {}
         self.unsharded: dict[str, list] = {}
@@ -160,8 +168,10 @@ class FsdpStep:
         self.where = ("forward", None)  # the moment the simulation is at (for timeline marks)
 
     # -- layout -----------------------------------------------------------------------------
-    def add_param(self, scope: str | None, shape: tuple, itemsize: int) -> int:
-        """Register a trainable parameter; returns its padded shard's bytes (its storage)."""
+    def add_param(self, scope: str | None, shape: tuple, itemsize: int, nid: str | None = None,
+                  key: str | None = None) -> int:
+        """Register a trainable parameter (in execution order; ``key``: its "node name.param" for
+        ``Design.param_order``); returns its padded shard's bytes (its storage)."""
         name = unit_of(scope)
         u = self.units.get(name)
         if u is None:
@@ -170,10 +180,23 @@ class FsdpStep:
         c = rows(d0, self.world)
         u.shard.append(c * rest * itemsize)
         u.full.append(c * self.world * rest * itemsize)
+        if nid is not None:
+            u.grads.append([len(self._keys), nid, d0 * rest * itemsize])
+            self._keys.append(key)
         return c * rest * itemsize
 
-    def finish_layout(self, order: list[str], scopes: dict[str, str | None]) -> None:
-        """Each unit spans its child's ops; the root spans the whole forward."""
+    def finish_layout(self, order: list[str], scopes: dict[str, str | None], param_order=None) -> None:
+        """Each unit spans its child's ops; the root spans the whole forward. ``param_order``:
+        ``Design.param_order`` (registration order, the order of a unit's ``fsdp_params``); without
+        it parameters are registered in execution order (engine/param_order.py)."""
+        if param_order:
+            rank: dict[str, int] = {}
+            for i, k in enumerate(param_order):
+                rank.setdefault(k, i)
+            n = len(param_order)
+            for u in self.units.values():
+                for g in u.grads:
+                    g[0] = rank.get(self._keys[g[0]], n + g[0])
         seen = set()
         for i, nid in enumerate(order):
             name = unit_of(scopes.get(nid))
@@ -285,9 +308,16 @@ class FsdpStep:
             mem.decref(self.rs_input)
         self.rs_input = mem.alloc(u.gather_bytes, K, 1, f"FSDP reduce-scatter input ({name or 'root'})")
         mem.mark(self.where)
-        for sid in grads:
+        # ``unsharded_grads.clear()`` frees the gradients after the copy-in, all but the unit's last
+        # parameter's: the loop variable of foreach_reduce's Shard(i) pass (``for i, (fsdp_param,
+        # unsharded_grad) in enumerate(zip(fsdp_params, unsharded_grads))``, world > 1) still holds
+        # it until foreach_reduce returns
+        last = self._last_grad(u, {nid for nid, _ in grads}) if self.world > 1 else None
+        for _, sid in grads:
             mem.decref(sid)
+        kept = mem.alloc(last[1], G, 1, (last[0], "unsharded gradient held by foreach_reduce")) if last else None
         out = mem.alloc(u.shard_bytes, G, 1, f"FSDP sharded gradients ({name or 'root'})")
+        mem.mark(self.where)
         if self.gloo:
             t = mem.alloc(u.gather_bytes, K, 1, "gloo reduce-scatter copy of its input")
             mem.mark(self.where)
@@ -297,6 +327,17 @@ class FsdpStep:
             self.host_grads += u.shard_bytes
         else:
             self.sharded_grads.append(out)
+        if kept is not None:
+            mem.decref(kept)
+
+    @staticmethod
+    def _last_grad(u: Unit, made: set) -> tuple | None:
+        """(node, bytes) of the unit's last parameter (registration order) with a gradient."""
+        have = [g for g in u.grads if g[1] in made]
+        if not have:
+            return None
+        g = max(have, key=lambda g: g[0])
+        return g[1], g[2]
 
     def _close(self, mem, cats) -> None:
         name, self.open = self.open, None
@@ -318,7 +359,7 @@ class FsdpStep:
 
     def grad_made(self, nid: str, sid: int) -> None:
         """An unsharded gradient block of node ``nid`` (AccumulateGrad on the unsharded parameter)."""
-        self.grad_sids.setdefault(self.unit_at.get(nid, ROOT), []).append(sid)
+        self.grad_sids.setdefault(self.unit_at.get(nid, ROOT), []).append((nid, sid))
 
     def backward_end(self, mem, cats) -> None:
         """The root's final callback: post-backward of the root and of units whose inputs need no

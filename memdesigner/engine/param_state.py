@@ -111,7 +111,7 @@ def place_weights(sim, r) -> None:
           if train and s.data_parallel in fsdp.FSDP_STRATEGIES else None)
     sim.fsdp = fs
     sim.trainable_shapes = trainable_shapes = []
-    uscope = fsdp.unit_scopes(nodes) if fs is not None else {}
+    uscope = fsdp.unit_scopes(nodes, getattr(design, "node_rep", None)) if fs is not None else {}
     host_shards = 0
     sim.host_bytes = 0  # host RAM this rank needs for offloaded state (zero2/zero3 offload params)
     t_p = t_nt = t_rg = t_pb = t_bb = 0
@@ -153,7 +153,8 @@ def place_weights(sim, r) -> None:
             if tied and p.name in tied:  # the same tensor as another layer's parameter: counted there
                 continue
             if fs is not None and trainable_:
-                nb = fs.add_param(uscope[nid], p.shape, pitem)  # this rank's padded shard
+                nb = fs.add_param(uscope[nid], p.shape, pitem, nid if requires_grad else None,
+                                  f"{nodes[nid].name}.{p.name}")  # this rank's padded shard
             if trainable_:
                 pb += nb
                 n_p += numel
@@ -201,7 +202,7 @@ def place_weights(sim, r) -> None:
     sim.totals = (t_p, t_nt, t_rg, t_pb, t_bb)  # over all valid nodes: params, non-trainable, requiring
     # grad, parameter bytes, buffer bytes
     if fs is not None:
-        fs.finish_layout(order, uscope)
+        fs.finish_layout(order, uscope, getattr(design, "param_order", None))
     fcats = (W, G, K)
     # data parallel: this rank's optimizer shard, DDP's gradient buckets (engine/distributed.py)
     sim.trainable = trainable
