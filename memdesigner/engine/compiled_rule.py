@@ -15,8 +15,7 @@ FLOATS = ("float32", "float16", "bfloat16", "float64")
 NONE = MappingProxyType({})  # an empty, read-only stand-in for per-op lists and dicts most ops leave empty
 
 
-# memoised memory rules: (settings id, type, props identity, outputs identity, params identity, input
-# spec ids) -> (MemCtx, OpMem, props, outputs, params, CompiledRule)
+# memoised memory rules: (settings id, op id, input spec id or ids) -> (OpMem, CompiledRule)
 RULES: dict = {}
 
 # saved-entry kinds of CompiledRule.saved
@@ -39,6 +38,35 @@ def spec_id(spec: tuple) -> int:
             _SPEC_IDS.clear()
         n = _SPEC_IDS[spec] = _next_id()
     return n
+
+
+_OP_IDS: dict = {}  # (type, id(props), id(outputs), id(params)) -> (op id, props, outputs, params)
+
+
+def op_ids(design, an, order: list) -> list:
+    """Per op of ``order``: a number for what its memory rule reads beside its inputs and the
+    settings (its type, and its coerced props, output specs and parameters by identity), kept
+    on the analysis. The rule cache's key is then three small ints for a one-input op, not a
+    tuple of six rebuilt and hashed for every op of every estimate. The table keeps the objects
+    alive, so while a number is in it no other object can take their ids; a cleared table
+    hands out new numbers (never reused)."""
+    memo = an.__dict__.get("_op_ids")
+    if memo is not None and memo[0] is design and memo[1] is order:
+        return memo[2]
+    if len(_OP_IDS) > 200000:
+        _OP_IDS.clear()
+    nodes, infos = design.nodes, an.nodes
+    out = []
+    for nid in order:
+        info = infos[nid]
+        props, outputs, params = info.props, info.outputs, info.params
+        key = (nodes[nid].type, id(props), id(outputs), id(params))
+        hit = _OP_IDS.get(key)
+        if hit is None:
+            hit = _OP_IDS[key] = (_next_id(), props, outputs, params)
+        out.append(hit[0])
+    an.__dict__["_op_ids"] = (design, order, out)
+    return out
 
 
 def settings_id(key: tuple) -> int:

@@ -7,7 +7,17 @@ from __future__ import annotations
 
 from memdesigner.engine.checkpoint_segments import checkpoint_segments
 from memdesigner.engine.compiled_rule import NONE as _NONE
-from memdesigner.engine.compiled_rule import RULES, S_EXTRA, S_IN, S_OUT, S_PARAM, CompiledRule, nbytes, settings_id
+from memdesigner.engine.compiled_rule import (
+    RULES,
+    S_EXTRA,
+    S_IN,
+    S_OUT,
+    S_PARAM,
+    CompiledRule,
+    nbytes,
+    op_ids,
+    settings_id,
+)
 from memdesigner.engine.live_set import A, Event, K, LiveSet, _tuple_new, release_all
 from memdesigner.model.design import GC_HELD
 from memdesigner.model.oprules import In, MemCtx, OpMem, Out, T
@@ -73,17 +83,16 @@ def run_forward(sim, r) -> None:
     nb_app, rnb_app, cat_app, rc_app, what_app = nbl.append, mem.rnb.append, mem.cat.append, rcl.append, \
         mem.what.append
     ev_app = mem.events.append if mem.events is not None else None
-    for nid in order:
+    for nid, oid in zip(order, op_ids(design, an, order)):
         keys = ins[nid]
-        info = an_nodes[nid]
         node = nodes[nid]
-        props, outputs, params = info.props, info.outputs, info.params
-        mkey = (skey, node.type, id(props), id(outputs), id(params),
-                (val_key[keys[0]],) if len(keys) == 1 else tuple([val_key[k] for k in keys]))
+        mkey = (skey, oid, val_key[keys[0]]) if len(keys) == 1 else (skey, oid, tuple([val_key[k] for k in keys]))
         hit = rules.get(mkey)
-        if hit is not None and hit[2] is props and hit[3] is outputs and hit[4] is params:
-            op, c = hit[1], hit[5]
+        if hit is not None:
+            op, c = hit
         else:
+            info = an_nodes[nid]
+            props, outputs, params = info.props, info.outputs, info.params
             specs = [val_spec[k] for k in keys]
             lt = node.layer
             m = MemCtx(
@@ -96,7 +105,7 @@ def run_forward(sim, r) -> None:
             c = CompiledRule(m, op, outputs, params, pitem)
             if len(rules) > 20000:
                 rules.clear()
-            rules[mkey] = (m, op, props, outputs, params, c)
+            rules[mkey] = (op, c)
         if not c.affine:
             sim.affine = False
         records = c.records
