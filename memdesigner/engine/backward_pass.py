@@ -108,20 +108,22 @@ def run_backward(sim, r) -> None:
         if fs is not None:
             fs.where = ("backward", nid)
             fs.before_backward_op(mem, nid, fcats)
-        if nid not in grad_mode:
+        c = ctx_of.get(nid)  # (set with grad_mode[nid]: the ops that recorded for backward)
+        if c is None:
             continue
-        op = grad_mode[nid]
-        c = ctx_of[nid]
         node = nodes[nid]
         b, k_ = base_of[nid], n_out[nid]
-        g_out = [grads_pop(b, None)] if k_ == 1 else [grads_pop(v, None) for v in range(b, b + k_)]
-        if loss_node_ones and node.type == "Loss":
-            g_out = [ones]
-            mem.incref(ones)
-        for g0 in g_out:
-            if g0 is not None:
-                break
+        if k_ == 1:
+            g0 = grads_pop(b, None)
+            g_out = (g0,)
         else:
+            g_out = [grads_pop(v, None) for v in range(b, b + k_)]
+            g0 = next((g for g in g_out if g is not None), None)
+        if loss_node_ones and node.type == "Loss":
+            g0 = ones
+            g_out = (ones,)
+            mem.incref(ones)
+        if g0 is None:  # no gradient reached this op's outputs
             release_all(mem, saved_of.pop(nid, []))
             continue
         if fast and not c.stages:
@@ -174,12 +176,9 @@ def run_backward(sim, r) -> None:
                     by[G] += nb
                 else:
                     new_grads.append((k, alloc(nb, G, 1, what), 0))
-            if op.param_grads and c.pgrads:  # param_grads(), without accumulation or shared parameters
-                raw = rsum = 0
-                for e in c.pgrads:
-                    nb = e[2]
-                    raw += nb
-                    rsum += nb if rnd <= 1 else -(-nb // rnd) * rnd
+            if c.makes_pgrads:  # param_grads(), without accumulation or shared parameters
+                raw = c.pgrad_bytes
+                rsum = c.pgrad_rounded.get(rnd) or c.rounded_pgrad_bytes(rnd)
                 if raw and lean:  # alloc_exact(), inlined
                     mem.exact.add(len(nbl))
                     nb_app(raw)
@@ -238,6 +237,7 @@ def run_backward(sim, r) -> None:
                     decref(g)
                     grads[k] = summed
             continue
+        op = grad_mode[nid]
         si = seg_of.get(nid) if seg_of else None
         if si is not None and si not in recomputed:
             # entering a checkpointed segment from its end: rerun its forward with grad

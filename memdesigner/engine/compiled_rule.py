@@ -91,7 +91,7 @@ class CompiledRule:
 
     __slots__ = ("records", "temps", "outs", "extras", "kept", "saved", "vals", "bwd_temps", "grads_in",
                  "casts", "pgrads", "stages", "specs", "spec_ids", "affine", "late",
-                 "plain", "new_bytes")
+                 "plain", "new_bytes", "makes_pgrads", "pgrad_bytes", "pgrad_rounded")
 
     def __init__(self, m: MemCtx, op: OpMem, outputs, params, pitem: int):
         self.records = m.records
@@ -162,9 +162,19 @@ class CompiledRule:
         self.casts = [(k, nbytes(t), t.what) for k, t in op.casts]
         # parameters that get gradients: (index, name, bytes at the parameter dtype)
         self.pgrads = [(k, p.name, p.numel * pitem, p.numel) for k, p in enumerate(params) if p.requires_grad]
+        # the backward's fast path: the parameter gradients as one block (AccumulateGrad), its
+        # bytes, and those rounded (per allocator rounding: rounded_pgrad_bytes)
+        self.makes_pgrads = bool(op.param_grads and self.pgrads)
+        self.pgrad_bytes = sum(e[2] for e in self.pgrads)
+        self.pgrad_rounded: dict[int, int] = {}
         self.stages = [([(nbytes(t), t.what) for t in temps_], pidx, release)
                        for temps_, pidx, release in op.bwd_stages]
         # an op the forward's fast path runs: no autocast copies, no outputs made late, nothing that
         # outlives the step or frees an earlier step's storage
         self.plain = not self.casts and not self.late and not op.persists and not op.releases_carried
         self.new_bytes = sum(o[0] for o in self.outs if o.__class__ is tuple)
+
+    def rounded_pgrad_bytes(self, rnd: int) -> int:
+        """The parameter gradients' bytes with each tensor rounded up to ``rnd`` (memoised)."""
+        n = self.pgrad_rounded[rnd] = sum(e[2] if rnd <= 1 else -(-e[2] // rnd) * rnd for e in self.pgrads)
+        return n
