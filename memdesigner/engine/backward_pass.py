@@ -104,6 +104,7 @@ def run_backward(sim, r) -> None:
     nb_app, rnb_app, cat_app, rc_app, what_app = nbl.append, mem.rnb.append, mem.cat.append, rcl.append, \
         mem.what.append
     ev_app = mem.events.append if mem.events is not None else None
+    events = mem.events
     for nid in reversed(order):
         if fs is not None:
             fs.where = ("backward", nid)
@@ -230,12 +231,52 @@ def run_backward(sim, r) -> None:
                 old = grads.get(k)
                 if old is None:
                     grads[k] = g
-                else:  # (the general path's sum below)
+                elif not lean:  # (the general path's sum below)
                     summed = alloc(view_nb or mem.nb[g], G, 1, "accumulated gradient")
                     mem.mark(("backward", nid))
                     decref(old)
                     decref(g)
                     grads[k] = summed
+                else:  # the same, with alloc(), mark() and the summands' decref() inlined
+                    nb = view_nb or nbl[g]
+                    grads[k] = len(nbl)
+                    nb_app(nb)
+                    if rnd > 1 and nb:
+                        rn = -(-nb // rnd) * rnd
+                        mem.slack += rnd - 1
+                    else:
+                        rn = nb
+                    rnb_app(rn)
+                    cat_app(G)
+                    rc_app(1)
+                    what_app("accumulated gradient")
+                    mem.cur = cur = mem.cur + nb
+                    mem.rcur = rcur = mem.rcur + rn
+                    by[G] += nb
+                    # mark(): the last event is this op's own; the sum raises it when higher
+                    if cur > mem.ppeak:
+                        mem.ppeak = cur
+                    if rcur > mem.rpeak:
+                        mem.rpeak = rcur
+                    if cur > mem.peak:
+                        mem.peak = cur
+                        mem.peak_by = tuple(by)
+                        mem.peak_at = ("backward", nid)
+                    last = events[-1]
+                    if cur > last.bytes:
+                        events[-1] = _tuple_new(Event, ("backward", nid, last.label, cur, tuple(by), rcur))
+                    for sid in (old, g):
+                        x = rcl[sid] - 1
+                        rcl[sid] = x
+                        if x == 0:  # _release(), inlined
+                            nb = nbl[sid]
+                            mem.cur -= nb
+                            mem.rcur -= rnbl[sid]
+                            by[catl[sid]] -= nb
+                            if sid in exact:
+                                mem.slack -= rnbl[sid] - nb
+                            elif nb and rnd > 1:
+                                mem.slack -= rnd - 1
             continue
         op = grad_mode[nid]
         si = seg_of.get(nid) if seg_of else None
