@@ -101,8 +101,8 @@ def run_backward(sim, r) -> None:
     # a plain live set with no capture and no trace: the fast path runs alloc() and event() inline
     lean = mem.__class__ is LiveSet and mem.capture is None and mem.trace is None and mem.events is not None
     nbl, by, rnbl, catl, exact = mem.nb, mem.by, mem.rnb, mem.cat, mem.exact
-    nb_app, rnb_app, cat_app, rc_app, what_app = nbl.append, mem.rnb.append, mem.cat.append, rcl.append, \
-        mem.what.append
+    # (no labels: a lean run has no capture to read them, LiveSet.what)
+    nb_app, rnb_app, cat_app, rc_app = nbl.append, mem.rnb.append, mem.cat.append, rcl.append
     ev_app = mem.events.append if mem.events is not None else None
     events = mem.events
     for nid in reversed(order):
@@ -134,7 +134,7 @@ def run_backward(sim, r) -> None:
                 tmp = _NONE
             elif lean:  # alloc(), inlined
                 tmp = []
-                for nb, what in c.bwd_temps:
+                for nb, _ in c.bwd_temps:
                     tmp.append(len(nbl))
                     nb_app(nb)
                     if rnd > 1 and nb:
@@ -145,7 +145,6 @@ def run_backward(sim, r) -> None:
                     rnb_app(rn)
                     cat_app(K)
                     rc_app(1)
-                    what_app(what)
                     mem.cur += nb
                     mem.rcur += rn
                     by[K] += nb
@@ -158,8 +157,6 @@ def run_backward(sim, r) -> None:
                     rcl[g0] += 1
                     new_grads.append((k, g0, nb))
                     continue
-                if kind != G_T:  # a new gradient (a "stage" gradient without stages is one too)
-                    what = (vkey[k][0], "gradient")
                 if lean:  # alloc(), inlined
                     new_grads.append((k, len(nbl), 0))
                     nb_app(nb)
@@ -171,12 +168,11 @@ def run_backward(sim, r) -> None:
                     rnb_app(rn)
                     cat_app(G)
                     rc_app(1)
-                    what_app(what)
                     mem.cur += nb
                     mem.rcur += rn
                     by[G] += nb
-                else:
-                    new_grads.append((k, alloc(nb, G, 1, what), 0))
+                else:  # (a "stage" gradient without stages is a new one too)
+                    new_grads.append((k, alloc(nb, G, 1, what if kind == G_T else (vkey[k][0], "gradient")), 0))
             if c.makes_pgrads:  # param_grads(), without accumulation or shared parameters
                 raw = c.pgrad_bytes
                 rsum = c.pgrad_rounded.get(rnd) or c.rounded_pgrad_bytes(rnd)
@@ -186,7 +182,6 @@ def run_backward(sim, r) -> None:
                     rnb_app(rsum)
                     cat_app(G)
                     rc_app(1)
-                    what_app((nid, "parameter gradients"))
                     mem.cur += raw
                     mem.rcur += rsum
                     by[G] += raw
@@ -249,7 +244,6 @@ def run_backward(sim, r) -> None:
                     rnb_app(rn)
                     cat_app(G)
                     rc_app(1)
-                    what_app("accumulated gradient")
                     mem.cur = cur = mem.cur + nb
                     mem.rcur = rcur = mem.rcur + rn
                     by[G] += nb

@@ -80,8 +80,8 @@ def run_forward(sim, r) -> None:
     # a plain live set with no capture and no trace: the fast path runs alloc() and event() inline
     lean = mem.__class__ is LiveSet and mem.capture is None and mem.trace is None and mem.events is not None
     nbl, rnd, by, rnbl, catl, exact = mem.nb, mem.round, mem.by, mem.rnb, mem.cat, mem.exact
-    nb_app, rnb_app, cat_app, rc_app, what_app = nbl.append, mem.rnb.append, mem.cat.append, rcl.append, \
-        mem.what.append
+    # (no labels: a lean run has no capture to read them, LiveSet.what)
+    nb_app, rnb_app, cat_app, rc_app = nbl.append, mem.rnb.append, mem.cat.append, rcl.append
     ev_app = mem.events.append if mem.events is not None else None
     for nid, oid in zip(order, op_ids(design, an, order)):
         keys = ins[nid]
@@ -115,7 +115,7 @@ def run_forward(sim, r) -> None:
                 tmp_sids = _NONE
             elif lean:  # alloc(), inlined
                 tmp_sids = []
-                for nb, what in c.temps:
+                for nb, _ in c.temps:
                     tmp_sids.append(len(nbl))
                     nb_app(nb)
                     if rnd > 1 and nb:
@@ -126,7 +126,6 @@ def run_forward(sim, r) -> None:
                     rnb_app(rn)
                     cat_app(K)
                     rc_app(1)
-                    what_app(what)
                     mem.cur += nb
                     mem.rcur += rn
                     by[K] += nb
@@ -150,7 +149,6 @@ def run_forward(sim, r) -> None:
                     rnb_app(rn)
                     cat_app(A)
                     rc_app(1)
-                    what_app((nid, o[1]))
                     mem.cur += nb
                     mem.rcur += rn
                     by[A] += nb
@@ -160,7 +158,7 @@ def run_forward(sim, r) -> None:
                 extra_sids = _NONE
             elif lean:  # alloc(), inlined
                 extra_sids = {}
-                for tid, nb, what in c.extras:
+                for tid, nb, _ in c.extras:
                     extra_sids[tid] = len(nbl)
                     nb_app(nb)
                     if rnd > 1 and nb:
@@ -171,7 +169,6 @@ def run_forward(sim, r) -> None:
                     rnb_app(rn)
                     cat_app(A)
                     rc_app(1)
-                    what_app((nid, what))
                     mem.cur += nb
                     mem.rcur += rn
                     by[A] += nb
