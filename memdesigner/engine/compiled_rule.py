@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 from types import MappingProxyType
 
+from memdesigner.engine.live_set import A
 from memdesigner.model.layout import contiguous_strides, dense_like
 from memdesigner.model.oprules import In, MemCtx, OpMem, Out, Param, T
 from memdesigner.units import DTYPE_BYTES
@@ -91,7 +92,7 @@ class CompiledRule:
 
     __slots__ = ("records", "temps", "outs", "extras", "kept", "saved", "vals", "bwd_temps", "grads_in",
                  "casts", "pgrads", "stages", "specs", "spec_ids", "affine", "late",
-                 "plain", "new_bytes", "makes_pgrads", "pgrad_bytes", "pgrad_rounded")
+                 "plain", "new_bytes", "makes_pgrads", "pgrad_bytes", "pgrad_rounded", "blocks")
 
     def __init__(self, m: MemCtx, op: OpMem, outputs, params, pitem: int):
         self.records = m.records
@@ -167,6 +168,7 @@ class CompiledRule:
         self.makes_pgrads = bool(op.param_grads and self.pgrads)
         self.pgrad_bytes = sum(e[2] for e in self.pgrads)
         self.pgrad_rounded: dict[int, int] = {}
+        self.blocks: dict[int, NewBlock] = {}  # allocator rounding -> the forward's new storages (block())
         self.stages = [([(nbytes(t), t.what) for t in temps_], pidx, release)
                        for temps_, pidx, release in op.bwd_stages]
         # an op the forward's fast path runs: no autocast copies, no outputs made late, nothing that
@@ -178,3 +180,42 @@ class CompiledRule:
         """The parameter gradients' bytes with each tensor rounded up to ``rnd`` (memoised)."""
         n = self.pgrad_rounded[rnd] = sum(e[2] if rnd <= 1 else -(-e[2] // rnd) * rnd for e in self.pgrads)
         return n
+
+    def block(self, rnd: int) -> NewBlock:
+        """The forward fast path's new storages of this op under allocator rounding ``rnd`` (memoised)."""
+        b = self.blocks[rnd] = NewBlock(self, rnd)
+        return b
+
+
+class NewBlock:
+    """What an op makes in the forward's fast path, beside its transients: each new output (in
+    output order), then each saved extra, as one block of storages numbered base, base + 1, ...
+    in the live set. A lean run extends the live set's lists with these (one call per list, not
+    five appends per storage) and adds the sums once; a run with the calls allocates them one by
+    one in the same order (tests/test_live_set_inline.py: both agree to the byte)."""
+
+    __slots__ = ("nbs", "rns", "cats", "ones", "nb_sum", "rn_sum", "slack", "labels", "outs", "one", "n_outs",
+                 "saved")
+
+    def __init__(self, c: CompiledRule, rnd: int):
+        new = [o for o in c.outs if o.__class__ is tuple] + [(nb, what) for _, nb, what in c.extras]
+        self.nbs = [nb for nb, _ in new]
+        self.rns = [nb if rnd <= 1 else -(-nb // rnd) * rnd for nb in self.nbs]
+        self.cats = [A] * len(new)
+        self.ones = [1] * len(new)
+        self.nb_sum, self.rn_sum = sum(self.nbs), sum(self.rns)
+        self.slack = (rnd - 1) * sum(1 for nb in self.nbs if nb) if rnd > 1 else 0  # as alloc() counts it
+        self.labels = [what for _, what in new]
+        # per output: its place in the block, or ~i for one that shares input i's storage
+        outs, k = [], 0
+        for o in c.outs:
+            if o.__class__ is tuple:
+                outs.append(k)
+                k += 1
+            else:
+                outs.append(~o)
+        self.outs, self.n_outs = outs, k
+        self.one = outs == [0]  # one output, a new one: [base]
+        at = {tid: self.n_outs + i for i, (tid, _, _) in enumerate(c.extras)}
+        # CompiledRule.saved with a saved extra as its place in the block
+        self.saved = [(kind, at[x] if kind == S_EXTRA else x) for kind, x in c.saved]

@@ -82,6 +82,7 @@ def run_forward(sim, r) -> None:
     nbl, rnd, by, rnbl, catl, exact = mem.nb, mem.round, mem.by, mem.rnb, mem.cat, mem.exact
     # (no labels: a lean run has no capture to read them, LiveSet.what)
     nb_app, rnb_app, cat_app, rc_app = nbl.append, mem.rnb.append, mem.cat.append, rcl.append
+    nb_ext, rnb_ext, cat_ext, rc_ext = nbl.extend, mem.rnb.extend, mem.cat.extend, rcl.extend
     ev_app = mem.events.append if mem.events is not None else None
     for nid, oid in zip(order, op_ids(design, an, order)):
         keys = ins[nid]
@@ -131,49 +132,33 @@ def run_forward(sim, r) -> None:
                     by[K] += nb
             else:
                 tmp_sids = [alloc(nb, K, 1, what) for nb, what in c.temps]
-            out_sids = []
-            for o in c.outs:
-                if o.__class__ is not tuple:
-                    src_sid = val_sid[keys[o]]
-                    rcl[src_sid] += 1
-                    out_sids.append(src_sid)
-                elif lean:  # alloc(), inlined
-                    nb = o[0]
-                    out_sids.append(len(nbl))
-                    nb_app(nb)
-                    if rnd > 1 and nb:
-                        rn = -(-nb // rnd) * rnd
-                        mem.slack += rnd - 1
-                    else:
-                        rn = nb
-                    rnb_app(rn)
-                    cat_app(A)
-                    rc_app(1)
-                    mem.cur += nb
-                    mem.rcur += rn
-                    by[A] += nb
-                else:
-                    out_sids.append(alloc(o[0], A, 1, (nid, o[1])))
-            if not c.extras:
-                extra_sids = _NONE
-            elif lean:  # alloc(), inlined
-                extra_sids = {}
-                for tid, nb, _ in c.extras:
-                    extra_sids[tid] = len(nbl)
-                    nb_app(nb)
-                    if rnd > 1 and nb:
-                        rn = -(-nb // rnd) * rnd
-                        mem.slack += rnd - 1
-                    else:
-                        rn = nb
-                    rnb_app(rn)
-                    cat_app(A)
-                    rc_app(1)
-                    mem.cur += nb
-                    mem.rcur += rn
-                    by[A] += nb
+            # its new outputs, then its saved extras: one block of storages, base, base + 1, ...
+            blk = c.blocks.get(rnd) or c.block(rnd)
+            base = len(nbl)
+            if lean:  # alloc(), inlined, for the whole block
+                if blk.nbs:
+                    nb_ext(blk.nbs)
+                    rnb_ext(blk.rns)
+                    cat_ext(blk.cats)
+                    rc_ext(blk.ones)
+                    mem.cur += blk.nb_sum
+                    mem.rcur += blk.rn_sum
+                    mem.slack += blk.slack
+                    by[A] += blk.nb_sum
             else:
-                extra_sids = {tid: alloc(nb, A, 1, (nid, what)) for tid, nb, what in c.extras}
+                for nb, what in zip(blk.nbs, blk.labels):
+                    alloc(nb, A, 1, (nid, what))
+            if blk.one:
+                out_sids = [base]
+            else:
+                out_sids = []
+                for o in blk.outs:
+                    if o < 0:  # it shares input ~o's storage
+                        src_sid = val_sid[keys[~o]]
+                        rcl[src_sid] += 1
+                        out_sids.append(src_sid)
+                    else:
+                        out_sids.append(base + o)
             if lean:  # event(), inlined (no capture, no trace)
                 cur, rcur = mem.cur, mem.rcur
                 if cur > mem.ppeak:
@@ -192,7 +177,7 @@ def run_forward(sim, r) -> None:
                 decref(sid)
             if records:
                 sv = []
-                for kind, x in c.saved:
+                for kind, x in blk.saved:
                     if kind == S_IN:
                         sid = val_sid[keys[x]]
                         rcl[sid] += 1
@@ -201,16 +186,16 @@ def run_forward(sim, r) -> None:
                         sid = out_sids[x]
                         rcl[sid] += 1
                         sv.append(sid)
-                    elif kind == S_EXTRA:
-                        sv.append(extra_sids[x])
+                    elif kind == S_EXTRA:  # its place in the block
+                        sv.append(base + x)
                     else:
                         sv.append(None)  # a parameter: kept anyway (no autocast copy: not plain)
                 saved_of[nid] = sv
                 grad_mode[nid] = op
                 ctx_of[nid] = c
                 grads_here = 1
-            else:  # (decref inlined here and below: the live set's refcounts, its _release hook)
-                for sid in extra_sids.values():
+            else:  # (decref inlined below: the live set's refcounts, its _release hook)
+                for sid in range(base + blk.n_outs, base + len(blk.nbs)):  # its extras: nothing keeps them
                     decref(sid)
                 grads_here = 0
             v = base_of[nid]
