@@ -103,6 +103,7 @@ def run_backward(sim, r) -> None:
     nbl, by, rnbl, catl, exact = mem.nb, mem.by, mem.rnb, mem.cat, mem.exact
     # (no labels: a lean run has no capture to read them, LiveSet.what)
     nb_app, rnb_app, cat_app, rc_app = nbl.append, mem.rnb.append, mem.cat.append, rcl.append
+    nb_ext, rnb_ext, cat_ext, rc_ext = nbl.extend, mem.rnb.extend, mem.cat.extend, rcl.extend
     ev_app = mem.events.append if mem.events is not None else None
     events = mem.events
     for nid in reversed(order):
@@ -150,29 +151,29 @@ def run_backward(sim, r) -> None:
                     by[K] += nb
             else:
                 tmp = [alloc(nb, K, 1, what) for nb, what in c.bwd_temps]
+            # its new input gradients: one block of storages, base, base + 1, ...
+            gb = c.grad_blocks.get(rnd) or c.grad_block(rnd)
+            base = len(nbl)
+            if lean:  # alloc(), inlined, for the whole block
+                if gb.nbs:
+                    nb_ext(gb.nbs)
+                    rnb_ext(gb.rns)
+                    cat_ext(gb.cats)
+                    rc_ext(gb.ones)
+                    mem.cur += gb.nb_sum
+                    mem.rcur += gb.rn_sum
+                    mem.slack += gb.slack
+                    by[G] += gb.nb_sum
+            else:
+                for i, nb, what in zip(gb.inputs, gb.nbs, gb.labels):
+                    alloc(nb, G, 1, what or (vkey[keys[i]][0], "gradient"))
             new_grads = []
-            for i, kind, nb, what in c.grads_in:
-                k = keys[i]
-                if kind == G_ALIAS:
+            for i, at, nb in gb.grads:
+                if at is None:  # the outgoing gradient itself
                     rcl[g0] += 1
-                    new_grads.append((k, g0, nb))
-                    continue
-                if lean:  # alloc(), inlined
-                    new_grads.append((k, len(nbl), 0))
-                    nb_app(nb)
-                    if rnd > 1 and nb:
-                        rn = -(-nb // rnd) * rnd
-                        mem.slack += rnd - 1
-                    else:
-                        rn = nb
-                    rnb_app(rn)
-                    cat_app(G)
-                    rc_app(1)
-                    mem.cur += nb
-                    mem.rcur += rn
-                    by[G] += nb
-                else:  # (a "stage" gradient without stages is a new one too)
-                    new_grads.append((k, alloc(nb, G, 1, what if kind == G_T else (vkey[k][0], "gradient")), 0))
+                    new_grads.append((keys[i], g0, nb))
+                else:
+                    new_grads.append((keys[i], base + at, 0))
             if c.makes_pgrads:  # param_grads(), without accumulation or shared parameters
                 raw = c.pgrad_bytes
                 rsum = c.pgrad_rounded.get(rnd) or c.rounded_pgrad_bytes(rnd)

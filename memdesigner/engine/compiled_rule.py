@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 from types import MappingProxyType
 
-from memdesigner.engine.live_set import A
+from memdesigner.engine.live_set import A, G
 from memdesigner.model.layout import contiguous_strides, dense_like
 from memdesigner.model.oprules import In, MemCtx, OpMem, Out, Param, T
 from memdesigner.units import DTYPE_BYTES
@@ -92,7 +92,8 @@ class CompiledRule:
 
     __slots__ = ("records", "temps", "outs", "extras", "kept", "saved", "vals", "bwd_temps", "grads_in",
                  "casts", "pgrads", "stages", "specs", "spec_ids", "affine", "late",
-                 "plain", "new_bytes", "makes_pgrads", "pgrad_bytes", "pgrad_rounded", "blocks")
+                 "plain", "new_bytes", "makes_pgrads", "pgrad_bytes", "pgrad_rounded", "blocks",
+                 "grad_blocks")
 
     def __init__(self, m: MemCtx, op: OpMem, outputs, params, pitem: int):
         self.records = m.records
@@ -169,6 +170,7 @@ class CompiledRule:
         self.pgrad_bytes = sum(e[2] for e in self.pgrads)
         self.pgrad_rounded: dict[int, int] = {}
         self.blocks: dict[int, NewBlock] = {}  # allocator rounding -> the forward's new storages (block())
+        self.grad_blocks: dict[int, GradBlock] = {}  # the same for the backward's input gradients
         self.stages = [([(nbytes(t), t.what) for t in temps_], pidx, release)
                        for temps_, pidx, release in op.bwd_stages]
         # an op the forward's fast path runs: no autocast copies, no outputs made late, nothing that
@@ -186,26 +188,40 @@ class CompiledRule:
         b = self.blocks[rnd] = NewBlock(self, rnd)
         return b
 
+    def grad_block(self, rnd: int) -> GradBlock:
+        """The backward fast path's new input gradients under allocator rounding ``rnd`` (memoised)."""
+        b = self.grad_blocks[rnd] = GradBlock(self, rnd)
+        return b
 
-class NewBlock:
-    """What an op makes in the forward's fast path, beside its transients: each new output (in
-    output order), then each saved extra, as one block of storages numbered base, base + 1, ...
-    in the live set. A lean run extends the live set's lists with these (one call per list, not
-    five appends per storage) and adds the sums once; a run with the calls allocates them one by
-    one in the same order (tests/test_live_set_inline.py: both agree to the byte)."""
 
-    __slots__ = ("nbs", "rns", "cats", "ones", "nb_sum", "rn_sum", "slack", "labels", "outs", "one", "n_outs",
-                 "saved")
+class Block:
+    """Storages an op makes together, numbered base, base + 1, ... in the live set: their sizes,
+    rounded sizes, category and labels under one allocator rounding. A lean run extends the live
+    set's lists with these (one call per list, not five appends and a rounding per storage) and
+    adds the sums once; a run with the calls allocates them one by one in the same order
+    (tests/test_live_set_inline.py: both agree to the byte)."""
 
-    def __init__(self, c: CompiledRule, rnd: int):
-        new = [o for o in c.outs if o.__class__ is tuple] + [(nb, what) for _, nb, what in c.extras]
+    __slots__ = ("nbs", "rns", "cats", "ones", "nb_sum", "rn_sum", "slack", "labels")
+
+    def __init__(self, new: list, cat: int, rnd: int):
         self.nbs = [nb for nb, _ in new]
         self.rns = [nb if rnd <= 1 else -(-nb // rnd) * rnd for nb in self.nbs]
-        self.cats = [A] * len(new)
+        self.cats = [cat] * len(new)
         self.ones = [1] * len(new)
         self.nb_sum, self.rn_sum = sum(self.nbs), sum(self.rns)
         self.slack = (rnd - 1) * sum(1 for nb in self.nbs if nb) if rnd > 1 else 0  # as alloc() counts it
         self.labels = [what for _, what in new]
+
+
+class NewBlock(Block):
+    """What an op makes in the forward's fast path beside its transients: each new output (in
+    output order), then each saved extra."""
+
+    __slots__ = ("outs", "one", "n_outs", "saved")
+
+    def __init__(self, c: CompiledRule, rnd: int):
+        super().__init__([o for o in c.outs if o.__class__ is tuple] + [(nb, what) for _, nb, what in c.extras], A,
+                         rnd)
         # per output: its place in the block, or ~i for one that shares input i's storage
         outs, k = [], 0
         for o in c.outs:
@@ -219,3 +235,24 @@ class NewBlock:
         at = {tid: self.n_outs + i for i, (tid, _, _) in enumerate(c.extras)}
         # CompiledRule.saved with a saved extra as its place in the block
         self.saved = [(kind, at[x] if kind == S_EXTRA else x) for kind, x in c.saved]
+
+
+class GradBlock(Block):
+    """The input gradients an op's backward makes in the fast path (a label of None: the
+    input's "gradient"); ``grads``: per input that gets one, (input index, place in the block
+    or None for the outgoing gradient itself (an alias), bytes); ``inputs``: per storage of the
+    block, the input it is the gradient of."""
+
+    __slots__ = ("grads", "inputs")
+
+    def __init__(self, c: CompiledRule, rnd: int):
+        new, grads = [], []
+        for i, kind, nb, what in c.grads_in:
+            if kind == G_ALIAS:
+                grads.append((i, None, nb))
+            else:  # (a "stage" gradient without stages is a new one too)
+                grads.append((i, len(new), 0))
+                new.append((nb, what if kind == G_T else None))
+        super().__init__(new, G, rnd)
+        self.grads = grads
+        self.inputs = [i for i, at, _ in grads if at is not None]
