@@ -56,16 +56,17 @@ def op_ids(design, an, order: list) -> list:
         return memo[2]
     if len(_OP_IDS) > 200000:
         _OP_IDS.clear()
-    nodes, infos = design.nodes, an.nodes
+    nodes, infos, get = design.nodes, an.nodes, _OP_IDS.get
     out = []
+    put = out.append
     for nid in order:
         info = infos[nid]
         props, outputs, params = info.props, info.outputs, info.params
         key = (nodes[nid].type, id(props), id(outputs), id(params))
-        hit = _OP_IDS.get(key)
+        hit = get(key)
         if hit is None:
             hit = _OP_IDS[key] = (_next_id(), props, outputs, params)
-        out.append(hit[0])
+        put(hit[0])
     an.__dict__["_op_ids"] = (design, order, out)
     return out
 
