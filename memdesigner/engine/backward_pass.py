@@ -44,7 +44,7 @@ def run_backward(sim, r) -> None:
     dtype, amp, batch, rnd = r.dtype, r.amp, r.batch, r.rnd
     fs, tp, carried, fcats, accum = r.fs, r.tp, r.carried, r.fcats, r.accum
     ins, base_of, n_out, vkey, has_loss_node = st.ins, st.base, st.n_out, st.vkey, st.has_loss_node
-    val_spec, saved_of, grad_mode, ctx_of = r.val_spec, r.saved_of, r.grad_mode, r.ctx_of
+    val_spec, saved_of, ctx_of = r.val_spec, r.saved_of, r.ctx_of
     held_outputs, seg_of, segments, seg_inputs, seg_live = r.held_outputs, r.seg_of, r.segments, r.seg_inputs, r.seg_live
     input_grads_at, loss_sids, grads = r.input_grads_at, r.loss_sids, r.grads
     # -- backward ----------------------------------------------------------------------
@@ -110,7 +110,7 @@ def run_backward(sim, r) -> None:
         if fs is not None:
             fs.where = ("backward", nid)
             fs.before_backward_op(mem, nid, fcats)
-        c = ctx_of.get(nid)  # (set with grad_mode[nid]: the ops that recorded for backward)
+        c = ctx_of.get(nid)  # (the ops that recorded for backward)
         if c is None:
             continue
         node = nodes[nid]
@@ -273,7 +273,7 @@ def run_backward(sim, r) -> None:
                             elif nb and rnd > 1:
                                 mem.slack -= rnd - 1
             continue
-        op = grad_mode[nid]
+        op = c.op
         si = seg_of.get(nid) if seg_of else None
         if si is not None and si not in recomputed:
             # entering a checkpointed segment from its end: rerun its forward with grad
@@ -392,7 +392,7 @@ def run_backward(sim, r) -> None:
     leaf_v = base_of[input_grads_at] if input_grads_at in base_of and n_out[input_grads_at] else -1
     for k, g in grads.items():
         if g is not None:
-            if k == leaf_v and input_grads_at not in grad_mode:
+            if k == leaf_v and input_grads_at not in ctx_of:
                 held_outputs.append(g)  # that leaf's .grad: it lives as long as the leaf
             else:
                 mem.decref(g)

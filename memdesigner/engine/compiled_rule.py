@@ -16,7 +16,7 @@ FLOATS = ("float32", "float16", "bfloat16", "float64")
 NONE = MappingProxyType({})  # an empty, read-only stand-in for per-op lists and dicts most ops leave empty
 
 
-# memoised memory rules: (settings id, op id, input spec id or ids) -> (OpMem, CompiledRule)
+# memoised memory rules: (settings id, op id, input spec id or ids) -> CompiledRule (its .op: the OpMem)
 RULES: dict = {}
 
 # saved-entry kinds of CompiledRule.saved
@@ -91,12 +91,13 @@ class CompiledRule:
     sizes, strides and dtypes for every op of every estimate (the same rule serves every
     repetition of a layer and every re-estimate after an edit elsewhere)."""
 
-    __slots__ = ("records", "temps", "outs", "extras", "kept", "saved", "vals", "bwd_temps", "grads_in",
+    __slots__ = ("op", "records", "temps", "outs", "extras", "kept", "saved", "vals", "bwd_temps", "grads_in",
                  "casts", "pgrads", "stages", "specs", "spec_ids", "affine", "late",
                  "plain", "new_bytes", "makes_pgrads", "pgrad_bytes", "pgrad_rounded", "blocks",
                  "grad_blocks")
 
     def __init__(self, m: MemCtx, op: OpMem, outputs, params, pitem: int):
+        self.op = op  # the rule's answer (each cached answer has its own CompiledRule)
         self.records = m.records
         self.temps = [(nbytes(t), t.what) for t in op.temps]
         # per output: (nbytes, what) for a new storage, or the input index it shares

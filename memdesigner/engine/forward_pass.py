@@ -20,7 +20,7 @@ from memdesigner.engine.compiled_rule import (
 )
 from memdesigner.engine.live_set import A, Event, K, LiveSet, _tuple_new, release_all
 from memdesigner.model.design import GC_HELD
-from memdesigner.model.oprules import In, MemCtx, OpMem, Out, T
+from memdesigner.model.oprules import In, MemCtx, Out, T
 
 
 def run_forward(sim, r) -> None:
@@ -36,8 +36,7 @@ def run_forward(sim, r) -> None:
     val_spec: list = [None] * nv
     val_key: list = [None] * nv
     saved_of: dict[str, list[int]] = {}
-    grad_mode: dict[str, OpMem] = {}
-    ctx_of: dict[str, CompiledRule] = {}
+    ctx_of: dict[str, CompiledRule] = {}  # the ops that recorded for backward: their compiled rule (and .op)
     cast_cache: dict[tuple, int] = {}  # (node, param index) -> sid (autocast weight cache)
     held_outputs: list[int] = []
     segments, seg_of, layerwise = checkpoint_segments(s, order, nodes, st.in_edges)
@@ -88,9 +87,9 @@ def run_forward(sim, r) -> None:
         keys = ins[nid]
         node = nodes[nid]
         mkey = (skey, oid, val_key[keys[0]]) if len(keys) == 1 else (skey, oid, tuple([val_key[k] for k in keys]))
-        hit = rules.get(mkey)
-        if hit is not None:
-            op, c = hit
+        c = rules.get(mkey)
+        if c is not None:
+            op = c.op
         else:
             info = an_nodes[nid]
             props, outputs, params = info.props, info.outputs, info.params
@@ -106,7 +105,7 @@ def run_forward(sim, r) -> None:
             c = CompiledRule(m, op, outputs, params, pitem)
             if len(rules) > 20000:
                 rules.clear()
-            rules[mkey] = (op, c)
+            rules[mkey] = c
         if not c.affine:
             sim.affine = False
         records = c.records
@@ -191,7 +190,6 @@ def run_forward(sim, r) -> None:
                     else:
                         sv.append(None)  # a parameter: kept anyway (no autocast copy: not plain)
                 saved_of[nid] = sv
-                grad_mode[nid] = op
                 ctx_of[nid] = c
                 grads_here = 1
             else:  # (decref inlined below: the live set's refcounts, its _release hook)
@@ -335,7 +333,6 @@ def run_forward(sim, r) -> None:
                 else:
                     sv.append(None)  # a parameter: kept anyway
             saved_of[nid] = sv
-            grad_mode[nid] = op
             ctx_of[nid] = c
         else:
             for sid in extra_sids.values():
@@ -429,6 +426,6 @@ def run_forward(sim, r) -> None:
         fs.forward_end(mem)
     sim.fwd_end_bytes = mem.cur  # what the forward leaves alive for backward (and its output)
     sim.phase_peaks["forward"] = mem.ppeak
-    r.val_sid, r.val_spec, r.saved_of, r.grad_mode, r.ctx_of = val_sid, val_spec, saved_of, grad_mode, ctx_of
+    r.val_sid, r.val_spec, r.saved_of, r.ctx_of = val_sid, val_spec, saved_of, ctx_of
     r.cast_cache, r.held_outputs, r.seg_of, r.segments = cast_cache, held_outputs, seg_of, segments
     r.seg_inputs, r.seg_live, r.input_grads_at = seg_inputs, seg_live, input_grads_at
