@@ -151,10 +151,11 @@ def run_backward(sim, r) -> None:
                     by[K] += nb
             else:
                 tmp = [alloc(nb, K, 1, what) for nb, what in c.bwd_temps]
-            # its new input gradients: one block of storages, base, base + 1, ...
+            # its new input gradients, then its parameters' gradients (param_grads(), without
+            # accumulation or shared parameters): one block of storages, base, base + 1, ...
             gb = c.grad_blocks.get(rnd) or c.grad_block(rnd)
             base = len(nbl)
-            if lean:  # alloc(), inlined, for the whole block
+            if lean:  # alloc() and alloc_exact(), inlined, for the whole block
                 if gb.nbs:
                     nb_ext(gb.nbs)
                     rnb_ext(gb.rns)
@@ -164,9 +165,13 @@ def run_backward(sim, r) -> None:
                     mem.rcur += gb.rn_sum
                     mem.slack += gb.slack
                     by[G] += gb.nb_sum
+                    if gb.pgrad_at is not None:
+                        exact.add(base + gb.pgrad_at)
             else:
-                for i, nb, what in zip(gb.inputs, gb.nbs, gb.labels):
+                for i, nb, what in zip(gb.inputs, gb.nbs, gb.labels):  # (the input gradients)
                     alloc(nb, G, 1, what or (vkey[keys[i]][0], "gradient"))
+                if gb.pgrad_at is not None:
+                    mem.alloc_exact(c.pgrad_bytes, gb.pgrad_rounded, G, (nid, "parameter gradients"))
             new_grads = []
             for i, at, nb in gb.grads:
                 if at is None:  # the outgoing gradient itself
@@ -174,21 +179,6 @@ def run_backward(sim, r) -> None:
                     new_grads.append((keys[i], g0, nb))
                 else:
                     new_grads.append((keys[i], base + at, 0))
-            if c.makes_pgrads:  # param_grads(), without accumulation or shared parameters
-                raw = c.pgrad_bytes
-                rsum = c.pgrad_rounded.get(rnd) or c.rounded_pgrad_bytes(rnd)
-                if raw and lean:  # alloc_exact(), inlined
-                    mem.exact.add(len(nbl))
-                    nb_app(raw)
-                    rnb_app(rsum)
-                    cat_app(G)
-                    rc_app(1)
-                    mem.cur += raw
-                    mem.rcur += rsum
-                    by[G] += raw
-                    mem.slack += rsum - raw
-                elif raw:
-                    mem.alloc_exact(raw, rsum, G, (nid, "parameter gradients"))
             if lean:  # event(), inlined (no capture, no trace)
                 cur, rcur = mem.cur, mem.rcur
                 if cur > mem.ppeak:

@@ -93,7 +93,7 @@ class CompiledRule:
 
     __slots__ = ("op", "records", "temps", "outs", "extras", "kept", "saved", "vals", "bwd_temps", "grads_in",
                  "casts", "pgrads", "stages", "specs", "spec_ids", "affine", "late",
-                 "plain", "new_bytes", "makes_pgrads", "pgrad_bytes", "pgrad_rounded", "blocks",
+                 "plain", "new_bytes", "makes_pgrads", "pgrad_bytes", "blocks",
                  "grad_blocks")
 
     def __init__(self, m: MemCtx, op: OpMem, outputs, params, pitem: int):
@@ -166,11 +166,9 @@ class CompiledRule:
         self.casts = [(k, nbytes(t), t.what) for k, t in op.casts]
         # parameters that get gradients: (index, name, bytes at the parameter dtype)
         self.pgrads = [(k, p.name, p.numel * pitem, p.numel) for k, p in enumerate(params) if p.requires_grad]
-        # the backward's fast path: the parameter gradients as one block (AccumulateGrad), its
-        # bytes, and those rounded (per allocator rounding: rounded_pgrad_bytes)
+        # the backward's fast path: the parameter gradients as one aggregate (AccumulateGrad), its bytes
         self.makes_pgrads = bool(op.param_grads and self.pgrads)
         self.pgrad_bytes = sum(e[2] for e in self.pgrads)
-        self.pgrad_rounded: dict[int, int] = {}
         self.blocks: dict[int, NewBlock] = {}  # allocator rounding -> the forward's new storages (block())
         self.grad_blocks: dict[int, GradBlock] = {}  # the same for the backward's input gradients
         self.stages = [([(nbytes(t), t.what) for t in temps_], pidx, release)
@@ -179,11 +177,6 @@ class CompiledRule:
         # outlives the step or frees an earlier step's storage
         self.plain = not self.casts and not self.late and not op.persists and not op.releases_carried
         self.new_bytes = sum(o[0] for o in self.outs if o.__class__ is tuple)
-
-    def rounded_pgrad_bytes(self, rnd: int) -> int:
-        """The parameter gradients' bytes with each tensor rounded up to ``rnd`` (memoised)."""
-        n = self.pgrad_rounded[rnd] = sum(e[2] if rnd <= 1 else -(-e[2] // rnd) * rnd for e in self.pgrads)
-        return n
 
     def block(self, rnd: int) -> NewBlock:
         """The forward fast path's new storages of this op under allocator rounding ``rnd`` (memoised)."""
@@ -240,12 +233,14 @@ class NewBlock(Block):
 
 
 class GradBlock(Block):
-    """The input gradients an op's backward makes in the fast path (a label of None: the
-    input's "gradient"); ``grads``: per input that gets one, (input index, place in the block
-    or None for the outgoing gradient itself (an alias), bytes); ``inputs``: per storage of the
-    block, the input it is the gradient of."""
+    """What an op's backward makes in the fast path: its new input gradients (a label of None:
+    the input's "gradient"), then its parameters' gradients as one aggregate with its own rounded
+    size (alloc_exact: each parameter's .grad rounded). ``grads``: per input that gets one,
+    (input index, place in the block or None for the outgoing gradient itself (an alias),
+    bytes); ``inputs``: per input gradient of the block, its input; ``pgrad_at``: the
+    aggregate's place (None: no parameter gradients)."""
 
-    __slots__ = ("grads", "inputs")
+    __slots__ = ("grads", "inputs", "pgrad_at", "pgrad_rounded")
 
     def __init__(self, c: CompiledRule, rnd: int):
         new, grads = [], []
@@ -255,6 +250,19 @@ class GradBlock(Block):
             else:  # (a "stage" gradient without stages is a new one too)
                 grads.append((i, len(new), 0))
                 new.append((nb, what if kind == G_T else None))
-        super().__init__(new, G, rnd)
         self.grads = grads
         self.inputs = [i for i, at, _ in grads if at is not None]
+        super().__init__(new, G, rnd)
+        self.pgrad_at = self.pgrad_rounded = None
+        raw = c.pgrad_bytes
+        if c.makes_pgrads and raw:
+            rsum = sum(e[2] if rnd <= 1 else -(-e[2] // rnd) * rnd for e in c.pgrads)
+            self.pgrad_at, self.pgrad_rounded = len(new), rsum
+            self.nbs.append(raw)
+            self.rns.append(rsum)
+            self.cats.append(G)
+            self.ones.append(1)
+            self.labels.append("parameter gradients")
+            self.nb_sum += raw
+            self.rn_sum += rsum
+            self.slack += rsum - raw  # (alloc_exact's slack: its rounding, not one rounding's worst)
