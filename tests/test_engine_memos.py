@@ -25,8 +25,8 @@ SETTINGS = [
 
 
 def _forget_everything() -> None:
-    for memo in (compiled_rule.RULES, compiled_rule._SPEC_IDS, compiled_rule._SETTINGS_IDS, param_state._FACTS,
-                 param_state._LAYERS, analysis._CACHE, analysis._PROPS, analysis._FROZEN):
+    for memo in (compiled_rule.RULES, compiled_rule._SPEC_IDS, compiled_rule._SETTINGS_IDS, compiled_rule._OP_IDS,
+                 param_state._FACTS, param_state._LAYERS, analysis._CACHE, analysis._PROPS, analysis._FROZEN):
         memo.clear()
 
 

@@ -27,7 +27,7 @@ class _CalledSimulation(Simulation):
 def _facts(sim) -> tuple:
     m = sim.mem
     return (list(sim.events), m.peak, m.rpeak, m.peak_by, m.peak_at, m.slack, m.cur, m.rcur, list(m.nb),
-            list(m.rnb), list(m.what), sorted(m.exact), dict(sim.rows))
+            list(m.rnb), m.what, sorted(m.exact), dict(sim.rows))
 
 
 @pytest.mark.parametrize("kw", [dict(mode="inference", batch=3), dict(mode="train", batch=2, optimizer="adam")])

@@ -44,7 +44,7 @@ def run_backward(sim, r) -> None:
     dtype, amp, batch, rnd = r.dtype, r.amp, r.batch, r.rnd
     fs, tp, carried, fcats, accum = r.fs, r.tp, r.carried, r.fcats, r.accum
     ins, base_of, n_out, vkey, has_loss_node = st.ins, st.base, st.n_out, st.vkey, st.has_loss_node
-    val_spec, saved_of, grad_mode, ctx_of = r.val_spec, r.saved_of, r.grad_mode, r.ctx_of
+    val_spec, saved_of, ctx_of = r.val_spec, r.saved_of, r.ctx_of
     held_outputs, seg_of, segments, seg_inputs, seg_live = r.held_outputs, r.seg_of, r.segments, r.seg_inputs, r.seg_live
     input_grads_at, loss_sids, grads = r.input_grads_at, r.loss_sids, r.grads
     # -- backward ----------------------------------------------------------------------
@@ -101,27 +101,31 @@ def run_backward(sim, r) -> None:
     # a plain live set with no capture and no trace: the fast path runs alloc() and event() inline
     lean = mem.__class__ is LiveSet and mem.capture is None and mem.trace is None and mem.events is not None
     nbl, by, rnbl, catl, exact = mem.nb, mem.by, mem.rnb, mem.cat, mem.exact
-    nb_app, rnb_app, cat_app, rc_app, what_app = nbl.append, mem.rnb.append, mem.cat.append, rcl.append, \
-        mem.what.append
+    # (no labels: a lean run has no capture to read them, LiveSet.what)
+    nb_app, rnb_app, cat_app, rc_app = nbl.append, mem.rnb.append, mem.cat.append, rcl.append
+    nb_ext, rnb_ext, cat_ext, rc_ext = nbl.extend, mem.rnb.extend, mem.cat.extend, rcl.extend
     ev_app = mem.events.append if mem.events is not None else None
+    events = mem.events
     for nid in reversed(order):
         if fs is not None:
             fs.where = ("backward", nid)
             fs.before_backward_op(mem, nid, fcats)
-        if nid not in grad_mode:
+        c = ctx_of.get(nid)  # (the ops that recorded for backward)
+        if c is None:
             continue
-        op = grad_mode[nid]
-        c = ctx_of[nid]
         node = nodes[nid]
         b, k_ = base_of[nid], n_out[nid]
-        g_out = [grads_pop(b, None)] if k_ == 1 else [grads_pop(v, None) for v in range(b, b + k_)]
-        if loss_node_ones and node.type == "Loss":
-            g_out = [ones]
-            mem.incref(ones)
-        for g0 in g_out:
-            if g0 is not None:
-                break
+        if k_ == 1:
+            g0 = grads_pop(b, None)
+            g_out = (g0,)
         else:
+            g_out = [grads_pop(v, None) for v in range(b, b + k_)]
+            g0 = next((g for g in g_out if g is not None), None)
+        if loss_node_ones and node.type == "Loss":
+            g0 = ones
+            g_out = (ones,)
+            mem.incref(ones)
+        if g0 is None:  # no gradient reached this op's outputs
             release_all(mem, saved_of.pop(nid, []))
             continue
         if fast and not c.stages:
@@ -131,7 +135,7 @@ def run_backward(sim, r) -> None:
                 tmp = _NONE
             elif lean:  # alloc(), inlined
                 tmp = []
-                for nb, what in c.bwd_temps:
+                for nb, _ in c.bwd_temps:
                     tmp.append(len(nbl))
                     nb_app(nb)
                     if rnd > 1 and nb:
@@ -142,57 +146,39 @@ def run_backward(sim, r) -> None:
                     rnb_app(rn)
                     cat_app(K)
                     rc_app(1)
-                    what_app(what)
                     mem.cur += nb
                     mem.rcur += rn
                     by[K] += nb
             else:
                 tmp = [alloc(nb, K, 1, what) for nb, what in c.bwd_temps]
+            # its new input gradients, then its parameters' gradients (param_grads(), without
+            # accumulation or shared parameters): one block of storages, base, base + 1, ...
+            gb = c.grad_blocks.get(rnd) or c.grad_block(rnd)
+            base = len(nbl)
+            if lean:  # alloc() and alloc_exact(), inlined, for the whole block
+                if gb.nbs:
+                    nb_ext(gb.nbs)
+                    rnb_ext(gb.rns)
+                    cat_ext(gb.cats)
+                    rc_ext(gb.ones)
+                    mem.cur += gb.nb_sum
+                    mem.rcur += gb.rn_sum
+                    mem.slack += gb.slack
+                    by[G] += gb.nb_sum
+                    if gb.pgrad_at is not None:
+                        exact.add(base + gb.pgrad_at)
+            else:
+                for i, nb, what in zip(gb.inputs, gb.nbs, gb.labels):  # (the input gradients)
+                    alloc(nb, G, 1, what or (vkey[keys[i]][0], "gradient"))
+                if gb.pgrad_at is not None:
+                    mem.alloc_exact(c.pgrad_bytes, gb.pgrad_rounded, G, (nid, "parameter gradients"))
             new_grads = []
-            for i, kind, nb, what in c.grads_in:
-                k = keys[i]
-                if kind == G_ALIAS:
+            for i, at, nb in gb.grads:
+                if at is None:  # the outgoing gradient itself
                     rcl[g0] += 1
-                    new_grads.append((k, g0, nb))
-                    continue
-                if kind != G_T:  # a new gradient (a "stage" gradient without stages is one too)
-                    what = (vkey[k][0], "gradient")
-                if lean:  # alloc(), inlined
-                    new_grads.append((k, len(nbl), 0))
-                    nb_app(nb)
-                    if rnd > 1 and nb:
-                        rn = -(-nb // rnd) * rnd
-                        mem.slack += rnd - 1
-                    else:
-                        rn = nb
-                    rnb_app(rn)
-                    cat_app(G)
-                    rc_app(1)
-                    what_app(what)
-                    mem.cur += nb
-                    mem.rcur += rn
-                    by[G] += nb
+                    new_grads.append((keys[i], g0, nb))
                 else:
-                    new_grads.append((k, alloc(nb, G, 1, what), 0))
-            if op.param_grads and c.pgrads:  # param_grads(), without accumulation or shared parameters
-                raw = rsum = 0
-                for e in c.pgrads:
-                    nb = e[2]
-                    raw += nb
-                    rsum += nb if rnd <= 1 else -(-nb // rnd) * rnd
-                if raw and lean:  # alloc_exact(), inlined
-                    mem.exact.add(len(nbl))
-                    nb_app(raw)
-                    rnb_app(rsum)
-                    cat_app(G)
-                    rc_app(1)
-                    what_app((nid, "parameter gradients"))
-                    mem.cur += raw
-                    mem.rcur += rsum
-                    by[G] += raw
-                    mem.slack += rsum - raw
-                elif raw:
-                    mem.alloc_exact(raw, rsum, G, (nid, "parameter gradients"))
+                    new_grads.append((keys[i], base + at, 0))
             if lean:  # event(), inlined (no capture, no trace)
                 cur, rcur = mem.cur, mem.rcur
                 if cur > mem.ppeak:
@@ -231,13 +217,53 @@ def run_backward(sim, r) -> None:
                 old = grads.get(k)
                 if old is None:
                     grads[k] = g
-                else:  # (the general path's sum below)
+                elif not lean:  # (the general path's sum below)
                     summed = alloc(view_nb or mem.nb[g], G, 1, "accumulated gradient")
                     mem.mark(("backward", nid))
                     decref(old)
                     decref(g)
                     grads[k] = summed
+                else:  # the same, with alloc(), mark() and the summands' decref() inlined
+                    nb = view_nb or nbl[g]
+                    grads[k] = len(nbl)
+                    nb_app(nb)
+                    if rnd > 1 and nb:
+                        rn = -(-nb // rnd) * rnd
+                        mem.slack += rnd - 1
+                    else:
+                        rn = nb
+                    rnb_app(rn)
+                    cat_app(G)
+                    rc_app(1)
+                    mem.cur = cur = mem.cur + nb
+                    mem.rcur = rcur = mem.rcur + rn
+                    by[G] += nb
+                    # mark(): the last event is this op's own; the sum raises it when higher
+                    if cur > mem.ppeak:
+                        mem.ppeak = cur
+                    if rcur > mem.rpeak:
+                        mem.rpeak = rcur
+                    if cur > mem.peak:
+                        mem.peak = cur
+                        mem.peak_by = tuple(by)
+                        mem.peak_at = ("backward", nid)
+                    last = events[-1]
+                    if cur > last.bytes:
+                        events[-1] = _tuple_new(Event, ("backward", nid, last.label, cur, tuple(by), rcur))
+                    for sid in (old, g):
+                        x = rcl[sid] - 1
+                        rcl[sid] = x
+                        if x == 0:  # _release(), inlined
+                            nb = nbl[sid]
+                            mem.cur -= nb
+                            mem.rcur -= rnbl[sid]
+                            by[catl[sid]] -= nb
+                            if sid in exact:
+                                mem.slack -= rnbl[sid] - nb
+                            elif nb and rnd > 1:
+                                mem.slack -= rnd - 1
             continue
+        op = c.op
         si = seg_of.get(nid) if seg_of else None
         if si is not None and si not in recomputed:
             # entering a checkpointed segment from its end: rerun its forward with grad
@@ -356,7 +382,7 @@ def run_backward(sim, r) -> None:
     leaf_v = base_of[input_grads_at] if input_grads_at in base_of and n_out[input_grads_at] else -1
     for k, g in grads.items():
         if g is not None:
-            if k == leaf_v and input_grads_at not in grad_mode:
+            if k == leaf_v and input_grads_at not in ctx_of:
                 held_outputs.append(g)  # that leaf's .grad: it lives as long as the leaf
             else:
                 mem.decref(g)

@@ -45,7 +45,7 @@ def estimate(design: Design, settings: Settings | None = None, *, device=None, m
              analysis: Analysis | None = None, **kw) -> Report:
     """Estimate one step. Keyword settings (mode, batch, optimizer, dtype, amp, checkpointing,
     backend, foreach, gpus, strategy) override ``settings``; a device's kind sets the backend."""
-    with gc_paused():
+    with gc_paused(promote=True):  # (what it returns is not garbage: no young collection over it)
         return _estimate(design, settings, device, max_batch, analysis, kw)
 
 

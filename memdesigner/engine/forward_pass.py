@@ -7,10 +7,20 @@ from __future__ import annotations
 
 from memdesigner.engine.checkpoint_segments import checkpoint_segments
 from memdesigner.engine.compiled_rule import NONE as _NONE
-from memdesigner.engine.compiled_rule import RULES, S_EXTRA, S_IN, S_OUT, S_PARAM, CompiledRule, nbytes, settings_id
+from memdesigner.engine.compiled_rule import (
+    RULES,
+    S_EXTRA,
+    S_IN,
+    S_OUT,
+    S_PARAM,
+    CompiledRule,
+    nbytes,
+    op_ids,
+    settings_id,
+)
 from memdesigner.engine.live_set import A, Event, K, LiveSet, _tuple_new, release_all
 from memdesigner.model.design import GC_HELD
-from memdesigner.model.oprules import In, MemCtx, OpMem, Out, T
+from memdesigner.model.oprules import In, MemCtx, Out, T
 
 
 def run_forward(sim, r) -> None:
@@ -26,8 +36,7 @@ def run_forward(sim, r) -> None:
     val_spec: list = [None] * nv
     val_key: list = [None] * nv
     saved_of: dict[str, list[int]] = {}
-    grad_mode: dict[str, OpMem] = {}
-    ctx_of: dict[str, CompiledRule] = {}
+    ctx_of: dict[str, CompiledRule] = {}  # the ops that recorded for backward: their compiled rule (and .op)
     cast_cache: dict[tuple, int] = {}  # (node, param index) -> sid (autocast weight cache)
     held_outputs: list[int] = []
     segments, seg_of, layerwise = checkpoint_segments(s, order, nodes, st.in_edges)
@@ -70,20 +79,20 @@ def run_forward(sim, r) -> None:
     # a plain live set with no capture and no trace: the fast path runs alloc() and event() inline
     lean = mem.__class__ is LiveSet and mem.capture is None and mem.trace is None and mem.events is not None
     nbl, rnd, by, rnbl, catl, exact = mem.nb, mem.round, mem.by, mem.rnb, mem.cat, mem.exact
-    nb_app, rnb_app, cat_app, rc_app, what_app = nbl.append, mem.rnb.append, mem.cat.append, rcl.append, \
-        mem.what.append
+    # (no labels: a lean run has no capture to read them, LiveSet.what)
+    nb_app, rnb_app, cat_app, rc_app = nbl.append, mem.rnb.append, mem.cat.append, rcl.append
+    nb_ext, rnb_ext, cat_ext, rc_ext = nbl.extend, mem.rnb.extend, mem.cat.extend, rcl.extend
     ev_app = mem.events.append if mem.events is not None else None
-    for nid in order:
+    for nid, oid in zip(order, op_ids(design, an, order)):
         keys = ins[nid]
-        info = an_nodes[nid]
         node = nodes[nid]
-        props, outputs, params = info.props, info.outputs, info.params
-        mkey = (skey, node.type, id(props), id(outputs), id(params),
-                (val_key[keys[0]],) if len(keys) == 1 else tuple([val_key[k] for k in keys]))
-        hit = rules.get(mkey)
-        if hit is not None and hit[2] is props and hit[3] is outputs and hit[4] is params:
-            op, c = hit[1], hit[5]
+        mkey = (skey, oid, val_key[keys[0]]) if len(keys) == 1 else (skey, oid, tuple([val_key[k] for k in keys]))
+        c = rules.get(mkey)
+        if c is not None:
+            op = c.op
         else:
+            info = an_nodes[nid]
+            props, outputs, params = info.props, info.outputs, info.params
             specs = [val_spec[k] for k in keys]
             lt = node.layer
             m = MemCtx(
@@ -96,7 +105,7 @@ def run_forward(sim, r) -> None:
             c = CompiledRule(m, op, outputs, params, pitem)
             if len(rules) > 20000:
                 rules.clear()
-            rules[mkey] = (m, op, props, outputs, params, c)
+            rules[mkey] = c
         if not c.affine:
             sim.affine = False
         records = c.records
@@ -106,7 +115,7 @@ def run_forward(sim, r) -> None:
                 tmp_sids = _NONE
             elif lean:  # alloc(), inlined
                 tmp_sids = []
-                for nb, what in c.temps:
+                for nb, _ in c.temps:
                     tmp_sids.append(len(nbl))
                     nb_app(nb)
                     if rnd > 1 and nb:
@@ -117,57 +126,38 @@ def run_forward(sim, r) -> None:
                     rnb_app(rn)
                     cat_app(K)
                     rc_app(1)
-                    what_app(what)
                     mem.cur += nb
                     mem.rcur += rn
                     by[K] += nb
             else:
                 tmp_sids = [alloc(nb, K, 1, what) for nb, what in c.temps]
-            out_sids = []
-            for o in c.outs:
-                if o.__class__ is not tuple:
-                    src_sid = val_sid[keys[o]]
-                    rcl[src_sid] += 1
-                    out_sids.append(src_sid)
-                elif lean:  # alloc(), inlined
-                    nb = o[0]
-                    out_sids.append(len(nbl))
-                    nb_app(nb)
-                    if rnd > 1 and nb:
-                        rn = -(-nb // rnd) * rnd
-                        mem.slack += rnd - 1
-                    else:
-                        rn = nb
-                    rnb_app(rn)
-                    cat_app(A)
-                    rc_app(1)
-                    what_app((nid, o[1]))
-                    mem.cur += nb
-                    mem.rcur += rn
-                    by[A] += nb
-                else:
-                    out_sids.append(alloc(o[0], A, 1, (nid, o[1])))
-            if not c.extras:
-                extra_sids = _NONE
-            elif lean:  # alloc(), inlined
-                extra_sids = {}
-                for tid, nb, what in c.extras:
-                    extra_sids[tid] = len(nbl)
-                    nb_app(nb)
-                    if rnd > 1 and nb:
-                        rn = -(-nb // rnd) * rnd
-                        mem.slack += rnd - 1
-                    else:
-                        rn = nb
-                    rnb_app(rn)
-                    cat_app(A)
-                    rc_app(1)
-                    what_app((nid, what))
-                    mem.cur += nb
-                    mem.rcur += rn
-                    by[A] += nb
+            # its new outputs, then its saved extras: one block of storages, base, base + 1, ...
+            blk = c.blocks.get(rnd) or c.block(rnd)
+            base = len(nbl)
+            if lean:  # alloc(), inlined, for the whole block
+                if blk.nbs:
+                    nb_ext(blk.nbs)
+                    rnb_ext(blk.rns)
+                    cat_ext(blk.cats)
+                    rc_ext(blk.ones)
+                    mem.cur += blk.nb_sum
+                    mem.rcur += blk.rn_sum
+                    mem.slack += blk.slack
+                    by[A] += blk.nb_sum
             else:
-                extra_sids = {tid: alloc(nb, A, 1, (nid, what)) for tid, nb, what in c.extras}
+                for nb, what in zip(blk.nbs, blk.labels):
+                    alloc(nb, A, 1, (nid, what))
+            if blk.one:
+                out_sids = [base]
+            else:
+                out_sids = []
+                for o in blk.outs:
+                    if o < 0:  # it shares input ~o's storage
+                        src_sid = val_sid[keys[~o]]
+                        rcl[src_sid] += 1
+                        out_sids.append(src_sid)
+                    else:
+                        out_sids.append(base + o)
             if lean:  # event(), inlined (no capture, no trace)
                 cur, rcur = mem.cur, mem.rcur
                 if cur > mem.ppeak:
@@ -186,7 +176,7 @@ def run_forward(sim, r) -> None:
                 decref(sid)
             if records:
                 sv = []
-                for kind, x in c.saved:
+                for kind, x in blk.saved:
                     if kind == S_IN:
                         sid = val_sid[keys[x]]
                         rcl[sid] += 1
@@ -195,16 +185,15 @@ def run_forward(sim, r) -> None:
                         sid = out_sids[x]
                         rcl[sid] += 1
                         sv.append(sid)
-                    elif kind == S_EXTRA:
-                        sv.append(extra_sids[x])
+                    elif kind == S_EXTRA:  # its place in the block
+                        sv.append(base + x)
                     else:
                         sv.append(None)  # a parameter: kept anyway (no autocast copy: not plain)
                 saved_of[nid] = sv
-                grad_mode[nid] = op
                 ctx_of[nid] = c
                 grads_here = 1
-            else:  # (decref inlined here and below: the live set's refcounts, its _release hook)
-                for sid in extra_sids.values():
+            else:  # (decref inlined below: the live set's refcounts, its _release hook)
+                for sid in range(base + blk.n_outs, base + len(blk.nbs)):  # its extras: nothing keeps them
                     decref(sid)
                 grads_here = 0
             v = base_of[nid]
@@ -344,7 +333,6 @@ def run_forward(sim, r) -> None:
                 else:
                     sv.append(None)  # a parameter: kept anyway
             saved_of[nid] = sv
-            grad_mode[nid] = op
             ctx_of[nid] = c
         else:
             for sid in extra_sids.values():
@@ -438,6 +426,6 @@ def run_forward(sim, r) -> None:
         fs.forward_end(mem)
     sim.fwd_end_bytes = mem.cur  # what the forward leaves alive for backward (and its output)
     sim.phase_peaks["forward"] = mem.ppeak
-    r.val_sid, r.val_spec, r.saved_of, r.grad_mode, r.ctx_of = val_sid, val_spec, saved_of, grad_mode, ctx_of
+    r.val_sid, r.val_spec, r.saved_of, r.ctx_of = val_sid, val_spec, saved_of, ctx_of
     r.cast_cache, r.held_outputs, r.seg_of, r.segments = cast_cache, held_outputs, seg_of, segments
     r.seg_inputs, r.seg_live, r.input_grads_at = seg_inputs, seg_live, input_grads_at

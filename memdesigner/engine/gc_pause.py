@@ -13,7 +13,16 @@ from contextlib import contextmanager
 
 
 @contextmanager
-def gc_paused():
+def gc_paused(promote: bool = False):
+    """``promote``: on the way out, move what the paused code left alive into the oldest
+    generation instead of having the first allocation after it walk all of it. Paused,
+    Python still counts every allocation, so the next allocation starts a young collection
+    over every object the estimate made and still holds (its report: the timeline's events,
+    the layer rows): 5 ms of a 10,000-op estimate, 0.35 ms of a 1,000-op one, finding
+    nothing (none of them is in a cycle). ``gc.freeze()`` then ``gc.unfreeze()`` moves every
+    tracked object to the oldest generation in two list splices and resets the young count;
+    they are still collected by full collections, and still freed by reference counting.
+    Not done when someone else froze objects (unfreeze would thaw theirs too)."""
     if not gc.isenabled():
         yield
         return
@@ -21,4 +30,7 @@ def gc_paused():
     try:
         yield
     finally:
+        if promote and gc.get_freeze_count() == 0:
+            gc.freeze()
+            gc.unfreeze()
         gc.enable()

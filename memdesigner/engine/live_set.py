@@ -34,7 +34,9 @@ class LiveSet:
         self.rnb: list[int] = []
         self.cat: list[int] = []
         self.rc: list[int] = []
-        self.what: list[str] = []
+        # each storage's label, for a capture to list (Simulation.run sets a list when it has one):
+        # None keeps none (a run without a capture reads none; the tuples were a tenth of its memory)
+        self.what: list | None = None
         self.cur = 0
         self.rcur = 0
         self.by = [0, 0, 0, 0, 0]
@@ -65,7 +67,8 @@ class LiveSet:
         self.rnb.append(rn)
         self.cat.append(cat)
         self.rc.append(refs)
-        self.what.append(what)
+        if self.what is not None:
+            self.what.append(what)
         self.cur += nbytes
         self.rcur += rn
         self.by[cat] += nbytes

@@ -5,7 +5,7 @@ the gradients earlier micro-steps accumulated. Also the per-layer parameter rows
 from __future__ import annotations
 
 from memdesigner.engine import distributed, fsdp, optim_state, param_order, tensor_parallel
-from memdesigner.engine.compiled_rule import FLOATS
+from memdesigner.engine.compiled_rule import FLOATS, settings_id
 from memdesigner.engine.live_set import A, G, K, O, W
 from memdesigner.units import DTYPE_BYTES
 
@@ -99,7 +99,6 @@ def place_weights(sim, r) -> None:
     master = train and s.master_weights and opt != "none"
     sf = 4 // DTYPE_BYTES[pdtype] if master else 1  # the step works on fp32 masters
     paged_total = 0
-    shapes: list[tuple] = []  # per trainable tensor, for the optimizers whose state follows the shape
     pnames: list[str] = []  # per trainable tensor: its parameter name (engine/param_order.py)
     step_tensor = 4 if (opt in ("adam", "adamw") and s.backend == "cpu") else 0  # host tensor on CUDA
     pitem = DTYPE_BYTES[pdtype]
@@ -110,12 +109,14 @@ def place_weights(sim, r) -> None:
     fs = (fsdp.FsdpStep(s.data_parallel, s.gpus, gloo=s.backend == "cpu", offload=s.offload == "params")
           if train and s.data_parallel in fsdp.FSDP_STRATEGIES else None)
     sim.fsdp = fs
-    sim.trainable_shapes = trainable_shapes = []
+    # per trainable tensor: its shape (the rank signature, the optimizers whose state follows the shape)
+    sim.trainable_shapes = shapes = []
     uscope = fsdp.unit_scopes(nodes, getattr(design, "node_rep", None)) if fs is not None else {}
     host_shards = 0
     sim.host_bytes = 0  # host RAM this rank needs for offloaded state (zero2/zero3 offload params)
     t_p = t_nt = t_rg = t_pb = t_bb = 0
     infos, rows = an.nodes, sim.rows
+    lsid = settings_id(("layer sums", pdtype, rnd, opt, master, s.backend))  # what _layer_sums reads of them
     for nid in order:
         params = infos[nid].params
         if not params:
@@ -124,7 +125,7 @@ def place_weights(sim, r) -> None:
         bits = nodes[nid].bits
         tied = nodes[nid].tied
         if fs is None and not tied:  # the common case: the layer's sums, memoised per parameter list
-            lkey = (id(params), pdtype, bits, rnd, opt, master, s.backend)
+            lkey = (id(params), bits, lsid)
             hit = _LAYERS.get(lkey)
             if hit is None or hit[0] is not params:
                 if len(_LAYERS) > 20000:
@@ -137,9 +138,8 @@ def place_weights(sim, r) -> None:
             state_r += sr_
             paged_total += pg_
             for tb, numel, shape, pname in entries:
-                trainable_shapes.append(shape)
-                trainable.append((nid, tb, numel))
                 shapes.append(shape)
+                trainable.append((nid, tb, numel))
                 pnames.append(pname)
             rows[nid] = row.copy()
             t_p += n_p
@@ -171,9 +171,8 @@ def place_weights(sim, r) -> None:
                 if fs is not None:  # the optimizer state follows the rank's own rows
                     numel = fsdp.sharded_numel(p.shape, s.gpus, sim.rank or 0)
                     tb = numel * pitem
-                trainable_shapes.append(p.shape)
-                trainable.append((nid, tb, numel))
                 shapes.append(p.shape)
+                trainable.append((nid, tb, numel))
                 pnames.append(p.name)
                 if fs is not None and fs.offload:  # CPUOffloadPolicy: the shard lives on the host
                     host_shards += nb

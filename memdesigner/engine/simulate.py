@@ -82,6 +82,8 @@ class Simulation:
         r.batch = s.batch
         r.mem = mem = self._new_mem()
         mem.capture = self.capture
+        if self.capture is not None:
+            mem.what = []  # the storages' labels, for the capture's list
         mem.trace = [] if self.trace else None
         self.mem = mem
         mem.events = self.events
