@@ -18,7 +18,13 @@ class ResultPresenter(QObject):
     def __init__(self, window):
         super().__init__(window)
         self.w = window
-
+        self._pending = None  # the result whose second turn is due
+        # a timer, not QTimer.singleShot(0, ...): that is a posted call, which Qt may run in the
+        # same pass over posted events as turn 1, with no input or timer between the two
+        self._next_turn = QTimer(self)
+        self._next_turn.setSingleShot(True)
+        self._next_turn.setInterval(0)
+        self._next_turn.timeout.connect(self._turn_two)
         self.explain_dialog = None
         self._explain_task = None
         self.import_warnings: list[str] = []  # the last import's, until another design is shown
@@ -45,7 +51,13 @@ class ResultPresenter(QObject):
         if not w.split_paint:
             self.present_views(res)
         else:
-            QTimer.singleShot(0, lambda: self.present_views(res))
+            self._pending = res
+            self._next_turn.start()
+
+    def _turn_two(self) -> None:
+        res, self._pending = self._pending, None
+        if res is not None:
+            self.present_views(res)
 
     def present_views(self, res) -> None:
         w = self.w

@@ -88,3 +88,21 @@ def test_an_estimate_shows_the_timeline_first_and_the_canvas_a_turn_later(window
     beat.stop()
     assert log == ["timeline", "beat", "canvas"]
     assert shown == [got.args[0]] and window.timeline.report is window.result.report
+
+
+def test_a_new_estimate_restyles_the_inspectors_banner_only_when_its_look_changes(window, qtbot, monkeypatch):
+    """Each estimate re-set the banner's style sheet (a re-polish, 3-15 ms of the UI thread) even
+    when nothing about it changed; now only a change of its look or text touches it."""
+    from gui_helpers import load, small_cnn
+
+    load(window, qtbot, small_cnn())
+    ins = window.inspector
+    window.select_node("fc")
+    ins.apply_analysis(window.result.analysis)
+    calls = []
+    monkeypatch.setattr(ins.issue_label, "setStyleSheet", lambda s: calls.append(s))
+    ins.apply_analysis(window.result.analysis)  # the next estimate: the same verdict for this layer
+    assert calls == []
+    ins._node_issue = ("Not connected yet", True)
+    ins._update_banner()  # a calm note instead of nothing: another look
+    assert len(calls) == 1
