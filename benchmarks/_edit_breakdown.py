@@ -65,7 +65,8 @@ class Breakdown:
         self.cur: dict | None = None  # the worker job's record
         self.rows: list[dict] = []
         svc, pres = win.service, win.presenter
-        now = time.perf_counter
+        def now():  # wall and this thread's CPU time
+            return (time.perf_counter(), time.thread_time())
 
         def mark(key, which="ui"):
             def f():
@@ -150,16 +151,18 @@ class Breakdown:
     def paint(self, gen):
         """Time one forced repaint of the timeline, after its update (apart from the path)."""
         r = self.rec.get(gen)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.thread_time()
         self.win.timeline.viewport().repaint()
         if r is not None:
             r["paint"] = (time.perf_counter() - t0) * 1000
+            r["paint_cpu"] = (time.thread_time() - c0) * 1000
 
     def take(self, gen):
         r = self.rec.get(gen)
         if r is None or "q1" not in r:
             return
-        ms = lambda a, b: (r[b] - r[a]) * 1000 if a in r and b in r else None  # noqa: E731
+        ms = lambda a, b: (r[b][0] - r[a][0]) * 1000 if a in r and b in r else None  # noqa: E731
+        cpu = lambda a, b: (r[b][1] - r[a][1]) * 1000 if a in r and b in r else None  # noqa: E731
         row = {"fire": ms("fire0", "fire1"), "to_worker": ms("fire1", "w0"),
                "w.snapshot": ms("snap0", "snap1"), "w.analyze": ms("an0", "an1"), "w.estimate": ms("est0", "est1"),
                "w.layers": ms("est1", "fig0"), "w.figure": ms("fig0", "fig1"), "worker": ms("w0", "w1"),
@@ -167,19 +170,29 @@ class Breakdown:
                "v.inspector": ms("pi0", "pi1"), "p.summary": ms("pu0", "pu1"), "between": ms("p1", "q0"),
                "views": ms("q0", "q1"), "p.timeline": ms("qt0", "qt1"), "p.legend": ms("ql0", "ql1"),
                "v.table": ms("qb0", "qb1"), "total": ms("fire0", "p1"), "all_views": ms("fire0", "q1"),
-               "paint": r.get("paint")}
+               "paint": r.get("paint"), "cpu:paint": r.get("paint_cpu")}
         inner = [row[k] for k in ("w.snapshot", "w.analyze", "w.estimate", "w.layers", "w.figure")]
         if row["worker"] is not None and None not in inner[1:]:
             row["w.other"] = row["worker"] - sum(x or 0.0 for x in inner)
+        same_thread = {"fire": ("fire0", "fire1"), "w.snapshot": ("snap0", "snap1"), "w.analyze": ("an0", "an1"),
+                       "w.estimate": ("est0", "est1"), "w.layers": ("est1", "fig0"), "w.figure": ("fig0", "fig1"),
+                       "worker": ("w0", "w1"), "present": ("p0", "p1"), "v.scene": ("ps0", "ps1"),
+                       "v.inspector": ("pi0", "pi1"), "p.summary": ("pu0", "pu1"), "views": ("q0", "q1"),
+                       "p.timeline": ("qt0", "qt1"), "v.table": ("qb0", "qb1")}
+        for k, (a, b) in same_thread.items():
+            row["cpu:" + k] = cpu(a, b)
         self.rows.append(row)
 
     def report(self, pct) -> str:
-        lines = [f"edit -> timeline, by part ({len(self.rows)} edits; ms, median / p95):"]
+        lines = [f"edit -> timeline, by part ({len(self.rows)} edits; ms: wall median / p95, "
+                 "that thread's CPU median / p95):"]
         for name, what in PARTS:
             vals = [r[name] for r in self.rows if r.get(name) is not None]
             if not vals:
                 continue
-            lines.append(f"  {name:<12} {statistics.median(vals):7.1f} {pct(vals, 0.95):7.1f}   {what}")
+            cpus = [r["cpu:" + name] for r in self.rows if r.get("cpu:" + name) is not None]
+            c = f"{statistics.median(cpus):7.1f} {pct(cpus, 0.95):7.1f}" if cpus else " " * 15
+            lines.append(f"  {name:<12} {statistics.median(vals):7.1f} {pct(vals, 0.95):7.1f}  {c}   {what}")
         return "\n".join(lines)
 
 
