@@ -251,13 +251,18 @@ class DesignDocument(QObject):
                                       on_error=self._compaction_failed, progress=False)
 
     def _compacted(self, current: bool) -> None:
-        self._compacting = None
+        self._done_compacting()
 
     def _compaction_failed(self, err) -> None:
         """The rewrite failed (a full disk): the journal on disk still holds every edit; the next
         edit writes the full autosave here."""
-        self._compacting = None
+        self._done_compacting()
         self._full = True
+
+    def _done_compacting(self) -> None:
+        task, self._compacting = self._compacting, None
+        if task is not None:
+            task.deleteLater()  # one per autosave delay of editing: not kept for the document's life
 
     def autosave(self) -> bool:
         """Write the recovery file now (only while there is unsaved work); a clean document

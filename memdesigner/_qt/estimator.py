@@ -176,8 +176,6 @@ class EstimateService(QObject):
         self.last_result: EstimateResult | None = None
         self.jobs = worker.Latest(self)  # one job at a time; each edit cancels the one in flight
         self._reuse: list | None = None  # [design, its snapshot, the snapshot's analysis]
-        self.delay_ms = delay_ms
-        self._last_edit = -1e9  # time.monotonic() of the last schedule
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
         self._timer.setInterval(delay_ms)
@@ -191,20 +189,13 @@ class EstimateService(QObject):
         """Coalesce a burst of edits into one estimate. The generation moves on at the edit and
         the job in flight is cancelled, so its result is dropped. ``design_changed`` False (a
         run-setting change only): the last snapshot and its analysis are reused, so typing a
-        batch size neither copies nor re-analyses a big design.
-
-        An edit after a quiet spell (none within the delay before it) is estimated as soon as
-        its own event-loop turn ends, not the delay later (40 ms of every single edit's wait);
-        the edits of a burst after it wait for the delay to pass without another, as before."""
+        batch size neither copies nor re-analyses a big design."""
         if design_changed:
             self._reuse = None
         self.gen += 1
         self.jobs.cancel()
         self._sweep_timer.stop()
-        now = time.monotonic()
-        quiet = now - self._last_edit >= self.delay_ms / 1000 and not self._timer.isActive()
-        self._last_edit = now
-        self._timer.start(0 if quiet else self.delay_ms)
+        self._timer.start()
 
     def fire(self) -> int:
         self._timer.stop()

@@ -262,10 +262,12 @@ def find() -> list[Recoverable]:
         saved = float(data.get("saved_at") or 0)
         journal = data.get("journal")
         if isinstance(journal, str):  # its last journalled edit, when later
-            try:
-                saved = max(saved, (f.parent / Path(journal).name).stat().st_mtime)
-            except OSError:
-                pass
+            named = f.parent / Path(journal).name
+            for jf in [named, *_continuations(named)]:
+                try:
+                    saved = max(saved, jf.stat().st_mtime)
+                except OSError:
+                    pass
         out.append(Recoverable(f, data.get("path"), saved, str(name), lock))
     return sorted(out, key=lambda r: -r.saved_at)
 

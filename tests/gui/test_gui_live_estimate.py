@@ -112,17 +112,3 @@ def test_the_worker_estimate_runs_with_the_cyclic_collector_paused(window, qtbot
         window.design.set_prop("fc", "out_features", 20)
     assert seen == [False, False] and gc.isenabled()  # paused on the worker, back on afterwards
 
-
-def test_an_edit_after_a_quiet_spell_is_estimated_at_once_and_a_burst_waits(window, qtbot):
-    """A single edit used to wait the whole debounce delay before its estimate started (40 ms of
-    each edit's time to the timeline); now only the later edits of a burst do."""
-    load(window, qtbot, small_cnn())
-    svc = window.service
-    svc.delay_ms = 3000  # a delay no test run reaches
-    svc._timer.setInterval(3000)
-    svc._last_edit = -1e9  # nothing edited for a while
-    with qtbot.waitSignal(window.result_applied, timeout=2000):
-        window.design.set_prop("fc", "out_features", 20)
-    assert window.result.report.layers[-1].output_shape[-1] == 20
-    window.design.set_prop("fc", "out_features", 21)  # right after it: the burst waits for the delay
-    assert svc._timer.isActive() and svc._timer.interval() == 3000
