@@ -9,16 +9,18 @@ Batch, zoom and pan, property edits — and prints, per action, the median and p
 - ``done_ms``: from the action to the window settled (for edits: to the updated timeline; the
   estimate itself runs on the worker thread).
 
-Edits report the time to the updated timeline both with and without the 40 ms debounce delay,
+Edits report the time to the updated timeline both with and without the debounce delay, the
+time until every view showed the result (``edit_all_views``: canvas labels, inspector, table),
 and the estimate's own wall and CPU time on the worker. ``--turns ACTION`` lists the longest
 UI-thread turns of one action, each named by its receiver and event type, with the functions
-that took the time (``--turns-plain``: without the profiler, true times).
+that took the time (``--turns-plain``: without the profiler, true times). ``--breakdown`` splits
+each edit's time to the timeline into its parts (benchmarks/_edit_breakdown.py).
 Targets (issue 10 §5, on the 2-core machine): at 1,000 nodes every stall <= 50 ms and an edit's
 timeline update <= 50 ms p95 (without the debounce); a 10,000-node design opens in <= 2 s.
 
     python benchmarks/gui_latency.py [--nodes 1000,10000] [--shapes chain,wide] [--repeats 5]
                                      [--actions open,select_all,...] [--profile ACTION] [--json]
-                                     [--turns ACTION [--turns-plain]]
+                                     [--turns ACTION [--turns-plain]] [--breakdown]
 """
 
 from __future__ import annotations
@@ -201,6 +203,10 @@ class Harness:
         self.applied = []
         self.fired = []
         win.result_applied.connect(lambda gen: self.applied.append((gen, time.perf_counter())))
+        self.shown = {}  # gen -> when its timeline was shown (the presenter's first turn)
+        shown = getattr(getattr(win, "presenter", None), "timeline_shown", None)
+        if shown is not None:
+            shown.connect(lambda gen: self.shown.setdefault(gen, time.perf_counter()))
         fire = win.service.fire
 
         def timed_fire():
@@ -279,7 +285,8 @@ class Harness:
         return max(call_ms, self.gap), max(call_cpu, self.cpu_gap), done_ms
 
 
-def bench_size(app, n_nodes, shape, actions, repeats, profile=None, turns=None, hide_canvas=False):
+def bench_size(app, n_nodes, shape, actions, repeats, profile=None, turns=None, hide_canvas=False,
+               breakdown=False):
     from memdesigner._qt.main_window import MainWindow
     from memdesigner.io.design_file import save_design
 
@@ -294,6 +301,12 @@ def bench_size(app, n_nodes, shape, actions, repeats, profile=None, turns=None, 
             v.viewport().setUpdatesEnabled(False)
             if v is not win.view:
                 v.hide()
+    parts = None
+    if breakdown:  # before the harness, whose debounce timer calls the wrapped fire
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        from _edit_breakdown import Breakdown
+
+        parts = Breakdown(win)
     h = Harness(app, win)
     design = (make_chain if shape == "chain" else make_wide)(n_nodes)
     design.settings = {"mode": "train", "batch": 8, "optimizer": "adam"}
@@ -390,7 +403,7 @@ def bench_size(app, n_nodes, shape, actions, repeats, profile=None, turns=None, 
             h.pump(0.1)
     if "edit" in actions:
         edits = max(repeats, 20)
-        lat, lat_nd, est_wall, est_cpu = [], [], [], []
+        lat, lat_nd, lat_all, est_wall, est_cpu = [], [], [], [], []
         for i in range(edits):
             nid = linears[(i * 7) % len(linears)]
             win.inspector.show_node(nid)
@@ -398,16 +411,25 @@ def bench_size(app, n_nodes, shape, actions, repeats, profile=None, turns=None, 
             value = 512 + 128 * (i % 5) if d.nodes[nid].props["out_features"] == 256 else 256
             nf = len(h.fired)
             record("edit", lambda nid=nid, v=value: win.inspector.commit("out_features", v))
-            t_done = h.applied[-1][1]
-            t0 = t_done - out["edit"]["done"][-1] / 1000
+            gen, t_all = h.applied[-1]
+            t0 = t_all - out["edit"]["done"][-1] / 1000
+            t_done = h.shown.get(gen, t_all)  # the timeline updated (before canvas labels and table)
+            fired = h.fired[-1] if len(h.fired) > nf else t0
             lat.append((t_done - t0) * 1000)
-            lat_nd.append((t_done - h.fired[-1]) * 1000 if len(h.fired) > nf else lat[-1])
+            lat_nd.append((t_done - fired) * 1000)
+            lat_all.append((t_all - fired) * 1000)
             res = win.service.last_result
             est_wall.append(res.seconds * 1000)
             est_cpu.append(getattr(res, "cpu_seconds", 0.0) * 1000)
+            if parts is not None:
+                parts.paint(res.gen)
+                parts.take(res.gen)
         out["edit_timeline_incl_debounce"] = {"done": lat}
         out["edit_timeline"] = {"done": lat_nd}
+        out["edit_all_views"] = {"done": lat_all}  # the canvas labels, inspector and table too
         out["estimate_on_worker"] = {"done": est_wall, "cpu": est_cpu}
+    if parts is not None:
+        print(parts.report(pct), file=sys.stderr)
     win.service.shutdown()
     win.close()
     os.unlink(tmp.name)
@@ -447,6 +469,8 @@ def main(argv=None) -> int:
     ap.add_argument("--turns-plain", action="store_true", help="--turns without cProfile (true times)")
     ap.add_argument("--hide-canvas", action="store_true",
                     help="no canvas painting: the figures of the timeline, presenter and estimate alone")
+    ap.add_argument("--breakdown", action="store_true",
+                    help="edits: the time from the edit to the timeline split into its parts (stderr)")
     ap.add_argument("--json", action="store_true", help="print JSON instead of a table")
     args = ap.parse_args(argv)
     actions = set(args.actions.split(","))
@@ -460,7 +484,7 @@ def main(argv=None) -> int:
     for n in (int(x) for x in args.nodes.split(",")):
         for shape in args.shapes.split(","):
             n_real, out = bench_size(app, n, shape, actions, args.repeats, args.profile, args.turns,
-                                     args.hide_canvas)
+                                     args.hide_canvas, args.breakdown)
             results.append({"nodes": n_real, "shape": shape, "actions": summarize(out)})
     if args.json:
         print(json.dumps(results, indent=1))

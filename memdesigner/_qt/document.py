@@ -7,9 +7,11 @@ one of an unsaved stretch writes the full autosave, each later one appends one l
 journal (io/design_journal.py: the changed nodes and edges, one write()), so no later kill loses
 it, however late a loaded machine runs the event loop. Every change also starts a single-shot
 timer of ``autosave_delay_ms()`` unless one is already running, which rewrites the full
-autosave (and starts an empty journal), so a journal holds at most that long of edits. A change
-the journal cannot hold (a reset, block definitions, the design's name) writes the full
-autosave at once. A clean document has no autosave."""
+autosave from the journal on the worker (recovery.Slot.begin_compaction: the UI thread only
+closes the journal and opens its continuation; at 10,000 nodes the rewrite took 70-250 ms of
+the UI thread), so a journal holds at most that long of edits. A change the journal cannot
+hold (a reset, block definitions, the design's name) writes the full autosave at once, on the
+UI thread, as does the first edit of an unsaved stretch. A clean document has no autosave."""
 
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ from pathlib import Path
 from PySide6.QtCore import QObject, QTimer, Signal
 from PySide6.QtGui import QUndoCommand, QUndoStack
 
-from memdesigner._qt import recent, recovery, undo_bursts
+from memdesigner._qt import recent, recovery, undo_bursts, worker
 from memdesigner.io import design_journal
 from memdesigner.io.design_file import load_design, save_design
 from memdesigner.model.design import Design
@@ -91,8 +93,10 @@ class DesignDocument(QObject):
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
         self._timer.setInterval(autosave_delay_ms())
-        self._timer.timeout.connect(self.autosave)
+        self._timer.timeout.connect(self._timed_autosave)
         self._ops: list = []  # journal ops of the edit in progress (written as the edit ends)
+        self._since: list = []  # the journal's steps since the full autosave on disk (a compaction's input)
+        self._compacting = None  # the worker's Task rewriting the full autosave
         self._full = True  # the next write is a full autosave (none yet, or a change the journal cannot hold)
         self._meta = None  # what the journal cannot hold, as of the last full autosave
         self._removed: set = set()  # ids the journal's bulk deletes took out (their undo names them)
@@ -150,6 +154,7 @@ class DesignDocument(QObject):
         elif ops:
             try:
                 self.slot.append(ops)
+                self._since.append(ops)
             except OSError:
                 self._full = True
 
@@ -221,6 +226,44 @@ class DesignDocument(QObject):
         self.saved.emit(path)
         return path
 
+    def _timed_autosave(self) -> None:
+        """The autosave delay after a change: the full autosave rewritten from its journal on the
+        worker (the same state on disk: a compaction), or written in full here when the journal
+        cannot follow it."""
+        if self.slot is None or self._loading:
+            return
+        if self._ops or self._flush_soon.isActive():
+            self._write_edit()
+        if not self.dirty or self._full or not self.slot.has_journal() or self._meta_now() != self._meta:
+            self.autosave()
+            return
+        if not self._since:
+            return  # nothing journalled since the full autosave
+        if self._compacting is not None and self._compacting.running:
+            self._timer.start()  # one rewrite at a time: again after the delay
+            return
+        job = self.slot.begin_compaction(self._since, self.path)
+        if job is None:
+            self.autosave()
+            return
+        self._since, self._removed = [], set()  # the continuation journal starts afresh
+        self._compacting = worker.run(self, job, title="Autosave", label="", on_result=self._compacted,
+                                      on_error=self._compaction_failed, progress=False)
+
+    def _compacted(self, current: bool) -> None:
+        self._done_compacting()
+
+    def _compaction_failed(self, err) -> None:
+        """The rewrite failed (a full disk): the journal on disk still holds every edit; the next
+        edit writes the full autosave here."""
+        self._done_compacting()
+        self._full = True
+
+    def _done_compacting(self) -> None:
+        task, self._compacting = self._compacting, None
+        if task is not None:
+            task.deleteLater()  # one per autosave delay of editing: not kept for the document's life
+
     def autosave(self) -> bool:
         """Write the recovery file now (only while there is unsaved work); a clean document
         removes it instead."""
@@ -232,7 +275,7 @@ class DesignDocument(QObject):
             self._full = True
             return False
         self.design.settings = self.settings.to_dict()
-        self._ops, self._removed = [], set()  # the full autosave holds them (a new journal begins)
+        self._ops, self._removed, self._since = [], set(), []  # the full autosave holds them (a new journal begins)
         try:
             self.slot.write(self.design, self.path)
         except OSError:

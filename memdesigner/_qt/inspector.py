@@ -373,9 +373,11 @@ class Inspector(QScrollArea):
     def _update_banner(self):
         text, calm = self.banner_text() if self.node_id is not None else ("", False)
         lbl = self.issue_label
-        lbl.setStyleSheet(f"background: {theme.muted() if calm else theme.BAD_COLOR}; color: white; "
-                          "border-radius: 4px; padding: 6px;")
-        lbl.setText(text)
+        style = f"background: {theme.muted() if calm else theme.BAD_COLOR}; color: white; border-radius: 4px; padding: 6px;"
+        if lbl.styleSheet() != style:  # each set re-polishes the label: on every estimate, 3-15 ms
+            lbl.setStyleSheet(style)
+        if lbl.text() != text:
+            lbl.setText(text)
         lbl.setVisible(bool(text))
         self._place_banner()
 

@@ -1,60 +1,79 @@
 """One result presenter: the engine's report, fanned out to every view that shows it.
 
 The views (canvas, inspector, summary, timeline, layer table, Explain dialog) render report
-fields; none of them computes memory. An estimate is shown in two event-loop turns (canvas and
-summary first, then timeline and table) so no single UI-thread slice is long enough to be felt on
-big designs. An open Explain dialog is refreshed from the new settings on the worker (it used to
+fields; none of them computes memory. An estimate is shown in two event-loop turns (the verdict
+and the timeline first, then canvas labels, inspector and table) so no single UI-thread slice is
+long enough to be felt on big designs. An open Explain dialog is refreshed from the new settings on the worker (it used to
 keep showing the settings it was opened with).
 """
 
 from __future__ import annotations
 
-from PySide6.QtCore import QObject, QTimer
+from PySide6.QtCore import QObject, QTimer, Signal
 
 
 class ResultPresenter(QObject):
+    timeline_shown = Signal(int)  # the generation whose timeline and verdict are shown (turn 1)
+
     def __init__(self, window):
         super().__init__(window)
         self.w = window
+        self._pending = None  # the result whose second turn is due
+        # a timer, not QTimer.singleShot(0, ...): that is a posted call, which Qt may run in the
+        # same pass over posted events as turn 1, with no input or timer between the two
+        self._next_turn = QTimer(self)
+        self._next_turn.setSingleShot(True)
+        self._next_turn.setInterval(0)
+        self._next_turn.timeout.connect(self._turn_two)
         self.explain_dialog = None
         self._explain_task = None
         self.import_warnings: list[str] = []  # the last import's, until another design is shown
 
     # -- the estimate ---------------------------------------------------------------------------
     def present(self, res) -> None:
+        """Turn 1: the verdict and the memory timeline (what an edit is made to see change);
+        turn 2, after the event loop had its turn (input, timers, paints): the canvas labels,
+        the inspector, the layer table."""
         w = self.w
         w.result = res
-        rep, an = res.report, res.analysis
-        shown_an, shown_rep = w.blocks_nav.shown_result(an, rep)  # an opened block: its nodes' share
-        w.scene.apply_result(shown_an, shown_rep)
-        w.inspector.apply_analysis(shown_an)
+        rep = res.report
         w.summary.set_report(rep, res.error, self.import_warnings)
         if w.sweep is not None and rep is not None:
             w.summary.set_max_batch(w.sweep)
         if res.error:
             w.statusBar().showMessage(f"Estimate failed: {res.error}", 10000)
         w.busy_label.setText(f"estimated in {res.seconds * 1000:.0f} ms")
+        w.rank_picker.show_report(rep, w.measured, getattr(res, "figure", None))  # busiest rank, or the one picked
+        w.legend.setText(w.timeline.legend_html())
+        ids = w.scene.selected_node_ids()
+        w.timeline.highlight_node(ids[0] if len(ids) == 1 else None)
+        self.timeline_shown.emit(res.gen)
         if not w.split_paint:
-            self.present_plots(res)
+            self.present_views(res)
         else:
-            QTimer.singleShot(0, lambda: self.present_plots(res))
-        self.refresh_explain()
+            self._pending = res
+            self._next_turn.start()
 
-    def present_plots(self, res) -> None:
+    def _turn_two(self) -> None:
+        res, self._pending = self._pending, None
+        if res is not None:
+            self.present_views(res)
+
+    def present_views(self, res) -> None:
         w = self.w
         if res is not w.result:
             return  # a newer estimate arrived in between
-        rep = res.report
-        w.rank_picker.show_report(rep, w.measured, getattr(res, "figure", None))  # busiest rank, or the one picked
-        w.legend.setText(w.timeline.legend_html())
+        rep, an = res.report, res.analysis
+        shown_an, shown_rep = w.blocks_nav.shown_result(an, rep)  # an opened block: its nodes' share
+        w.scene.apply_result(shown_an, shown_rep)
+        w.inspector.apply_analysis(shown_an)
         rows = rep.layers if rep is not None else []
         w.table.set_rows(rows)
         guessed = sum(1 for r in rows if r.not_modelled)
         i = w.tabs.indexOf(w.table)
         if i >= 0:
             w.tabs.setTabText(i, f"Layers (⚠ {guessed} not modelled)" if guessed else "Layers")
-        ids = w.scene.selected_node_ids()
-        w.timeline.highlight_node(ids[0] if len(ids) == 1 else None)
+        self.refresh_explain()
         w.result_applied.emit(res.gen)
 
     def views_busy(self) -> bool:

@@ -3,11 +3,21 @@
 runs. A file whose lock can be taken belongs to no running instance: a crash left it. The kernel
 drops the lock when a process dies (even by SIGKILL), so a running instance's file is never
 offered to another, and a dead one's always is. Files are written atomically (temporary file,
-then rename), so a kill never leaves a torn one."""
+then rename), so a kill never leaves a torn one.
+
+The periodic rewrite of the full autosave (a compaction: the state on disk stays the same) runs
+on the worker: the journal so far is closed, later edits go to a continuation journal
+(``<stem>.<n>c.journal``, replayed after the one the autosave names), and the worker brings its
+own copy of the autosave's design up to date with the closed journal's steps, writes it, and
+names the continuation in it. A full write or a clear on the UI thread meanwhile makes the
+compaction's result stale: it is dropped, never renamed over the newer file."""
 
 from __future__ import annotations
 
 import os
+import re
+import tempfile
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -36,15 +46,32 @@ def _lock_path(file: Path) -> Path:
     return file.with_suffix(".lock")
 
 
-def _envelope_text(design: Design, source_path: str | None, journal: str | None = None) -> str:
+def _envelope_text(design: Design | dict, source_path: str | None, journal: str | None = None) -> str:
     import json
 
+    data = design if isinstance(design, dict) else design_to_dict(design)
     return json.dumps({"format": FORMAT, "saved_at": time.time(), "path": source_path,
-                       "design": design_to_dict(design), **({"journal": journal} if journal else {})})
+                       "design": data, **({"journal": journal} if journal else {})})
 
 
 def _journals(file: Path) -> list[Path]:
     return list(file.parent.glob(f"{file.stem}.*.journal"))
+
+
+def _continuations(named: Path) -> list[Path]:
+    """The continuation journals after the named one, in order (edits made while a compaction
+    that would name them was being written)."""
+    m = re.fullmatch(r"(.*)\.(\d+)c?\.journal", named.name)
+    out: list[Path] = []
+    if m is None:
+        return out
+    stem, k = m.group(1), int(m.group(2))
+    while True:
+        k += 1
+        nxt = named.with_name(f"{stem}.{k}c.journal")
+        if not nxt.exists():
+            return out
+        out.append(nxt)
 
 
 class Slot:
@@ -58,6 +85,10 @@ class Slot:
         self._lock: FileLock | None = None
         self._gen = 0
         self._journal: tuple[int, Path] | None = None  # (fd, path) of the open journal
+        self._io = threading.Lock()  # the autosave's rename and the journals' removal, either thread
+        self._epoch = 0  # moves on at each full write and clear: a compaction begun before is stale
+        self._base: dict | None = None  # the design dict of the last full write
+        self._mirror: Design | None = None  # the worker's design as of the autosave on disk
 
     def _hold(self) -> None:
         if self._lock is None:
@@ -65,23 +96,78 @@ class Slot:
             self._lock = FileLock(str(_lock_path(self.file)))
             self._lock.acquire(timeout=0)
 
+    def _open_journal(self, continuation: bool) -> tuple[int, Path]:
+        self._gen += 1
+        path = self.file.with_name(f"{self.file.stem}.{self._gen}{'c' if continuation else ''}.journal")
+        return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o600), path
+
     def write(self, design: Design, source_path: str | None) -> Path:
         """The full autosave, atomically, and a fresh (empty) journal after it. A kill before
         the rename leaves the old autosave with its old journal, a kill after it the new one
         with its empty journal: either is a state the design was in."""
         self._hold()
-        self._gen += 1
-        path = self.file.with_name(f"{self.file.stem}.{self._gen}.journal")
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o600)
+        fd, path = self._open_journal(continuation=False)
+        base = design_to_dict(design)
         try:
-            write_text_atomic(self.file, _envelope_text(design, source_path, path.name), fsync=False)
+            with self._io:
+                write_text_atomic(self.file, _envelope_text(base, source_path, path.name), fsync=False)
+                self._epoch += 1
+                self._drop_journals(keep=path)
         except BaseException:
             os.close(fd)
             _unlink(path)
             raise
-        self._close_journal(remove=True)
+        self._close_journal(remove=False)
         self._journal = (fd, path)
+        self._base, self._mirror = base, None
         return self.file
+
+    def _drop_journals(self, keep: Path) -> None:
+        for j in _journals(self.file):
+            if j != keep:
+                _unlink(j)
+
+    def begin_compaction(self, steps: list, source_path: str | None):
+        """Close the journal (its ``steps`` are the edits in it), open a continuation for later
+        edits, and return the worker's job that rewrites the full autosave up to the closed
+        journal (None when there is no full autosave to start from). The job returns whether
+        its file is the one on disk now."""
+        if self._journal is None or self._base is None:
+            return None
+        fd, path = self._open_journal(continuation=True)
+        old_fd, _ = self._journal
+        os.close(old_fd)
+        self._journal = (fd, path)
+        epoch, base, mirror = self._epoch, self._base, self._mirror
+        target = Path(os.path.realpath(self.file))
+
+        def job(cancel=None) -> bool:
+            from memdesigner.io.design_file import design_from_dict
+            from memdesigner.io.design_journal import apply_steps
+
+            design = mirror if mirror is not None else design_from_dict(base, "autosave")
+            apply_steps(design, steps)
+            text = _envelope_text(design, source_path, path.name)
+            fd2, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=str(target.parent))
+            try:
+                with os.fdopen(fd2, "w", encoding="utf-8") as f:
+                    f.write(text)
+                with self._io:
+                    if self._epoch != epoch or not path.exists():
+                        _unlink(Path(tmp))  # a full write or a clear came first: theirs stands
+                        return False
+                    os.replace(tmp, target)
+                    self._mirror = design
+                    self._drop_journals(keep=path)
+                return True
+            except BaseException:
+                _unlink(Path(tmp))
+                with self._io:
+                    if self._mirror is design:
+                        self._mirror = None  # half brought up to date: the document writes in full next
+                raise
+
+        return job
 
     def has_journal(self) -> bool:
         return self._journal is not None
@@ -102,10 +188,13 @@ class Slot:
 
     def clear(self) -> None:
         """Nothing to recover any more (saved, discarded, closed)."""
-        self._close_journal(remove=True)
-        _unlink(self.file)
-        for j in _journals(self.file):
-            _unlink(j)
+        with self._io:
+            self._epoch += 1
+            self._close_journal(remove=True)
+            _unlink(self.file)
+            for j in _journals(self.file):
+                _unlink(j)
+        self._base = self._mirror = None
 
     def release(self) -> None:
         self.clear()
@@ -173,10 +262,12 @@ def find() -> list[Recoverable]:
         saved = float(data.get("saved_at") or 0)
         journal = data.get("journal")
         if isinstance(journal, str):  # its last journalled edit, when later
-            try:
-                saved = max(saved, (f.parent / Path(journal).name).stat().st_mtime)
-            except OSError:
-                pass
+            named = f.parent / Path(journal).name
+            for jf in [named, *_continuations(named)]:
+                try:
+                    saved = max(saved, jf.stat().st_mtime)
+                except OSError:
+                    pass
         out.append(Recoverable(f, data.get("path"), saved, str(name), lock))
     return sorted(out, key=lambda r: -r.saved_at)
 
@@ -201,10 +292,16 @@ def load(rec: Recoverable) -> Design:
     journal = data.get("journal")
     steps = []
     if isinstance(journal, str):
-        try:  # its edits since the full autosave; none when the kill came before the first
-            steps = read_steps((rec.file.parent / Path(journal).name).read_bytes())
-        except OSError:
-            steps = []
+        named = rec.file.parent / Path(journal).name
+        for jf in [named, *_continuations(named)]:
+            try:  # its edits since the full autosave; none when the kill came before the first
+                raw = jf.read_bytes()
+            except OSError:
+                break
+            got = read_steps(raw)
+            steps += got
+            if len(got) != raw.count(b"\n") or not raw.endswith(b"\n") and raw:
+                break  # a step cut short (or unreadable): the journals after it would not apply
     return replay(data["design"], steps, str(rec.file))
 
 

@@ -43,8 +43,8 @@ def headroom_top(y: float) -> float:
 class StackItem(pg.GraphicsObject):
     """The stacked category fills of a timeline_data.Figure: one filled polygon and one outline
     per category (the full stack first, lower categories over it), in bytes, scaled to the
-    axis unit by the item's transform. Zoomed out it draws the copy decimated to pixel columns;
-    zoomed in past it, the op-by-op polygons."""
+    axis unit by the item's transform. The whole step is drawn from the worker's polygons;
+    zoomed in, only the visible ops, decimated to the pixels they cover."""
 
     def __init__(self):
         super().__init__()
@@ -63,18 +63,22 @@ class StackItem(pg.GraphicsObject):
     def boundingRect(self):
         return self._rect
 
-    def polygons(self, px_per_op: float):
-        """The polygons drawn at this zoom: decimated while a column holds at least one op."""
+    def polygons(self, px_per_op: float, first: float = 0.0, end: float | None = None):
+        """The polygons drawn for the ops ``first`` .. ``end`` shown at ``px_per_op`` pixels
+        per op: the whole step's, or the visible ops' alone decimated to their pixels."""
         fig = self.figure
-        if fig.coarse is not None and px_per_op * fig.ops_per_column <= 1.5:
-            return fig.coarse
-        return fig.full
+        end = fig.n if end is None else end
+        first, end = max(0, math.floor(first)), min(fig.n, math.ceil(end))
+        return fig.polygons(first, end, math.ceil((end - first) * px_per_op))
 
     def paint(self, p, *_):
         fig = self.figure
         if fig is None or not fig.n:
             return
-        polys = self.polygons(abs(p.transform().m11()))
+        seen = self.viewRect()  # the view's visible part, in ops (x)
+        dev = p.device()
+        px = abs(p.transform().m11()) * (dev.devicePixelRatioF() if dev is not None else 1.0)  # device pixels
+        polys = self.polygons(px, seen.left(), seen.right()) if seen is not None else fig.whole
         for k in reversed(range(len(polys))):
             if polys[k] is None:
                 continue
@@ -87,12 +91,17 @@ class StackItem(pg.GraphicsObject):
 
 
 def _style_plot(pw: pg.PlotWidget):
+    from PySide6.QtWidgets import QGraphicsItem
+
     pc = theme.plot_colors()
     pw.setBackground(pc["bg"])
     for ax in ("left", "bottom"):
         a = pw.getAxis(ax)
         a.setPen(pg.mkPen(pc["fg"]))
         a.setTextPen(pg.mkPen(pc["fg"]))
+        # kept as a pixmap until its ticks change: replaying the axis's picture (its labels and the
+        # translucent grid across the plot) was half of every repaint, a hover's included
+        a.setCacheMode(QGraphicsItem.DeviceCoordinateCache)
     pw.showGrid(x=False, y=True, alpha=0.15)
     pw.setMenuEnabled(False)
     pw.hideButtons()
@@ -509,7 +518,7 @@ class TimelinePlot(pg.PlotWidget):
 
     def _apply_highlight(self):
         nid = self._highlight_nid
-        runs = self.figure.runs.get(nid, []) if nid and self.figure is not None else []
+        runs = self.figure.runs_of(nid) if nid and self.figure is not None else []
         if runs == self._highlight_key:
             return
         self._highlight_key = runs

@@ -3,9 +3,10 @@
 The view used to turn thousands of events into five stacked pyqtgraph fill curves on the UI
 thread for every edit (arrays, per-segment fill paths, phase spans), which took longer than the
 estimate itself at 1,000 nodes. Here the stack is made once per estimate, off the UI thread, as
-one polygon per category, plus a copy decimated to the plot's pixel width by the maximum per
-pixel column: the drawn top of each stacked boundary is its highest value within the column, so
-the peak the engine reports is drawn at its exact height however many ops share a pixel. Nothing
+one polygon per category decimated to the plot's pixel width by the maximum per pixel column:
+the drawn top of each stacked boundary is its highest value within the column, so the peak the
+engine reports is drawn at its exact height however many ops share a pixel. Zoomed in, the
+visible ops alone are decimated the same way when painted. Nothing
 here computes memory: it only rearranges ``Event.by_category`` and ``Event.phase``.
 """
 
@@ -45,25 +46,12 @@ def phase_spans(events) -> list[tuple[str, int, int]]:
     return spans
 
 
-def node_runs(events) -> dict[str, list[tuple[int, int]]]:
-    """node id -> the runs of consecutive ops it owns (forward and backward): the highlight of
-    the selected layer, without a pass over every event on each selection."""
-    runs: dict[str, list[list[int]]] = {}
-    for i, e in enumerate(events):
-        if not e.node:
-            continue
-        r = runs.setdefault(e.node, [])
-        if r and r[-1][1] == i:
-            r[-1][1] = i + 1
-        else:
-            r.append([i, i + 1])
-    return {k: [tuple(x) for x in v] for k, v in runs.items()}
-
-
 @dataclass
 class Figure:
-    """One timeline's drawing: stacked category polygons (bytes on y, ops on x) at full
-    resolution and decimated to ``columns`` pixel columns, and the facts the view labels."""
+    """One timeline's drawing: the stacked category boundaries per op (bytes on y, ops on x),
+    the whole step as polygons decimated to ``columns`` pixel columns (made on the worker), and
+    the facts the view labels. Zoomed in, ``polygons`` gives the visible ops only, decimated to
+    the pixels they cover (a long timeline is never drawn op by op in full)."""
 
     events: list  # the report's own list (the view checks it draws this report's timeline)
     n: int
@@ -71,14 +59,48 @@ class Figure:
     used: list  # bool per category: any bytes at all (hidden otherwise, and left out of the legend)
     peak_index: int  # the report's peak event (or the highest op for another run's timeline)
     spans: list
-    runs: dict
     columns: int
-    full: list = field(default_factory=list)  # per category: (fill QPolygonF, outline QPolygonF) or None
-    coarse: list | None = None  # the same decimated; None when every op has a pixel column anyway
+    cum: np.ndarray | None = None  # (n, categories): the top of each category in the stack, per op
+    whole: list = field(default_factory=list)  # per category: (fill QPolygonF, outline QPolygonF) or None
+    _view: tuple | None = field(default=None, repr=False)  # ((first, end, columns), polygons): the last zoomed view
+    _runs: dict = field(default_factory=dict, repr=False)
 
     @property
     def ops_per_column(self) -> float:
-        return self.n / self.columns if self.coarse is not None else 1.0
+        return max(self.n / self.columns, 1.0)
+
+    def polygons(self, first: int, end: int, columns: int) -> list:
+        """The polygons of ops ``first`` .. ``end - 1`` on ``columns`` pixel columns: the whole
+        step's when that is what is shown, else that range alone (op by op when every op has a
+        column), kept for repaints of the same view (hover)."""
+        first, end = max(0, int(first)), min(self.n, int(end))
+        columns = max(int(columns), 1)
+        if self.cum is None or end <= first or (first == 0 and end == self.n and columns <= 1.1 * self.columns):
+            return self.whole
+        key = (first, end, columns)
+        if self._view is None or self._view[0] != key:
+            edges, tops = decimate_max(self.cum[first:end], columns)
+            self._view = (key, _polygons(edges + first, tops, self.used))
+        return self._view[1]
+
+    def runs_of(self, nid: str) -> list[tuple[int, int]]:
+        """The runs of consecutive ops a node owns (forward and backward): the highlight of the
+        selected layer, looked up when one is selected (not built for every node on each edit)."""
+        if nid not in self._runs:
+            self._runs[nid] = node_runs(self.events, nid)
+        return self._runs[nid]
+
+
+def node_runs(events, nid: str) -> list[tuple[int, int]]:
+    """(first op, one past the last op) of each run of consecutive ops of node ``nid``."""
+    runs: list[list[int]] = []
+    for i, e in enumerate(events):
+        if e.node == nid:
+            if runs and runs[-1][1] == i:
+                runs[-1][1] = i + 1
+            else:
+                runs.append([i, i + 1])
+    return [tuple(r) for r in runs]
 
 
 def _polygons(edges, tops, used):
@@ -104,15 +126,13 @@ def build(events, peak_index: int | None, columns: int = DEFAULT_WIDTH) -> Figur
     columns = max(int(columns or DEFAULT_WIDTH), 16)
     n = len(events)
     if n == 0:
-        return Figure(events, 0, 0.0, [], 0, [], {}, columns)
+        return Figure(events, 0, 0.0, [], 0, [], columns)
     by = np.array([e.by_category for e in events], dtype=float)
     cum = by.cumsum(axis=1)  # column k: the top of category k in the stack
     used = [bool(u) for u in by.any(axis=0)]
     if peak_index is None:
         peak_index = int(np.argmax([e.bytes for e in events]))
-    fig = Figure(events, n, float(cum[:, -1].max()), used, peak_index, phase_spans(events), node_runs(events), columns)
-    fig.full = _polygons(np.arange(n + 1, dtype=float), cum, used)
-    if n > columns:
-        edges, tops = decimate_max(cum, columns)
-        fig.coarse = _polygons(edges, tops, used)
+    fig = Figure(events, n, float(cum[:, -1].max()), used, peak_index, phase_spans(events), columns, cum)
+    edges, tops = decimate_max(cum, columns)  # op by op when every op has a column
+    fig.whole = _polygons(edges, tops, used)
     return fig

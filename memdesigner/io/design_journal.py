@@ -130,6 +130,15 @@ def _apply(design: Design, op: dict, gone: dict) -> None:
         raise KeyError(kind)
 
 
+def apply_steps(design: Design, steps: list[list[dict]]) -> None:
+    """Apply one journal's steps to ``design`` in place (the autosave's compaction, on the worker:
+    its own copy of the design on disk brought up to date)."""
+    gone: dict = {}
+    for ops in steps:
+        for op in ops:
+            _apply(design, op, gone)
+
+
 def replay(base: dict, steps: list[list[dict]], source: str = "autosave") -> Design:
     """The design of the full autosave ``base`` with the journal's steps applied in order. A step
     that does not apply (never expected: a journal only follows its own autosave) ends the replay

@@ -107,3 +107,66 @@ def test_the_delay_rewrites_the_autosave_and_starts_an_empty_journal(window, qtb
     qtbot.waitUntil(lambda: json.loads(window.document.slot.file.read_text())["journal"] != first, timeout=5000)
     assert _journal(window) == b"" and not (window.document.slot.file.parent / first).exists()
     assert _recovered(window)["nodes"][4]["props"]["out_features"] == 12
+
+
+def test_the_delayed_rewrite_runs_on_the_worker_and_loses_no_edit_meanwhile(window, qtbot, monkeypatch):
+    """The full rewrite after the delay is serialised and written off the UI thread (at 10,000
+    nodes it took 70-250 ms of it); an edit made while it is being written goes to the
+    continuation journal and is recovered before and after the rewrite lands."""
+    import threading
+
+    from memdesigner.io import design_journal
+
+    load(window, qtbot, small_cnn())
+    doc, slot, d = window.document, window.document.slot, window.design
+    doc._timer.stop()
+    window.stack.push(SetPropCmd(d, "fc", "out_features", 11))  # the full autosave, here
+    window.stack.push(SetPropCmd(d, "fc", "out_features", 12))  # a journal line
+    doc._timer.stop()
+    first = json.loads(slot.file.read_text())["journal"]
+    threads, gate = [], threading.Event()
+    real_envelope, real_apply = recovery._envelope_text, design_journal.apply_steps
+    monkeypatch.setattr(recovery, "_envelope_text",
+                        lambda *a: threads.append(threading.current_thread() is threading.main_thread())
+                        or real_envelope(*a))
+    monkeypatch.setattr(design_journal, "apply_steps", lambda *a: gate.wait(10) and real_apply(*a))
+    doc._timed_autosave()  # the delay ran out
+    window.stack.push(SetPropCmd(d, "conv", "out_channels", 24))  # while the worker writes
+    assert json.loads(slot.file.read_text())["journal"] == first  # not landed yet
+    assert _recovered(window) == design_to_dict(d)  # the old autosave, its journal and the continuation
+    gate.set()
+    qtbot.waitUntil(lambda: json.loads(slot.file.read_text())["journal"] != first, timeout=5000)
+    assert threads == [False]  # serialised on the worker only
+    assert not (slot.file.parent / first).exists()
+    assert _recovered(window) == design_to_dict(d)
+    assert _journal(window).count(b"\n") == 1  # the edit made meanwhile, in the continuation
+
+
+def test_a_full_write_during_the_rewrite_stands(window, qtbot, monkeypatch):
+    """A change the journal cannot hold is written in full at once, while the worker's rewrite
+    of the older state is still going: that rewrite is dropped, never renamed over it."""
+    import threading
+
+    from memdesigner.io import design_journal
+
+    load(window, qtbot, small_cnn())
+    doc, slot, d = window.document, window.document.slot, window.design
+    window.stack.push(SetPropCmd(d, "fc", "out_features", 11))
+    window.stack.push(SetPropCmd(d, "fc", "out_features", 12))
+    doc._timer.stop()
+    gate, done = threading.Event(), []
+    real_apply = design_journal.apply_steps
+    monkeypatch.setattr(design_journal, "apply_steps", lambda *a: gate.wait(10) and real_apply(*a))
+    doc._timed_autosave()
+    task = doc._compacting
+    task.succeeded.connect(done.append)
+    d.name = "renamed"  # not journalled: the next edit writes the full autosave
+    window.stack.push(SetPropCmd(d, "conv", "out_channels", 24))
+    written = json.loads(slot.file.read_text())["journal"]
+    gate.set()
+    qtbot.waitUntil(lambda: done != [], timeout=5000)
+    assert done == [False]
+    assert json.loads(slot.file.read_text())["journal"] == written
+    assert _recovered(window) == design_to_dict(d) and _recovered(window)["name"] == "renamed"
+    assert [p.name for p in slot.file.parent.glob(f"{slot.file.stem}.*.journal")] == [written]
+    assert list(slot.file.parent.glob(f".{slot.file.name}.*.tmp")) == []  # its file removed

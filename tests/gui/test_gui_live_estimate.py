@@ -111,3 +111,4 @@ def test_the_worker_estimate_runs_with_the_cyclic_collector_paused(window, qtbot
     with qtbot.waitSignal(window.result_applied, timeout=10000):
         window.design.set_prop("fc", "out_features", 20)
     assert seen == [False, False] and gc.isenabled()  # paused on the worker, back on afterwards
+

@@ -53,3 +53,56 @@ def test_measured_runs_align_phase_by_phase():
     assert list(x) == [2.0, 4.0, 6.0, 8.0, 10.0] and list(y) == [20, 30, 40, 50, 60]
     x, y = align_measured(est, values, None)  # an old measurement without phases: stretched
     assert len(x) == 7 and x[0] == 0 and x[-1] == 10
+
+
+def test_an_estimate_shows_the_timeline_first_and_the_canvas_a_turn_later(window, qtbot, monkeypatch):
+    """The verdict and the timeline (what an edit is made to see change) are shown in the
+    result's first event-loop turn; the canvas labels, inspector and table in the next, with the
+    event loop (input, timers) running between. The canvas used to go first, the timeline a
+    turn later."""
+    import time
+
+    from gui_helpers import load, small_cnn
+    from PySide6.QtCore import QTimer
+
+    load(window, qtbot, small_cnn())
+    window.split_paint = True
+    log = []
+    real_show, real_apply = window.rank_picker.show_report, window.scene.apply_result
+
+    def show(*a):
+        real_show(*a)
+        log.append("timeline")
+        time.sleep(0.003)  # a turn long enough for the heartbeat to be due when it ends
+
+    monkeypatch.setattr(window.rank_picker, "show_report", show)
+    monkeypatch.setattr(window.scene, "apply_result", lambda *a: (log.append("canvas"), real_apply(*a)))
+    beat = QTimer()
+    beat.setInterval(1)
+    beat.timeout.connect(lambda: log and log[-1] == "timeline" and log.append("beat"))
+    beat.start()
+    shown = []
+    window.presenter.timeline_shown.connect(shown.append)
+    with qtbot.waitSignal(window.result_applied, timeout=5000) as got:
+        window.settings_bar.apply_dict({"batch": 5})
+    beat.stop()
+    assert log == ["timeline", "beat", "canvas"]
+    assert shown == [got.args[0]] and window.timeline.report is window.result.report
+
+
+def test_a_new_estimate_restyles_the_inspectors_banner_only_when_its_look_changes(window, qtbot, monkeypatch):
+    """Each estimate re-set the banner's style sheet (a re-polish, 3-15 ms of the UI thread) even
+    when nothing about it changed; now only a change of its look or text touches it."""
+    from gui_helpers import load, small_cnn
+
+    load(window, qtbot, small_cnn())
+    ins = window.inspector
+    window.select_node("fc")
+    ins.apply_analysis(window.result.analysis)
+    calls = []
+    monkeypatch.setattr(ins.issue_label, "setStyleSheet", lambda s: calls.append(s))
+    ins.apply_analysis(window.result.analysis)  # the next estimate: the same verdict for this layer
+    assert calls == []
+    ins._node_issue = ("Not connected yet", True)
+    ins._update_banner()  # a calm note instead of nothing: another look
+    assert len(calls) == 1

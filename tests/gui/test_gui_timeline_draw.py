@@ -39,20 +39,42 @@ def test_decimating_keeps_each_columns_highest_value():
     assert (e == np.arange(501)).all() and (t == cum[:500]).all()
 
 
+def polygon_xs(poly) -> np.ndarray:
+    return np.array([poly.at(i).x() for i in range(poly.size())])
+
+
 def test_the_zoomed_out_stack_reaches_the_reports_exact_peak(qtbot):
     rep = md.estimate(deep_mlp(300), mode="train", optimizer="adam", batch=4)
     n = len(rep.timeline)
     assert n > 1000
     fig = timeline_data.build(rep.timeline, rep.peak_event, columns=200)
-    assert fig.coarse is not None and fig.peak_index == rep.peak_event
+    assert fig.peak_index == rep.peak_event
     top = max(k for k, used in enumerate(fig.used) if used)  # the category on top of the stack
-    fill, line = fig.coarse[top]
+    fill, line = fig.whole[top]
     assert line.size() <= 2 * 200 and polygon_ys(line).max() == rep.peak_bytes
-    assert polygon_ys(fig.full[top][1]).max() == rep.peak_bytes
     item = StackItem()
     item.set_figure(fig, 1.0)
-    assert item.polygons(px_per_op=200 / n) is fig.coarse  # the whole step on 200 pixels
-    assert item.polygons(px_per_op=4.0) is fig.full  # zoomed in: op by op
+    assert item.polygons(px_per_op=200 / n) is fig.whole  # the whole step on 200 pixels
+
+
+def test_zoomed_in_only_the_visible_ops_are_drawn(qtbot):
+    rep = md.estimate(deep_mlp(300), mode="train", optimizer="adam", batch=4)
+    n = len(rep.timeline)
+    fig = timeline_data.build(rep.timeline, rep.peak_event, columns=200)
+    top = max(k for k, used in enumerate(fig.used) if used)
+    totals = np.array([e.bytes for e in rep.timeline], dtype=float)
+    item = StackItem()
+    item.set_figure(fig, 1.0)
+    a, b = 100, 100 + n // 20  # zoomed in 20 times: 4 pixels per op, each op drawn
+    line = item.polygons(4.0, a, b)[top][1]
+    xs, ys = polygon_xs(line), polygon_ys(line)
+    assert xs.min() == a and xs.max() == b and line.size() == 2 * (b - a)
+    assert (ys[::2] == totals[a:b]).all()  # each visible op at its own height
+    # zoomed in twice: still more ops than pixels, decimated to the pixels of the visible half
+    line = item.polygons(200 / n * 2, 0, n // 2)[top][1]
+    assert line.size() <= 2 * 200 + 2 and polygon_xs(line).max() == n // 2
+    assert polygon_ys(line).max() == totals[: n // 2].max()
+    assert item.polygons(4.0, a, b) is item.polygons(4.0, a, b)  # a repaint (hover) reuses them
 
 
 def test_a_similar_estimate_leaves_the_axes_and_range_alone(qtbot, monkeypatch):
@@ -98,3 +120,35 @@ def test_the_layer_table_updates_changed_rows_without_a_reset(qtbot):
     # the edited Linear, its ReLU and the Linear it feeds (more weights): rows 1 to 3
     assert resets == [] and changed == [(1, 3)]
     assert table.model_.rows[1].output_shape[-1] == 99
+
+
+def test_a_repaint_blits_the_axes_until_their_ticks_change(qtbot, monkeypatch):
+    """The axes' picture (labels and the translucent grid across the plot) was replayed on every
+    repaint, a hover's included: half of each. Now each axis is drawn once per tick change."""
+    plot = TimelinePlot()
+    qtbot.addWidget(plot)
+    plot.resize(900, 300)
+    plot.show()
+    plot.set_report(md.estimate(deep_mlp(40), mode="train", optimizer="adam", batch=8))
+    qtbot.waitExposed(plot)
+    qtbot.wait(50)  # laid out and painted once
+    plot.viewport().repaint()
+    played = []
+
+    class Picture:  # the axis's recorded drawing, replayed by its paint()
+        def __init__(self, name, pic):
+            self.name, self.pic = name, pic
+
+        def play(self, p):
+            played.append(self.name)
+            return self.pic.play(p)
+
+    for name in ("left", "bottom"):
+        axis = plot.getAxis(name)
+        assert axis.picture is not None
+        axis.picture = Picture(name, axis.picture)
+    plot.viewport().repaint()
+    assert played == []  # nothing changed: both axes from their pixmaps
+    plot.getAxis("left").update()  # what a change of its ticks does
+    plot.viewport().repaint()
+    assert played == ["left"]
