@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from operator import attrgetter
 
+from memdesigner.model import registry
 from memdesigner.model.design import Design
 from memdesigner.model.registry import Issue, LayerError, ParamSpec, ShapeCtx, TensorSpec
 
@@ -44,6 +45,11 @@ class Analysis:
     order: list  # topological order of node ids (all nodes, valid or not)
     nodes: dict  # id -> NodeInfo
     issues: list  # list[Issue]: the nodes' own errors (and a cycle, if any)
+    # what the engine derives from the graph alone (engine/sim_structure.py), shared by the analyses
+    # of a design whose edits left the graph alone: the same nodes in the same order, the same
+    # edges and graph fields (_FIELDS but trainable), the same valid nodes with as many outputs
+    graph_memo: dict = field(default_factory=dict)
+    recorded: dict | None = None  # node id -> what analyze() read from it (_Kept.recs)
 
     @property
     def ok(self) -> bool:
@@ -111,150 +117,275 @@ def _coerced(lt, props: dict, node=None) -> dict:
 
 
 def analyze(design: Design) -> Analysis:
+    """The design's analysis. Re-analysing after an edit re-infers only the edited nodes and the
+    ones downstream whose inputs changed; the rest keep their NodeInfo (see _Kept)."""
     if getattr(design, "blocks", None):  # instances of block definitions: analysed expanded
         from memdesigner.model.blocks import analyze_collapsed
 
         return analyze_collapsed(design)
     memo = design.__dict__.get("_analysis")
-    if memo is None:  # analysed once: a design analysed again (not a one-off copy) keeps what it read
-        design.__dict__["_analysis"] = ()
-        return _analyze(design)
-    if memo and _unchanged(design, memo):
-        return memo[2]
-    an = _analyze(design)
-    kept = _snapshot(design)
+    nodes = design.nodes
+    ids = list(nodes)
+    prev = memo or _recent(ids)
+    got = _analyze(design, ids, prev, own=bool(memo))
+    if got is None:  # unchanged since the design's own kept analysis: the very same one
+        return memo.an
+    an, kept = got
     if kept is not None:
-        design.__dict__["_analysis"] = (kept, list(design.edges), an)
+        _remember(kept)
+        # analysed once (a one-off copy, say): the design keeps nothing; analysed again: it keeps its
+        # analysis, which an unchanged design then gets back as it is (an estimate under other settings)
+        design.__dict__["_analysis"] = kept if memo is not None else ()
     return an
 
 
-# what analysis (and the engine's graph structure, engine/sim_structure.py, which keeps its result
-# on the analysis) reads from a node beside its props and tied parameters
-_FIELDS = attrgetter("type", "rev", "trainable", "output", "fused", "scope", "keep_until")
+# what analysis reads from a node beside its props and tied parameters: the first two fields
+# (type, trainable) decide its NodeInfo; the others what the engine's graph structure
+# (engine/sim_structure.py) and the report's graph facts read
+_FIELDS = attrgetter("type", "trainable", "output", "fused", "scope", "keep_until")
+_MISSING = object()
 
 
-def _snapshot(design: Design) -> list | None:
-    """What analysis read from each node, to tell an unchanged design from an edited one
-    without analysing it again (an estimate under other settings, a batch sweep): the node
-    object, its coerced-props memo (which keeps the props it coerced, so an edit in place shows),
-    the fields in _FIELDS and its tied parameters. None when a node has no coerced props (an
-    unknown type, props that did not coerce): such a design is analysed every time."""
-    out = []
-    for nid, nd in design.nodes.items():
-        cm = nd.__dict__.get("_coerced")
-        if cm is None:
-            return None
-        out.append((nid, nd, cm, _FIELDS(nd), dict(nd.tied)))
-    return out
+class _Kept:
+    """What one analysis read from each node, and what it found: an analysis of the same design
+    later (or of a snapshot of it: the window estimates a fresh copy after each edit) compares
+    contents node by node and re-infers only what an edit can have changed. ``recs``: node id ->
+    (_FIELDS values, a deep copy of the props, the tied parameters, the layer type or None, the
+    coerced props, the coercion's error as (field, message) or None). ``infos`` and ``issues``
+    are private copies (callers may replace entries of the analysis they got)."""
+
+    __slots__ = ("ids", "edges", "ins", "recs", "an", "infos", "issues")
+
+    def __init__(self, ids, edges, ins, recs, an):
+        self.ids, self.edges, self.ins, self.recs, self.an = ids, edges, ins, recs, an
+        self.infos, self.issues = dict(an.nodes), list(an.issues)
 
 
-def _unchanged(design: Design, memo: tuple) -> bool:
-    kept, edges = memo[0], memo[1]
+_RECENT: list = []  # the last few _Kept, newest first (a design, its snapshots, the engine's derived designs)
+_RECENT_MAX = 4
+
+
+def _recent(ids: list):
+    """The kept analysis to start from: one of a design with exactly these nodes, else the newest."""
+    recent = _RECENT
+    for k in recent:
+        if k.ids == ids:
+            return k
+    return recent[0] if recent else None
+
+
+def _remember(kept: _Kept) -> None:
+    ids = kept.ids
+    _RECENT[:] = [kept] + [k for k in _RECENT if k.ids != ids][:_RECENT_MAX - 1]
+
+
+def _layer(type_name: str):
+    try:
+        return registry.get(type_name)
+    except KeyError:
+        return None
+
+
+def _copy_props(props: dict) -> dict:
+    return copy.deepcopy(props)
+
+
+def _record(node, f: tuple, lt, old) -> tuple:
+    """A node's record (see _Kept): the old one's coerced props when its props did not change."""
+    props = node.props
+    if old is not None and old[3] is lt and props == old[1]:
+        return f, old[1], dict(node.tied), lt, old[4], old[5]
+    if lt is None:
+        return f, _copy_props(props), dict(node.tied), None, None, None
+    try:
+        coerced = _coerced(lt, props, node)
+    except LayerError as err:
+        return f, _copy_props(props), dict(node.tied), lt, None, (err.field, err.message)
+    memo = node.__dict__.get("_coerced")
+    kept = memo[4] if memo is not None and memo[3] is coerced and memo[1] is props else _copy_props(props)
+    return f, kept, dict(node.tied), lt, coerced, None
+
+
+def _analyze(design: Design, ids: list, prev: _Kept | None, own: bool = False):
+    """(analysis, what to keep of it: None for a graph with a cycle), or None when ``prev`` is
+    this design's own (``own``) and nothing it read has changed."""
     nodes = design.nodes
-    if len(nodes) != len(kept) or edges != design.edges:
+    edges = design.edges
+    # 1. which nodes changed what analysis reads, node by node (contents, so that an edit made in
+    # place, behind Design's back, shows as well as one through it, and a snapshot matches)
+    precs = prev.recs if prev is not None else {}
+    recs: dict = {}
+    dirty = set()  # nodes whose NodeInfo must be inferred again
+    same_ids = prev is not None and ids == prev.ids
+    same_graph = same_ids  # the graph structure's reads (order, edges, graph fields) unchanged
+    retrain = False  # a node's trainable changed, or nodes came or went: tied parameters follow owners
+    tied_nodes = []
+    types: dict = {}
+    fields = _FIELDS
+    for nid, nd in nodes.items():
+        f = fields(nd)
+        lt = types.get(f[0], _MISSING)
+        if lt is _MISSING:
+            lt = types[f[0]] = _layer(f[0])
+        rec = precs.get(nid)
+        tied = nd.tied
+        if tied:
+            tied_nodes.append(nid)
+        if rec is not None and rec[0] == f and rec[3] is lt and nd.props == rec[1] and tied == rec[2]:
+            recs[nid] = rec
+            continue
+        recs[nid] = new = _record(nd, f, lt, rec)
+        if rec is None:
+            dirty.add(nid)
+            retrain = True
+            same_graph = False
+            continue
+        of = rec[0]
+        if of[:2] != f[:2] or rec[3] is not lt or new[4] is not rec[4] or new[5] != rec[5] or tied != rec[2]:
+            dirty.add(nid)
+            retrain = retrain or of[1] != f[1]
+        if of[0] != f[0] or of[2:] != f[2:] or bool(tied) != bool(rec[2]):
+            same_graph = False
+    removed = ()
+    if prev is not None and not same_ids:
+        removed = set(prev.recs).difference(nodes)
+        if removed:
+            retrain = True
+    if retrain:
+        dirty.update(tied_nodes)
+    same_edges = prev is not None and edges == prev.edges
+    if own and same_edges and same_graph and not dirty:
+        return None
+    # 2. the execution order and each node's input edges (by port)
+    if same_edges and same_ids:
+        order, ins = list(prev.an.order), prev.ins
+    else:
+        same_graph = False
+        try:
+            order = design.topo_order()
+        except ValueError as exc:
+            nid = str(exc).split(":")[0]
+            iss = Issue(nid, "inputs", str(exc).split(": ", 1)[-1])
+            return Analysis([], {n: NodeInfo(n, issue=iss if n == nid else None) for n in nodes}, [iss]), None
+        ins = {n: [] for n in nodes}
+        for e in edges:
+            lst = ins.get(e.dst)
+            if lst is not None:
+                lst.append(e)
+        for lst in ins.values():
+            if len(lst) > 1:
+                lst.sort(key=_BY_PORT)
+        if prev is not None:
+            pins = prev.ins
+            dirty.update([n for n, lst in ins.items() if lst != pins.get(n)])
+    # 3. shape inference of the dirty nodes and of those whose inputs changed, in order
+    old_infos = prev.infos if prev is not None else {}
+    infos: dict[str, NodeInfo] = {}
+    changed = set(removed)  # nodes whose NodeInfo reads differently downstream
+    redone = []  # (old info or None, new info)
+    cache_get = _CACHE.get
+    for nid in order:
+        old = old_infos.get(nid)
+        if old is not None and nid not in dirty:
+            if not changed:
+                infos[nid] = old
+                continue
+            for e in ins[nid]:
+                if e.src in changed:
+                    break
+            else:
+                infos[nid] = old
+                continue
+        node = nodes[nid]
+        rec = recs[nid]
+        info = NodeInfo(nid)
+        infos[nid] = info
+        redone.append((old, info))
+        lt = rec[3]
+        if lt is None:
+            info.issue = Issue(nid, "type", f"unknown layer type {node.type!r}")
+        elif rec[5] is not None:
+            info.issue = Issue(nid, rec[5][0], rec[5][1])
+        else:
+            info.props = rec[4]
+            _infer(design, node, lt, info, ins[nid], infos, cache_get)
+        if old is None or old.outputs != info.outputs or (old.issue is None) != (info.issue is None) or \
+                old.blocked_by != info.blocked_by:
+            changed.add(nid)
+    # 4. the nodes' own errors in order: the old list when no re-inferred node had or has one
+    if same_ids and same_edges and all(o is not None and o.issue is None and i.issue is None for o, i in redone):
+        issues = list(prev.issues)
+    else:
+        issues = [i for i in (infos[n].issue for n in order) if i is not None]
+    an = Analysis(order, infos, issues)
+    if same_graph and all(o.ok == i.ok and len(o.outputs) == len(i.outputs) for o, i in redone):
+        # the same valid nodes with as many outputs, the same edges and graph fields: what the engine
+        # derives from the graph alone (kept in graph_memo) holds for this analysis too
+        an.graph_memo = prev.an.graph_memo
+    an.recorded = recs
+    return an, _Kept(ids, list(edges), ins, recs, an)
+
+
+def graph_as_recorded(design: Design, an: Analysis) -> bool:
+    """Whether the design's nodes still have the graph fields analyze() read for ``an`` (they may
+    have been edited in place since): only then does what the engine derives from the graph of
+    this design hold for the other analyses sharing ``an.graph_memo``."""
+    rec = an.recorded
+    nodes = design.nodes
+    if rec is None or len(rec) != len(nodes):
         return False
     fields = _FIELDS
-    for (nid, nd0, cm, f, ti), (key, nd) in zip(kept, nodes.items()):
-        if nd is not nd0 or key != nid or nd.__dict__.get("_coerced") is not cm or fields(nd) != f or nd.tied != ti:
-            return False
-        props = nd.props
-        if cm[1] is not props or cm[4] != props:
+    for nid, nd in nodes.items():
+        r = rec.get(nid)
+        if r is None or fields(nd) != r[0] or bool(nd.tied) != bool(r[2]):
             return False
     return True
 
 
-def _analyze(design: Design) -> Analysis:
-    try:
-        order = design.topo_order()
-    except ValueError as exc:
-        nid = str(exc).split(":")[0]
-        iss = Issue(nid, "inputs", str(exc).split(": ", 1)[-1])
-        return Analysis([], {n: NodeInfo(n, issue=iss if n == nid else None) for n in design.nodes}, [iss])
-    ins: dict[str, list] = {n: [] for n in design.nodes}
-    for e in design.edges:
-        ins[e.dst].append(e)
-    infos: dict[str, NodeInfo] = {}
-    issues: list[Issue] = []
-    nodes = design.nodes
-    types: dict = {}  # type name -> LayerType, looked up once per estimate
-    cache_get = _CACHE.get
-    for nid in order:
-        node = nodes[nid]
-        info = NodeInfo(nid)
-        infos[nid] = info
-        lt = types.get(node.type)
-        if lt is None:
-            try:
-                lt = types[node.type] = node.layer
-            except KeyError:
-                info.issue = Issue(nid, "type", f"unknown layer type {node.type!r}")
-                issues.append(info.issue)
-                continue
-        try:
-            # _coerced's fast path, inlined: the node has not been edited since its props were coerced
-            memo = node.__dict__.get("_coerced")
-            nprops = node.props
-            if memo is not None and memo[0] == node.rev and memo[1] is nprops and memo[2] == lt.name and \
-                    memo[4] == nprops:
-                info.props = memo[3]
-            else:
-                info.props = _coerced(lt, nprops, node)
-        except LayerError as err:
-            info.issue = Issue(nid, err.field, err.message)
-            issues.append(info.issue)
-            continue
-        edges = ins[nid]
-        n_in = len(edges)
-        if n_in == 1:
-            gap = edges[0].dst_port != 0
-        elif n_in > 1:
-            edges.sort(key=_BY_PORT)
-            gap = [e.dst_port for e in edges] != list(range(n_in))
-        else:
-            gap = False
-        if n_in < lt.min_inputs or gap:
-            ports = [e.dst_port for e in edges]
-            need = lt.min_inputs if lt.max_inputs == lt.min_inputs else f"at least {lt.min_inputs}"
-            msg = f"needs {need} connected input(s), has {n_in}" if n_in < lt.min_inputs else \
-                f"input ports {ports} leave a gap"
-            info.issue = Issue(nid, "inputs", msg, pending=n_in == 0)
-            issues.append(info.issue)
-            continue
-        if lt.max_inputs is not None and n_in > lt.max_inputs:
-            info.issue = Issue(nid, "inputs", f"takes at most {lt.max_inputs} input(s), has {n_in}")
-            issues.append(info.issue)
-            continue
-        specs = []
-        for e in edges:
-            src = infos.get(e.src)
-            if src is None or src.issue is not None or src.blocked_by is not None:
-                info.blocked_by = e.src if src is None or src.issue else src.blocked_by
-                break
-            if e.src_port >= len(src.outputs):
-                info.issue = Issue(nid, "inputs", f"{e.src} has no output {e.src_port}")
-                break
-            specs.append(src.outputs[e.src_port])
-        if info.issue:
-            issues.append(info.issue)
-            continue
-        if info.blocked_by:
-            continue
-        # _node_rules' cache hit, inlined (this runs for every node of every estimate)
-        props = info.props
-        key = (lt.name, id(props), ((specs[0].shape, specs[0].kind),) if len(specs) == 1 else
-               tuple([(s.shape, s.kind) for s in specs]))
-        hit = cache_get(key)
-        if hit is None or hit[4] is not props:
-            hit = _run_rules(key, lt, props, specs, node.name)
-        outputs, params, flops, err, _ = hit
-        if err is not None:
-            info.issue = Issue(nid, err[0], err[1])
-            issues.append(info.issue)
-        else:
-            if params and (not node.trainable or node.tied):
-                params = _frozen(params, _frozen_names(design, node, params))
-            info.outputs, info.params, info.flops = outputs, params, flops
-    return Analysis(order, infos, issues)
+def _infer(design: Design, node, lt, info: NodeInfo, edges: list, infos: dict, cache_get) -> None:
+    """One node's outputs, parameters and FLOPs from its inputs' (or why it has none)."""
+    nid = info.id
+    n_in = len(edges)
+    if n_in == 1:
+        gap = edges[0].dst_port != 0
+    elif n_in > 1:
+        gap = [e.dst_port for e in edges] != list(range(n_in))
+    else:
+        gap = False
+    if n_in < lt.min_inputs or gap:
+        ports = [e.dst_port for e in edges]
+        need = lt.min_inputs if lt.max_inputs == lt.min_inputs else f"at least {lt.min_inputs}"
+        msg = f"needs {need} connected input(s), has {n_in}" if n_in < lt.min_inputs else \
+            f"input ports {ports} leave a gap"
+        info.issue = Issue(nid, "inputs", msg, pending=n_in == 0)
+        return
+    if lt.max_inputs is not None and n_in > lt.max_inputs:
+        info.issue = Issue(nid, "inputs", f"takes at most {lt.max_inputs} input(s), has {n_in}")
+        return
+    specs = []
+    for e in edges:
+        src = infos.get(e.src)
+        if src is None or src.issue is not None or src.blocked_by is not None:
+            info.blocked_by = e.src if src is None or src.issue else src.blocked_by
+            return
+        if e.src_port >= len(src.outputs):
+            info.issue = Issue(nid, "inputs", f"{e.src} has no output {e.src_port}")
+            return
+        specs.append(src.outputs[e.src_port])
+    # _node_rules' cache hit, inlined
+    props = info.props
+    key = (lt.name, id(props), ((specs[0].shape, specs[0].kind),) if len(specs) == 1 else
+           tuple([(s.shape, s.kind) for s in specs]))
+    hit = cache_get(key)
+    if hit is None or hit[4] is not props:
+        hit = _run_rules(key, lt, props, specs, node.name)
+    outputs, params, flops, err, _ = hit
+    if err is not None:
+        info.issue = Issue(nid, err[0], err[1])
+    else:
+        if params and (not node.trainable or node.tied):
+            params = _frozen(params, _frozen_names(design, node, params))
+        info.outputs, info.params, info.flops = outputs, params, flops
 
 
 def _frozen_names(design: Design, node, params) -> frozenset:
@@ -292,4 +423,4 @@ def _frozen(params: list, names: frozenset) -> list:
     return out
 
 
-__all__ = ["analyze", "Analysis", "NodeInfo", "TensorSpec", "ParamSpec"]
+__all__ = ["analyze", "graph_as_recorded", "Analysis", "NodeInfo", "TensorSpec", "ParamSpec"]
