@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import heapq
 from dataclasses import dataclass, field
 from operator import attrgetter
 
@@ -139,10 +140,11 @@ def analyze(design: Design) -> Analysis:
     return an
 
 
-# what analysis reads from a node beside its props and tied parameters: the first two fields
-# (type, trainable) decide its NodeInfo; the others what the engine's graph structure
-# (engine/sim_structure.py) and the report's graph facts read
-_FIELDS = attrgetter("type", "trainable", "output", "fused", "scope", "keep_until")
+# what analysis reads from a node: type and trainable, props and tied decide its NodeInfo; the
+# others what the engine's graph structure (engine/sim_structure.py) and the report's graph facts read
+_KEY_NAMES = ("type", "trainable", "output", "fused", "scope", "keep_until", "props", "tied")
+_KEY = attrgetter(*_KEY_NAMES)
+_PROPS_AT, _TIED_AT = 6, 7
 _MISSING = object()
 
 
@@ -150,15 +152,28 @@ class _Kept:
     """What one analysis read from each node, and what it found: an analysis of the same design
     later (or of a snapshot of it: the window estimates a fresh copy after each edit) compares
     contents node by node and re-infers only what an edit can have changed. ``recs``: node id ->
-    (_FIELDS values, a deep copy of the props, the tied parameters, the layer type or None, the
-    coerced props, the coercion's error as (field, message) or None). ``infos`` and ``issues``
-    are private copies (callers may replace entries of the analysis they got)."""
+    (_KEY values with the props deep-copied and the tied parameters copied, the layer type or
+    None, the coerced props, the coercion's error as (field, message) or None); ``types``: type
+    name -> layer type for those records. ``infos`` and ``issues`` are private copies (callers
+    may replace entries of the analysis they got); ``pos`` and ``succ`` (each node's place in the
+    order, its consumers) are made when first needed."""
 
-    __slots__ = ("ids", "edges", "ins", "recs", "an", "infos", "issues")
+    __slots__ = ("ids", "edges", "ins", "recs", "types", "an", "infos", "issues", "pos", "succ")
 
-    def __init__(self, ids, edges, ins, recs, an):
-        self.ids, self.edges, self.ins, self.recs, self.an = ids, edges, ins, recs, an
+    def __init__(self, ids, edges, ins, recs, types, an, pos=None, succ=None):
+        self.ids, self.edges, self.ins, self.recs, self.types, self.an = ids, edges, ins, recs, types, an
         self.infos, self.issues = dict(an.nodes), list(an.issues)
+        self.pos, self.succ = pos, succ
+
+    def places(self) -> tuple:
+        if self.pos is None:
+            self.pos = {n: i for i, n in enumerate(self.an.order)}
+            succ: dict = {}
+            for n, lst in self.ins.items():
+                for e in lst:
+                    succ.setdefault(e.src, []).append(n)
+            self.succ = succ
+        return self.pos, self.succ
 
 
 _RECENT: list = []  # the last few _Kept, newest first (a design, its snapshots, the engine's derived designs)
@@ -186,24 +201,23 @@ def _layer(type_name: str):
         return None
 
 
-def _copy_props(props: dict) -> dict:
-    return copy.deepcopy(props)
-
-
-def _record(node, f: tuple, lt, old) -> tuple:
-    """A node's record (see _Kept): the old one's coerced props when its props did not change."""
+def _record(node, k: tuple, lt, old) -> tuple:
+    """A node's record (see _Kept) from its _KEY values ``k``: the old record's coerced props when
+    its props did not change."""
     props = node.props
-    if old is not None and old[3] is lt and props == old[1]:
-        return f, old[1], dict(node.tied), lt, old[4], old[5]
+    head = k[:_PROPS_AT]
+    tied = dict(k[_TIED_AT])
+    if old is not None and old[1] is lt and props == old[0][_PROPS_AT]:
+        return (*head, old[0][_PROPS_AT], tied), lt, old[2], old[3]
     if lt is None:
-        return f, _copy_props(props), dict(node.tied), None, None, None
+        return (*head, copy.deepcopy(props), tied), None, None, None
     try:
         coerced = _coerced(lt, props, node)
     except LayerError as err:
-        return f, _copy_props(props), dict(node.tied), lt, None, (err.field, err.message)
+        return (*head, copy.deepcopy(props), tied), lt, None, (err.field, err.message)
     memo = node.__dict__.get("_coerced")
-    kept = memo[4] if memo is not None and memo[3] is coerced and memo[1] is props else _copy_props(props)
-    return f, kept, dict(node.tied), lt, coerced, None
+    kept = memo[4] if memo is not None and memo[3] is coerced and memo[1] is props else copy.deepcopy(props)
+    return (*head, kept, tied), lt, coerced, None
 
 
 def _analyze(design: Design, ids: list, prev: _Kept | None, own: bool = False):
@@ -211,54 +225,77 @@ def _analyze(design: Design, ids: list, prev: _Kept | None, own: bool = False):
     this design's own (``own``) and nothing it read has changed."""
     nodes = design.nodes
     edges = design.edges
+    if prev is not None and any(_layer(t) is not lt for t, lt in prev.types.items()):
+        prev = None  # a layer type (re)registered since: everything again
     # 1. which nodes changed what analysis reads, node by node (contents, so that an edit made in
     # place, behind Design's back, shows as well as one through it, and a snapshot matches)
     precs = prev.recs if prev is not None else {}
-    recs: dict = {}
+    recs = dict(precs)
+    types = dict(prev.types) if prev is not None else {}
     dirty = set()  # nodes whose NodeInfo must be inferred again
     same_ids = prev is not None and ids == prev.ids
     same_graph = same_ids  # the graph structure's reads (order, edges, graph fields) unchanged
     retrain = False  # a node's trainable changed, or nodes came or went: tied parameters follow owners
-    tied_nodes = []
-    types: dict = {}
-    fields = _FIELDS
+    key = _KEY
     for nid, nd in nodes.items():
-        f = fields(nd)
-        lt = types.get(f[0], _MISSING)
-        if lt is _MISSING:
-            lt = types[f[0]] = _layer(f[0])
+        k = key(nd)
         rec = precs.get(nid)
-        tied = nd.tied
-        if tied:
-            tied_nodes.append(nid)
-        if rec is not None and rec[0] == f and rec[3] is lt and nd.props == rec[1] and tied == rec[2]:
-            recs[nid] = rec
+        if rec is not None and rec[0] == k:
             continue
-        recs[nid] = new = _record(nd, f, lt, rec)
+        lt = types.get(k[0], _MISSING)
+        if lt is _MISSING:
+            lt = types[k[0]] = _layer(k[0])
+        recs[nid] = new = _record(nd, k, lt, rec)
         if rec is None:
             dirty.add(nid)
             retrain = True
             same_graph = False
             continue
         of = rec[0]
-        if of[:2] != f[:2] or rec[3] is not lt or new[4] is not rec[4] or new[5] != rec[5] or tied != rec[2]:
+        if of[:2] != k[:2] or rec[1] is not lt or new[2] is not rec[2] or new[3] != rec[3] or \
+                of[_TIED_AT] != k[_TIED_AT]:
             dirty.add(nid)
-            retrain = retrain or of[1] != f[1]
-        if of[0] != f[0] or of[2:] != f[2:] or bool(tied) != bool(rec[2]):
+            retrain = retrain or of[1] != k[1]
+        if of[0] != k[0] or of[2:_PROPS_AT] != k[2:_PROPS_AT] or bool(of[_TIED_AT]) != bool(k[_TIED_AT]):
             same_graph = False
     removed = ()
     if prev is not None and not same_ids:
-        removed = set(prev.recs).difference(nodes)
+        removed = set(precs).difference(nodes)
+        for n in removed:
+            del recs[n]
         if removed:
             retrain = True
     if retrain:
-        dirty.update(tied_nodes)
+        dirty.update([n for n, nd in nodes.items() if nd.tied])
     same_edges = prev is not None and edges == prev.edges
     if own and same_edges and same_graph and not dirty:
         return None
-    # 2. the execution order and each node's input edges (by port)
+    infos: dict[str, NodeInfo]
+    redone = []  # (old info or None, new info)
+    cache_get = _CACHE.get
+    pos = succ = None
     if same_edges and same_ids:
+        # 2. the same order and input edges: from the old infos, re-infer the dirty nodes and, in
+        # order, the consumers of each node whose NodeInfo now reads differently downstream
         order, ins = list(prev.an.order), prev.ins
+        old_infos = prev.infos
+        infos = dict(old_infos)
+        if dirty:
+            pos, succ = prev.places()
+            heap = [pos[n] for n in dirty]
+            heapq.heapify(heap)
+            queued = set(dirty)
+            while heap:
+                nid = order[heapq.heappop(heap)]
+                old = old_infos[nid]
+                info = _node_info(design, nid, recs[nid], ins[nid], infos, cache_get)
+                infos[nid] = info
+                redone.append((old, info))
+                if _reads_differently(old, info):
+                    for m in succ.get(nid, ()):
+                        if m not in queued:
+                            queued.add(m)
+                            heapq.heappush(heap, pos[m])
     else:
         same_graph = False
         try:
@@ -278,41 +315,28 @@ def _analyze(design: Design, ids: list, prev: _Kept | None, own: bool = False):
         if prev is not None:
             pins = prev.ins
             dirty.update([n for n, lst in ins.items() if lst != pins.get(n)])
-    # 3. shape inference of the dirty nodes and of those whose inputs changed, in order
-    old_infos = prev.infos if prev is not None else {}
-    infos: dict[str, NodeInfo] = {}
-    changed = set(removed)  # nodes whose NodeInfo reads differently downstream
-    redone = []  # (old info or None, new info)
-    cache_get = _CACHE.get
-    for nid in order:
-        old = old_infos.get(nid)
-        if old is not None and nid not in dirty:
-            if not changed:
-                infos[nid] = old
-                continue
-            for e in ins[nid]:
-                if e.src in changed:
-                    break
-            else:
-                infos[nid] = old
-                continue
-        node = nodes[nid]
-        rec = recs[nid]
-        info = NodeInfo(nid)
-        infos[nid] = info
-        redone.append((old, info))
-        lt = rec[3]
-        if lt is None:
-            info.issue = Issue(nid, "type", f"unknown layer type {node.type!r}")
-        elif rec[5] is not None:
-            info.issue = Issue(nid, rec[5][0], rec[5][1])
-        else:
-            info.props = rec[4]
-            _infer(design, node, lt, info, ins[nid], infos, cache_get)
-        if old is None or old.outputs != info.outputs or (old.issue is None) != (info.issue is None) or \
-                old.blocked_by != info.blocked_by:
-            changed.add(nid)
-    # 4. the nodes' own errors in order: the old list when no re-inferred node had or has one
+        # 2'. in order: the dirty nodes and those whose inputs read differently now
+        old_infos = prev.infos if prev is not None else {}
+        infos = {}
+        changed = set(removed)  # nodes whose NodeInfo reads differently downstream
+        for nid in order:
+            old = old_infos.get(nid)
+            if old is not None and nid not in dirty:
+                if not changed:
+                    infos[nid] = old
+                    continue
+                for e in ins[nid]:
+                    if e.src in changed:
+                        break
+                else:
+                    infos[nid] = old
+                    continue
+            info = _node_info(design, nid, recs[nid], ins[nid], infos, cache_get)
+            infos[nid] = info
+            redone.append((old, info))
+            if old is None or _reads_differently(old, info):
+                changed.add(nid)
+    # 3. the nodes' own errors in order: the old list when no re-inferred node had or has one
     if same_ids and same_edges and all(o is not None and o.issue is None and i.issue is None for o, i in redone):
         issues = list(prev.issues)
     else:
@@ -323,7 +347,27 @@ def _analyze(design: Design, ids: list, prev: _Kept | None, own: bool = False):
         # derives from the graph alone (kept in graph_memo) holds for this analysis too
         an.graph_memo = prev.an.graph_memo
     an.recorded = recs
-    return an, _Kept(ids, list(edges), ins, recs, an)
+    return an, _Kept(ids, list(edges), ins, recs, types, an, pos, succ)
+
+
+def _reads_differently(old: NodeInfo, new: NodeInfo) -> bool:
+    """Whether a consumer of the node would see another input: other outputs, or another verdict
+    on whether (and behind which node) it is blocked."""
+    return old.outputs != new.outputs or (old.issue is None) != (new.issue is None) or \
+        old.blocked_by != new.blocked_by
+
+
+def _node_info(design: Design, nid: str, rec: tuple, edges: list, infos: dict, cache_get) -> NodeInfo:
+    info = NodeInfo(nid)
+    lt = rec[1]
+    if lt is None:
+        info.issue = Issue(nid, "type", f"unknown layer type {rec[0][0]!r}")
+    elif rec[3] is not None:
+        info.issue = Issue(nid, rec[3][0], rec[3][1])
+    else:
+        info.props = rec[2]
+        _infer(design, design.nodes[nid], lt, info, edges, infos, cache_get)
+    return info
 
 
 def graph_as_recorded(design: Design, an: Analysis) -> bool:
@@ -334,12 +378,15 @@ def graph_as_recorded(design: Design, an: Analysis) -> bool:
     nodes = design.nodes
     if rec is None or len(rec) != len(nodes):
         return False
-    fields = _FIELDS
+    fields = _GRAPH_FIELDS
     for nid, nd in nodes.items():
         r = rec.get(nid)
-        if r is None or fields(nd) != r[0] or bool(nd.tied) != bool(r[2]):
+        if r is None or fields(nd) != r[0][:_PROPS_AT] or bool(nd.tied) != bool(r[0][_TIED_AT]):
             return False
     return True
+
+
+_GRAPH_FIELDS = attrgetter(*_KEY_NAMES[:_PROPS_AT])
 
 
 def _infer(design: Design, node, lt, info: NodeInfo, edges: list, infos: dict, cache_get) -> None:
