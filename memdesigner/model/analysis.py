@@ -10,7 +10,8 @@ import copy
 import dataclasses
 import heapq
 from dataclasses import dataclass, field
-from operator import attrgetter
+from itertools import compress, count
+from operator import attrgetter, ne
 
 from memdesigner.model import registry
 from memdesigner.model.design import Design
@@ -146,22 +147,24 @@ _KEY_NAMES = ("type", "trainable", "output", "fused", "scope", "keep_until", "pr
 _KEY = attrgetter(*_KEY_NAMES)
 _PROPS_AT, _TIED_AT = 6, 7
 _MISSING = object()
+_NO_REC = (None,)
 
 
 class _Kept:
     """What one analysis read from each node, and what it found: an analysis of the same design
     later (or of a snapshot of it: the window estimates a fresh copy after each edit) compares
-    contents node by node and re-infers only what an edit can have changed. ``recs``: node id ->
+    contents node by node and re-infers only what an edit can have changed. ``keys``: each node's
+    record's first item, in node order (compared as one list). ``recs``: node id ->
     (_KEY values with the props deep-copied and the tied parameters copied, the layer type or
     None, the coerced props, the coercion's error as (field, message) or None); ``types``: type
     name -> layer type for those records. ``infos`` and ``issues`` are private copies (callers
     may replace entries of the analysis they got); ``pos`` and ``succ`` (each node's place in the
     order, its consumers) are made when first needed."""
 
-    __slots__ = ("ids", "edges", "ins", "recs", "types", "an", "infos", "issues", "pos", "succ")
+    __slots__ = ("ids", "keys", "edges", "ins", "recs", "types", "an", "infos", "issues", "pos", "succ")
 
-    def __init__(self, ids, edges, ins, recs, types, an, pos=None, succ=None):
-        self.ids, self.edges, self.ins, self.recs, self.types, self.an = ids, edges, ins, recs, types, an
+    def __init__(self, ids, keys, edges, ins, recs, types, an, pos=None, succ=None):
+        self.ids, self.keys, self.edges, self.ins, self.recs, self.types, self.an = ids, keys, edges, ins, recs, types, an
         self.infos, self.issues = dict(an.nodes), list(an.issues)
         self.pos, self.succ = pos, succ
 
@@ -236,16 +239,24 @@ def _analyze(design: Design, ids: list, prev: _Kept | None, own: bool = False):
     same_ids = prev is not None and ids == prev.ids
     same_graph = same_ids  # the graph structure's reads (order, edges, graph fields) unchanged
     retrain = False  # a node's trainable changed, or nodes came or went: tied parameters follow owners
-    key = _KEY
-    for nid, nd in nodes.items():
-        k = key(nd)
+    if same_ids:  # the nodes as before: compared in C, one node at a time, for the indices that differ
+        todo = list(compress(count(), map(ne, map(_KEY, nodes.values()), prev.keys)))
+        rkeys = prev.keys
+    else:
+        rkeys = [(precs.get(nid) or _NO_REC)[0] for nid in ids]
+        todo = list(compress(count(), map(ne, map(_KEY, nodes.values()), rkeys)))
+    if todo:
+        rkeys = list(rkeys)
+    for i in todo:
+        nid = ids[i]
+        nd = nodes[nid]
+        k = _KEY(nd)
         rec = precs.get(nid)
-        if rec is not None and rec[0] == k:
-            continue
         lt = types.get(k[0], _MISSING)
         if lt is _MISSING:
             lt = types[k[0]] = _layer(k[0])
         recs[nid] = new = _record(nd, k, lt, rec)
+        rkeys[i] = new[0]
         if rec is None:
             dirty.add(nid)
             retrain = True
@@ -347,7 +358,7 @@ def _analyze(design: Design, ids: list, prev: _Kept | None, own: bool = False):
         # derives from the graph alone (kept in graph_memo) holds for this analysis too
         an.graph_memo = prev.an.graph_memo
     an.recorded = recs
-    return an, _Kept(ids, list(edges), ins, recs, types, an, pos, succ)
+    return an, _Kept(ids, rkeys, list(edges), ins, recs, types, an, pos, succ)
 
 
 def _reads_differently(old: NodeInfo, new: NodeInfo) -> bool:
