@@ -8,9 +8,9 @@ rows are built, as the window does. Two paths:
 
 - ``edit``: ``design.set_prop(...)`` then ``estimate(design)`` on the same design object (scripts,
   the CLI's repeated runs) and the report's layer rows;
-- ``window``: the same edit, then what the window's worker does (memdesigner/_qt/estimator.py):
-  a detached snapshot of the design, ``analyze(snapshot)``, ``estimate(snapshot, analysis=...)``,
-  the layer rows.
+- ``window``: the same edit, then what the window's worker does (memdesigner/_qt/estimator.py
+  compute(), with the cyclic collector paused): a detached snapshot of the design,
+  ``analyze(snapshot)``, ``estimate(snapshot, analysis=...)``, the layer rows.
 
     python benchmarks/edit_ab.py --against /path/to/old/checkout [--layers 1000,10000] [--rounds 15]
 
@@ -50,6 +50,7 @@ def _worker() -> None:
     from engine_speed import make_design
 
     import memdesigner as md
+    from memdesigner.engine.gc_pause import gc_paused
     from memdesigner.model.analysis import analyze
 
     designs: dict = {}
@@ -65,12 +66,14 @@ def _worker() -> None:
             nid, key, value = todo[i % len(todo)]
             t0 = time.process_time()
             d.set_prop(nid, key, value)
-            if path == "window":
-                snap = d.detached_copy()
-                rep = md.estimate(snap, analysis=analyze(snap), **kw)
+            if path == "window":  # the worker's compute(): the collector paused around it all
+                with gc_paused():
+                    snap = d.detached_copy()
+                    rep = md.estimate(snap, analysis=analyze(snap), **kw)
+                    rep.layers  # noqa: B018
             else:
                 rep = md.estimate(d, **kw)
-            rep.layers  # noqa: B018  (built when first read, as the window's worker reads them)
+                rep.layers  # noqa: B018  (built when first read, as the window's worker reads them)
             out.append((time.process_time() - t0) * 1000)
         print(json.dumps(out), flush=True)
 
