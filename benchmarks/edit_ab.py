@@ -12,7 +12,7 @@ rows are built, as the window does. Two paths:
   compute(), with the cyclic collector paused): a detached snapshot of the design,
   ``analyze(snapshot)``, ``estimate(snapshot, analysis=...)``, the layer rows.
 
-    python benchmarks/edit_ab.py --against /path/to/old/checkout [--layers 1000,10000] [--rounds 15]
+    python benchmarks/edit_ab.py --against /path/to/old/checkout [--layers 1000,10000] [--rounds 15] [--check]
 
 Prints median and p95 milliseconds (process CPU time) per design size, path and mode, before and after.
 """
@@ -43,7 +43,9 @@ def edits(n_ops: int) -> list:
 
 
 def _worker() -> None:
-    """Reads 'layers path mode repeat' lines; answers with the CPU milliseconds of each edit + estimate."""
+    """Reads 'layers path mode repeat check' lines; answers with the CPU milliseconds of each edit +
+    estimate, and with ``check`` 1 the SHA-256 of each report's JSON (taken after the clock stopped)."""
+    import hashlib
     import time
 
     sys.path.insert(0, str(HERE))
@@ -56,11 +58,11 @@ def _worker() -> None:
     designs: dict = {}
     step: dict = {}
     for line in sys.stdin:
-        n, path, mode, reps = line.split()
+        n, path, mode, reps, check = line.split()
         d = designs.get(n) or designs.setdefault(n, make_design(int(n)))
         todo = edits(len(d.nodes))
         kw = MODES[mode]
-        out = []
+        out, digests = [], []
         for _ in range(int(reps)):
             i = step[n] = step.get(n, -1) + 1
             nid, key, value = todo[i % len(todo)]
@@ -75,7 +77,10 @@ def _worker() -> None:
                 rep = md.estimate(d, **kw)
                 rep.layers  # noqa: B018  (built when first read, as the window's worker reads them)
             out.append((time.process_time() - t0) * 1000)
-        print(json.dumps(out), flush=True)
+            if check == "1":
+                text = json.dumps(rep.to_dict(), sort_keys=True, default=str)
+                digests.append(hashlib.sha256(text.encode()).hexdigest())
+        print(json.dumps([out, digests]), flush=True)
 
 
 def _start(root: str) -> subprocess.Popen:
@@ -84,10 +89,10 @@ def _start(root: str) -> subprocess.Popen:
                             stdout=subprocess.PIPE, text=True)
 
 
-def _ask(p: subprocess.Popen, n: int, path: str, mode: str, reps: int) -> list:
-    p.stdin.write(f"{n} {path} {mode} {reps}\n")
+def _ask(p: subprocess.Popen, n: int, path: str, mode: str, reps: int, check: bool = False) -> tuple:
+    p.stdin.write(f"{n} {path} {mode} {reps} {int(check)}\n")
     p.stdin.flush()
-    return json.loads(p.stdout.readline())
+    return tuple(json.loads(p.stdout.readline()))
 
 
 def _stats(ts: list) -> tuple:
@@ -102,6 +107,8 @@ def main() -> None:
     ap.add_argument("--paths", default=",".join(PATHS))
     ap.add_argument("--modes", default=",".join(MODES))
     ap.add_argument("--rounds", type=int, default=15, help="alternations per size, path and mode")
+    ap.add_argument("--check", action="store_true",
+                    help="also compare every report with the other checkout's (byte-identical JSON)")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.worker:
@@ -112,6 +119,7 @@ def main() -> None:
     print(f"load average {load()[0]:.2f} {load()[1]:.2f} {load()[2]:.2f}")
     print(f"{'ops':>6} {'path':<7} {'mode':<11} {'before median':>13} {'before p95':>10} {'after median':>12}"
           f" {'after p95':>9} {'speedup':>7}")
+    compared = differ = 0
     for n in [int(x) for x in a.layers.split(",")]:
         reps = 3 if n <= 1000 else 1
         for path in a.paths.split(","):
@@ -120,11 +128,17 @@ def main() -> None:
                     _ask(p, n, path, mode, 6)  # warm: the rule caches, the design, both values of each edit
                 new, old = [], []
                 for _ in range(a.rounds):
-                    old += _ask(theirs, n, path, mode, reps)
-                    new += _ask(ours, n, path, mode, reps)
+                    o_ms, o_dig = _ask(theirs, n, path, mode, reps, a.check)
+                    n_ms, n_dig = _ask(ours, n, path, mode, reps, a.check)
+                    old += o_ms
+                    new += n_ms
+                    compared += len(o_dig)
+                    differ += sum(x != y for x, y in zip(o_dig, n_dig))
                 (om, op), (nm, np_) = _stats(old), _stats(new)
                 print(f"{n:>6} {path:<7} {mode:<11} {om:>13} {op:>10} {nm:>12} {np_:>9} {om / nm:>6.2f}x", flush=True)
     print(f"load average {load()[0]:.2f} {load()[1]:.2f} {load()[2]:.2f}")
+    if a.check:
+        print(f"{compared} reports compared after edits, {differ} differ")
     for p in (ours, theirs):
         p.stdin.close()
         p.wait()
