@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+from itertools import compress
+from operator import is_not
 
 from memdesigner.engine import finetune, tensor_parallel
 from memdesigner.engine.devices import Device, get_device
@@ -199,7 +201,7 @@ def _facts_after_edit(design: Design, an: Analysis, valid: list, before: tuple) 
     again) when one of them changed its first output's size or is a Generic op."""
     old, _, (flops, pair, unruled, traced, gc_held) = before
     infos, nodes = an.nodes, design.nodes
-    redone = [n for n in valid if infos[n] is not old.get(n)]
+    redone = list(compress(valid, map(is_not, map(infos.__getitem__, valid), map(old.get, valid))))  # in C
     if len(redone) * 8 > len(valid):
         return None
     for n in redone:

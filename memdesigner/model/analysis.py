@@ -157,20 +157,20 @@ class _Kept:
     record's first item, in node order (compared as one list). ``recs``: node id ->
     (_KEY values with the props deep-copied and the tied parameters copied, the layer type or
     None, the coerced props, the coercion's error as (field, message) or None); ``types``: type
-    name -> layer type for those records. ``infos`` and ``issues`` are private copies (callers
-    may replace entries of the analysis they got); ``pos`` and ``succ`` (each node's place in the
+    name -> layer type for those records. ``order``, ``infos`` and ``issues`` are private copies
+    (callers may replace entries of the analysis they got); ``pos`` and ``succ`` (each node's place in the
     order, its consumers) are made when first needed."""
 
-    __slots__ = ("ids", "keys", "edges", "ins", "recs", "types", "an", "infos", "issues", "pos", "succ")
+    __slots__ = ("ids", "keys", "edges", "ins", "recs", "types", "an", "order", "infos", "issues", "pos", "succ")
 
     def __init__(self, ids, keys, edges, ins, recs, types, an, pos=None, succ=None):
         self.ids, self.keys, self.edges, self.ins, self.recs, self.types, self.an = ids, keys, edges, ins, recs, types, an
-        self.infos, self.issues = dict(an.nodes), list(an.issues)
+        self.order, self.infos, self.issues = list(an.order), dict(an.nodes), list(an.issues)
         self.pos, self.succ = pos, succ
 
     def places(self) -> tuple:
         if self.pos is None:
-            self.pos = {n: i for i, n in enumerate(self.an.order)}
+            self.pos = {n: i for i, n in enumerate(self.order)}
             succ: dict = {}
             for n, lst in self.ins.items():
                 for e in lst:
@@ -288,9 +288,10 @@ def _analyze(design: Design, ids: list, prev: _Kept | None, own: bool = False):
     if same_edges and same_ids:
         # 2. the same order and input edges: from the old infos, re-infer the dirty nodes and, in
         # order, the consumers of each node whose NodeInfo now reads differently downstream
-        order, ins = list(prev.an.order), prev.ins
+        order, ins = list(prev.order), prev.ins
         old_infos = prev.infos
         infos = dict(old_infos)
+        pos, succ = prev.pos, prev.succ
         if dirty:
             pos, succ = prev.places()
             heap = [pos[n] for n in dirty]
