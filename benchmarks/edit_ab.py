@@ -7,7 +7,7 @@ again (shape inference, the graph facts, the simulation's graph structure) and t
 rows are built, as the window does. Two paths:
 
 - ``edit``: ``design.set_prop(...)`` then ``estimate(design)`` on the same design object (scripts,
-  the CLI's repeated runs) and the report's layer rows;
+  the CLI's repeated runs) and the report's layer rows (``--no-rows``: not those);
 - ``window``: the same edit, then what the window's worker does (memdesigner/_qt/estimator.py
   compute(), with the cyclic collector paused): a detached snapshot of the design,
   ``analyze(snapshot)``, ``estimate(snapshot, analysis=...)``, the layer rows.
@@ -57,6 +57,7 @@ def _worker() -> None:
 
     designs: dict = {}
     step: dict = {}
+    rows = "--no-rows" not in sys.argv
     for line in sys.stdin:
         n, path, mode, reps, check = line.split()
         d = designs.get(n) or designs.setdefault(n, make_design(int(n)))
@@ -75,7 +76,8 @@ def _worker() -> None:
                     rep.layers  # noqa: B018
             else:
                 rep = md.estimate(d, **kw)
-                rep.layers  # noqa: B018  (built when first read, as the window's worker reads them)
+                if rows:
+                    rep.layers  # noqa: B018  (built when first read, as the window's worker reads them)
             out.append((time.process_time() - t0) * 1000)
             if check == "1":
                 text = json.dumps(rep.to_dict(), sort_keys=True, default=str)
@@ -83,10 +85,10 @@ def _worker() -> None:
         print(json.dumps([out, digests]), flush=True)
 
 
-def _start(root: str) -> subprocess.Popen:
+def _start(root: str, rows: bool) -> subprocess.Popen:
     env = dict(os.environ, PYTHONPATH=str(Path(root).resolve()))
-    return subprocess.Popen([sys.executable, __file__, "--worker"], env=env, cwd=root, stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True)
+    args = [sys.executable, __file__, "--worker"] + ([] if rows else ["--no-rows"])
+    return subprocess.Popen(args, env=env, cwd=root, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 
 
 def _ask(p: subprocess.Popen, n: int, path: str, mode: str, reps: int, check: bool = False) -> tuple:
@@ -109,12 +111,13 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=15, help="alternations per size, path and mode")
     ap.add_argument("--check", action="store_true",
                     help="also compare every report with the other checkout's (byte-identical JSON)")
+    ap.add_argument("--no-rows", action="store_true", help="edit path: leave the report's layer rows unbuilt")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.worker:
         _worker()
         return
-    ours, theirs = _start(str(HERE.parent)), _start(a.against)
+    ours, theirs = _start(str(HERE.parent), not a.no_rows), _start(a.against, not a.no_rows)
     load = os.getloadavg
     print(f"load average {load()[0]:.2f} {load()[1]:.2f} {load()[2]:.2f}")
     print(f"{'ops':>6} {'path':<7} {'mode':<11} {'before median':>13} {'before p95':>10} {'after median':>12}"
