@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+from itertools import compress
+from operator import is_not
 
 from memdesigner.engine import finetune, tensor_parallel
 from memdesigner.engine.devices import Device, get_device
@@ -13,7 +15,7 @@ from memdesigner.engine.report import LayerRow, Report
 from memdesigner.engine.sanity import ABSURD_BYTES, absurd_size_warning
 from memdesigner.engine.settings import Settings
 from memdesigner.engine.simulate import CATS, Simulation
-from memdesigner.model.analysis import Analysis, analyze
+from memdesigner.model.analysis import Analysis, analyze, graph_as_recorded
 from memdesigner.model.blocks import engine_view, for_engine, instance_totals
 from memdesigner.model.design import GC_HELD, Design
 from memdesigner.model.shown_layout import shown_shape
@@ -100,19 +102,8 @@ def _run(design: Design, an: Analysis, settings: Settings, dev: Device | None) -
     flops = facts[0] * batch
 
     def layer_rows():
-        out = []
-        for nid in valid:
-            info = an.nodes[nid]
-            node = design.nodes[nid]
-            r = rows[nid]
-            # in the source framework's order (Keras: channels last); the first output only: the
-            # others (an RNN's h_n) are not laid out as images
-            outs = [shown_shape(design, nid, o.shape) if i == 0 else o.shape for i, o in enumerate(info.outputs)]
-            shape = [[batch, *o] for o in outs] if len(outs) > 1 else [batch, *outs[0]]
-            guess = NOT_MODELLED if node.type == "Generic" and not info.props.get("traced") else ""
-            out.append(LayerRow(nid, node.name, node.type, shape, r["params"], r["param_bytes"],
-                                r["activation_bytes"], r["kept_bytes"], info.flops * batch, r["non_trainable"], guess))
-        return out
+        with gc_paused():  # 10,000 rows: collections set off mid-build would walk the whole heap, each
+            return _layer_rows(design, an, valid, rows, batch)
 
     # textbook lower bound: parameters + the largest pair of adjacent feature maps
     lower = batch * facts[1] + pbytes + bbytes
@@ -158,15 +149,70 @@ def _run(design: Design, an: Analysis, settings: Settings, dev: Device | None) -
     )
 
 
+def _layer_rows(design: Design, an: Analysis, valid: list, rows: dict, batch: int) -> list:
+    """The report's per-layer rows, in execution order."""
+    out = []
+    app = out.append
+    infos, nodes = an.nodes, design.nodes
+    channels_last = design.channels_last
+    for nid in valid:
+        info = infos[nid]
+        node = nodes[nid]
+        r = rows[nid]
+        outputs = info.outputs
+        if len(outputs) == 1 and not channels_last and not node.layout:  # shown as it is (model/shown_layout.py)
+            shape = [batch, *outputs[0].shape]
+        else:
+            # in the source framework's order (Keras: channels last); the first output only: the
+            # others (an RNN's h_n) are not laid out as images
+            outs = [shown_shape(design, nid, o.shape) if i == 0 else o.shape for i, o in enumerate(outputs)]
+            shape = [[batch, *o] for o in outs] if len(outs) > 1 else [batch, *outs[0]]
+        t = node.type
+        guess = NOT_MODELLED if t == "Generic" and not info.props.get("traced") else ""
+        app(LayerRow(nid, node.name, t, shape, r["params"], r["param_bytes"], r["activation_bytes"], r["kept_bytes"],
+                     info.flops * batch, r["non_trainable"], guess))
+    return out
+
+
 def _graph_facts(design: Design, an: Analysis, valid: list, el: int) -> tuple:
     """_graph_facts_of, kept on the analysis for the next estimate over it (other settings, another
-    batch) while the design and its edge count are the ones it was made for."""
+    batch) while the design and its edge count are the ones it was made for; after an edit that
+    left the graph alone (the analyses share a graph memo), updated from the facts before it."""
     memo = an.__dict__.get("_graph_facts")
     if memo is not None and memo[0] is design and memo[1] is valid and memo[2] == len(design.edges) and memo[3] == el:
         return memo[4]
-    facts = _graph_facts_of(design, an, valid, el)
+    shared = an.graph_memo
+    key = ("graph_facts", el)
+    before = shared.get(key)
+    facts = _facts_after_edit(design, an, valid, before) if before is not None and before[1] is valid else None
+    if facts is not None:
+        shared[key] = (dict(an.nodes), valid, facts)
+    else:
+        facts = _graph_facts_of(design, an, valid, el)
+        if graph_as_recorded(design, an):
+            shared[key] = (dict(an.nodes), valid, facts)
     an.__dict__["_graph_facts"] = (design, valid, len(design.edges), el, facts)
     return facts
+
+
+def _facts_after_edit(design: Design, an: Analysis, valid: list, before: tuple) -> tuple | None:
+    """The graph facts from those of an analysis of the same graph (``before``: its NodeInfos, the
+    valid nodes, its facts): the FLOPs move by what the re-inferred nodes changed; None (count
+    again) when one of them changed its first output's size or is a Generic op."""
+    old, _, (flops, pair, unruled, traced, gc_held) = before
+    infos, nodes = an.nodes, design.nodes
+    redone = list(compress(valid, map(is_not, map(infos.__getitem__, valid), map(old.get, valid))))  # in C
+    if len(redone) * 8 > len(valid):
+        return None
+    for n in redone:
+        i, o = infos[n], old.get(n)
+        if o is None or nodes[n].type == "Generic":
+            return None
+        io, oo = i.outputs, o.outputs
+        if io != oo and (len(io) != len(oo) or (io and (io[0].shape != oo[0].shape or io[0].kind != oo[0].kind))):
+            return None
+        flops += i.flops - o.flops
+    return flops, pair, unruled, traced, gc_held
 
 
 def _graph_facts_of(design: Design, an: Analysis, valid: list, el: int) -> tuple:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from operator import attrgetter
 
-from memdesigner.model.analysis import Analysis
+from memdesigner.model.analysis import Analysis, graph_as_recorded
 from memdesigner.model.design import Design
 
 
@@ -99,21 +99,27 @@ class Structure:
 
 
 def structure_of(design: Design, an: Analysis) -> Structure:
-    """The graph's structure for ``an``, kept on the analysis for the next run over it, and on
+    """The graph's structure for ``an``, kept on the analysis for the next run over it, in its
+    graph memo for the analyses after edits that left the graph alone (model/analysis.py), and on
     the design for the next analysis of it (an estimate under other settings), as long as
     everything Structure reads is the same: the valid nodes in order, their output counts and
     the node fields it reads, and the very same edges."""
     memo = an.__dict__.get("_sim_structure")
     if memo is not None and memo[0] is design and memo[1] == len(design.edges):
         return memo[2]
-    sig = _signature(design, an)
     edges = design.edges
-    kept = design.__dict__.get("_sim_structure")
-    if kept is not None and kept[0] == sig and kept[1] == edges:
-        st = kept[2]
-    else:
-        st = Structure(design, an)
-        design.__dict__["_sim_structure"] = (sig, list(edges), st)
+    shared = an.graph_memo
+    st = shared.get("sim_structure")
+    if st is None:
+        sig = _signature(design, an)
+        kept = design.__dict__.get("_sim_structure")
+        if kept is not None and kept[0] == sig and kept[1] == edges:
+            st = kept[2]
+        else:
+            st = Structure(design, an)
+            design.__dict__["_sim_structure"] = (sig, list(edges), st)
+        if graph_as_recorded(design, an):
+            shared["sim_structure"] = st
     an.__dict__["_sim_structure"] = (design, len(edges), st)
     return st
 

@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from dataclasses import dataclass
-from operator import attrgetter
+import heapq
+from dataclasses import dataclass, field
+from itertools import compress, count
+from operator import attrgetter, ne
 
+from memdesigner.model import registry
 from memdesigner.model.design import Design
 from memdesigner.model.registry import Issue, LayerError, ParamSpec, ShapeCtx, TensorSpec
 
@@ -44,6 +47,11 @@ class Analysis:
     order: list  # topological order of node ids (all nodes, valid or not)
     nodes: dict  # id -> NodeInfo
     issues: list  # list[Issue]: the nodes' own errors (and a cycle, if any)
+    # what the engine derives from the graph alone (engine/sim_structure.py), shared by the analyses
+    # of a design whose edits left the graph alone: the same nodes in the same order, the same
+    # edges and graph fields (_FIELDS but trainable), the same valid nodes with as many outputs
+    graph_memo: dict = field(default_factory=dict)
+    recorded: dict | None = None  # node id -> what analyze() read from it (_Kept.recs)
 
     @property
     def ok(self) -> bool:
@@ -111,150 +119,332 @@ def _coerced(lt, props: dict, node=None) -> dict:
 
 
 def analyze(design: Design) -> Analysis:
+    """The design's analysis. Re-analysing after an edit re-infers only the edited nodes and the
+    ones downstream whose inputs changed; the rest keep their NodeInfo (see _Kept)."""
     if getattr(design, "blocks", None):  # instances of block definitions: analysed expanded
         from memdesigner.model.blocks import analyze_collapsed
 
         return analyze_collapsed(design)
     memo = design.__dict__.get("_analysis")
-    if memo is None:  # analysed once: a design analysed again (not a one-off copy) keeps what it read
-        design.__dict__["_analysis"] = ()
-        return _analyze(design)
-    if memo and _unchanged(design, memo):
-        return memo[2]
-    an = _analyze(design)
-    kept = _snapshot(design)
+    nodes = design.nodes
+    ids = list(nodes)
+    prev = memo or _recent(ids)
+    got = _analyze(design, ids, prev, own=bool(memo))
+    if got is None:  # unchanged since the design's own kept analysis: the very same one
+        return memo.an
+    an, kept = got
     if kept is not None:
-        design.__dict__["_analysis"] = (kept, list(design.edges), an)
+        _remember(kept)
+        # analysed once (a one-off copy, say): the design keeps nothing; analysed again: it keeps its
+        # analysis, which an unchanged design then gets back as it is (an estimate under other settings)
+        design.__dict__["_analysis"] = kept if memo is not None else ()
     return an
 
 
-# what analysis (and the engine's graph structure, engine/sim_structure.py, which keeps its result
-# on the analysis) reads from a node beside its props and tied parameters
-_FIELDS = attrgetter("type", "rev", "trainable", "output", "fused", "scope", "keep_until")
+# what analysis reads from a node: type and trainable, props and tied decide its NodeInfo; the
+# others what the engine's graph structure (engine/sim_structure.py) and the report's graph facts read
+_KEY_NAMES = ("type", "trainable", "output", "fused", "scope", "keep_until", "props", "tied")
+_KEY = attrgetter(*_KEY_NAMES)
+_PROPS_AT, _TIED_AT = 6, 7
+_MISSING = object()
+_NO_REC = (None,)
 
 
-def _snapshot(design: Design) -> list | None:
-    """What analysis read from each node, to tell an unchanged design from an edited one
-    without analysing it again (an estimate under other settings, a batch sweep): the node
-    object, its coerced-props memo (which keeps the props it coerced, so an edit in place shows),
-    the fields in _FIELDS and its tied parameters. None when a node has no coerced props (an
-    unknown type, props that did not coerce): such a design is analysed every time."""
-    out = []
-    for nid, nd in design.nodes.items():
-        cm = nd.__dict__.get("_coerced")
-        if cm is None:
-            return None
-        out.append((nid, nd, cm, _FIELDS(nd), dict(nd.tied)))
-    return out
+class _Kept:
+    """What one analysis read from each node, and what it found: an analysis of the same design
+    later (or of a snapshot of it: the window estimates a fresh copy after each edit) compares
+    contents node by node and re-infers only what an edit can have changed. ``keys``: each node's
+    record's first item, in node order (compared as one list). ``recs``: node id ->
+    (_KEY values with the props deep-copied and the tied parameters copied, the layer type or
+    None, the coerced props, the coercion's error as (field, message) or None); ``types``: type
+    name -> layer type for those records. ``order``, ``infos`` and ``issues`` are private copies
+    (callers may replace entries of the analysis they got); ``pos`` and ``succ`` (each node's place in the
+    order, its consumers) are made when first needed."""
+
+    __slots__ = ("ids", "keys", "edges", "ins", "recs", "types", "an", "order", "infos", "issues", "pos", "succ")
+
+    def __init__(self, ids, keys, edges, ins, recs, types, an, pos=None, succ=None):
+        self.ids, self.keys, self.edges, self.ins, self.recs, self.types, self.an = ids, keys, edges, ins, recs, types, an
+        self.order, self.infos, self.issues = list(an.order), dict(an.nodes), list(an.issues)
+        self.pos, self.succ = pos, succ
+
+    def places(self) -> tuple:
+        if self.pos is None:
+            self.pos = {n: i for i, n in enumerate(self.order)}
+            succ: dict = {}
+            for n, lst in self.ins.items():
+                for e in lst:
+                    succ.setdefault(e.src, []).append(n)
+            self.succ = succ
+        return self.pos, self.succ
 
 
-def _unchanged(design: Design, memo: tuple) -> bool:
-    kept, edges = memo[0], memo[1]
+_RECENT: list = []  # the last few _Kept, newest first (a design, its snapshots, the engine's derived designs)
+_RECENT_MAX = 4
+
+
+def _recent(ids: list):
+    """The kept analysis to start from: one of a design with exactly these nodes, else the newest."""
+    recent = _RECENT
+    for k in recent:
+        if k.ids == ids:
+            return k
+    return recent[0] if recent else None
+
+
+def _remember(kept: _Kept) -> None:
+    ids = kept.ids
+    _RECENT[:] = [kept] + [k for k in _RECENT if k.ids != ids][:_RECENT_MAX - 1]
+
+
+def _layer(type_name: str):
+    try:
+        return registry.get(type_name)
+    except KeyError:
+        return None
+
+
+def _record(node, k: tuple, lt, old) -> tuple:
+    """A node's record (see _Kept) from its _KEY values ``k``: the old record's coerced props when
+    its props did not change."""
+    props = node.props
+    head = k[:_PROPS_AT]
+    tied = dict(k[_TIED_AT])
+    if old is not None and old[1] is lt and props == old[0][_PROPS_AT]:
+        return (*head, old[0][_PROPS_AT], tied), lt, old[2], old[3]
+    if lt is None:
+        return (*head, copy.deepcopy(props), tied), None, None, None
+    try:
+        coerced = _coerced(lt, props, node)
+    except LayerError as err:
+        return (*head, copy.deepcopy(props), tied), lt, None, (err.field, err.message)
+    memo = node.__dict__.get("_coerced")
+    kept = memo[4] if memo is not None and memo[3] is coerced and memo[1] is props else copy.deepcopy(props)
+    return (*head, kept, tied), lt, coerced, None
+
+
+def _analyze(design: Design, ids: list, prev: _Kept | None, own: bool = False):
+    """(analysis, what to keep of it: None for a graph with a cycle), or None when ``prev`` is
+    this design's own (``own``) and nothing it read has changed."""
     nodes = design.nodes
-    if len(nodes) != len(kept) or edges != design.edges:
+    edges = design.edges
+    if prev is not None and any(_layer(t) is not lt for t, lt in prev.types.items()):
+        prev = None  # a layer type (re)registered since: everything again
+    # 1. which nodes changed what analysis reads, node by node (contents, so that an edit made in
+    # place, behind Design's back, shows as well as one through it, and a snapshot matches)
+    precs = prev.recs if prev is not None else {}
+    recs = dict(precs)
+    types = dict(prev.types) if prev is not None else {}
+    dirty = set()  # nodes whose NodeInfo must be inferred again
+    same_ids = prev is not None and ids == prev.ids
+    same_graph = same_ids  # the graph structure's reads (order, edges, graph fields) unchanged
+    retrain = False  # a node's trainable changed, or nodes came or went: tied parameters follow owners
+    if same_ids:  # the nodes as before: compared in C, one node at a time, for the indices that differ
+        todo = list(compress(count(), map(ne, map(_KEY, nodes.values()), prev.keys)))
+        rkeys = prev.keys
+    else:
+        rkeys = [(precs.get(nid) or _NO_REC)[0] for nid in ids]
+        todo = list(compress(count(), map(ne, map(_KEY, nodes.values()), rkeys)))
+    if todo:
+        rkeys = list(rkeys)
+    for i in todo:
+        nid = ids[i]
+        nd = nodes[nid]
+        k = _KEY(nd)
+        rec = precs.get(nid)
+        lt = types.get(k[0], _MISSING)
+        if lt is _MISSING:
+            lt = types[k[0]] = _layer(k[0])
+        recs[nid] = new = _record(nd, k, lt, rec)
+        rkeys[i] = new[0]
+        if rec is None:
+            dirty.add(nid)
+            retrain = True
+            same_graph = False
+            continue
+        of = rec[0]
+        if of[:2] != k[:2] or rec[1] is not lt or new[2] is not rec[2] or new[3] != rec[3] or \
+                of[_TIED_AT] != k[_TIED_AT]:
+            dirty.add(nid)
+            retrain = retrain or of[1] != k[1]
+        if of[0] != k[0] or of[2:_PROPS_AT] != k[2:_PROPS_AT] or bool(of[_TIED_AT]) != bool(k[_TIED_AT]):
+            same_graph = False
+    removed = ()
+    if prev is not None and not same_ids:
+        removed = set(precs).difference(nodes)
+        for n in removed:
+            del recs[n]
+        if removed:
+            retrain = True
+    if retrain:
+        dirty.update([n for n, nd in nodes.items() if nd.tied])
+    same_edges = prev is not None and edges == prev.edges
+    if own and same_edges and same_graph and not dirty:
+        return None
+    infos: dict[str, NodeInfo]
+    redone = []  # (old info or None, new info)
+    cache_get = _CACHE.get
+    pos = succ = None
+    if same_edges and same_ids:
+        # 2. the same order and input edges: from the old infos, re-infer the dirty nodes and, in
+        # order, the consumers of each node whose NodeInfo now reads differently downstream
+        order, ins = list(prev.order), prev.ins
+        old_infos = prev.infos
+        infos = dict(old_infos)
+        pos, succ = prev.pos, prev.succ
+        if dirty:
+            pos, succ = prev.places()
+            heap = [pos[n] for n in dirty]
+            heapq.heapify(heap)
+            queued = set(dirty)
+            while heap:
+                nid = order[heapq.heappop(heap)]
+                old = old_infos[nid]
+                info = _node_info(design, nid, recs[nid], ins[nid], infos, cache_get)
+                infos[nid] = info
+                redone.append((old, info))
+                if _reads_differently(old, info):
+                    for m in succ.get(nid, ()):
+                        if m not in queued:
+                            queued.add(m)
+                            heapq.heappush(heap, pos[m])
+    else:
+        same_graph = False
+        try:
+            order = design.topo_order()
+        except ValueError as exc:
+            nid = str(exc).split(":")[0]
+            iss = Issue(nid, "inputs", str(exc).split(": ", 1)[-1])
+            return Analysis([], {n: NodeInfo(n, issue=iss if n == nid else None) for n in nodes}, [iss]), None
+        ins = {n: [] for n in nodes}
+        for e in edges:
+            lst = ins.get(e.dst)
+            if lst is not None:
+                lst.append(e)
+        for lst in ins.values():
+            if len(lst) > 1:
+                lst.sort(key=_BY_PORT)
+        if prev is not None:
+            pins = prev.ins
+            dirty.update([n for n, lst in ins.items() if lst != pins.get(n)])
+        # 2'. in order: the dirty nodes and those whose inputs read differently now
+        old_infos = prev.infos if prev is not None else {}
+        infos = {}
+        changed = set(removed)  # nodes whose NodeInfo reads differently downstream
+        for nid in order:
+            old = old_infos.get(nid)
+            if old is not None and nid not in dirty:
+                if not changed:
+                    infos[nid] = old
+                    continue
+                for e in ins[nid]:
+                    if e.src in changed:
+                        break
+                else:
+                    infos[nid] = old
+                    continue
+            info = _node_info(design, nid, recs[nid], ins[nid], infos, cache_get)
+            infos[nid] = info
+            redone.append((old, info))
+            if old is None or _reads_differently(old, info):
+                changed.add(nid)
+    # 3. the nodes' own errors in order: the old list when no re-inferred node had or has one
+    if same_ids and same_edges and all(o is not None and o.issue is None and i.issue is None for o, i in redone):
+        issues = list(prev.issues)
+    else:
+        issues = [i for i in (infos[n].issue for n in order) if i is not None]
+    an = Analysis(order, infos, issues)
+    if same_graph and all(o.ok == i.ok and len(o.outputs) == len(i.outputs) for o, i in redone):
+        # the same valid nodes with as many outputs, the same edges and graph fields: what the engine
+        # derives from the graph alone (kept in graph_memo) holds for this analysis too
+        an.graph_memo = prev.an.graph_memo
+    an.recorded = recs
+    return an, _Kept(ids, rkeys, list(edges), ins, recs, types, an, pos, succ)
+
+
+def _reads_differently(old: NodeInfo, new: NodeInfo) -> bool:
+    """Whether a consumer of the node would see another input: other outputs, or another verdict
+    on whether (and behind which node) it is blocked."""
+    return old.outputs != new.outputs or (old.issue is None) != (new.issue is None) or \
+        old.blocked_by != new.blocked_by
+
+
+def _node_info(design: Design, nid: str, rec: tuple, edges: list, infos: dict, cache_get) -> NodeInfo:
+    info = NodeInfo(nid)
+    lt = rec[1]
+    if lt is None:
+        info.issue = Issue(nid, "type", f"unknown layer type {rec[0][0]!r}")
+    elif rec[3] is not None:
+        info.issue = Issue(nid, rec[3][0], rec[3][1])
+    else:
+        info.props = rec[2]
+        _infer(design, design.nodes[nid], lt, info, edges, infos, cache_get)
+    return info
+
+
+def graph_as_recorded(design: Design, an: Analysis) -> bool:
+    """Whether the design's nodes still have the graph fields analyze() read for ``an`` (they may
+    have been edited in place since): only then does what the engine derives from the graph of
+    this design hold for the other analyses sharing ``an.graph_memo``."""
+    rec = an.recorded
+    nodes = design.nodes
+    if rec is None or len(rec) != len(nodes):
         return False
-    fields = _FIELDS
-    for (nid, nd0, cm, f, ti), (key, nd) in zip(kept, nodes.items()):
-        if nd is not nd0 or key != nid or nd.__dict__.get("_coerced") is not cm or fields(nd) != f or nd.tied != ti:
-            return False
-        props = nd.props
-        if cm[1] is not props or cm[4] != props:
+    fields = _GRAPH_FIELDS
+    for nid, nd in nodes.items():
+        r = rec.get(nid)
+        if r is None or fields(nd) != r[0][:_PROPS_AT] or bool(nd.tied) != bool(r[0][_TIED_AT]):
             return False
     return True
 
 
-def _analyze(design: Design) -> Analysis:
-    try:
-        order = design.topo_order()
-    except ValueError as exc:
-        nid = str(exc).split(":")[0]
-        iss = Issue(nid, "inputs", str(exc).split(": ", 1)[-1])
-        return Analysis([], {n: NodeInfo(n, issue=iss if n == nid else None) for n in design.nodes}, [iss])
-    ins: dict[str, list] = {n: [] for n in design.nodes}
-    for e in design.edges:
-        ins[e.dst].append(e)
-    infos: dict[str, NodeInfo] = {}
-    issues: list[Issue] = []
-    nodes = design.nodes
-    types: dict = {}  # type name -> LayerType, looked up once per estimate
-    cache_get = _CACHE.get
-    for nid in order:
-        node = nodes[nid]
-        info = NodeInfo(nid)
-        infos[nid] = info
-        lt = types.get(node.type)
-        if lt is None:
-            try:
-                lt = types[node.type] = node.layer
-            except KeyError:
-                info.issue = Issue(nid, "type", f"unknown layer type {node.type!r}")
-                issues.append(info.issue)
-                continue
-        try:
-            # _coerced's fast path, inlined: the node has not been edited since its props were coerced
-            memo = node.__dict__.get("_coerced")
-            nprops = node.props
-            if memo is not None and memo[0] == node.rev and memo[1] is nprops and memo[2] == lt.name and \
-                    memo[4] == nprops:
-                info.props = memo[3]
-            else:
-                info.props = _coerced(lt, nprops, node)
-        except LayerError as err:
-            info.issue = Issue(nid, err.field, err.message)
-            issues.append(info.issue)
-            continue
-        edges = ins[nid]
-        n_in = len(edges)
-        if n_in == 1:
-            gap = edges[0].dst_port != 0
-        elif n_in > 1:
-            edges.sort(key=_BY_PORT)
-            gap = [e.dst_port for e in edges] != list(range(n_in))
-        else:
-            gap = False
-        if n_in < lt.min_inputs or gap:
-            ports = [e.dst_port for e in edges]
-            need = lt.min_inputs if lt.max_inputs == lt.min_inputs else f"at least {lt.min_inputs}"
-            msg = f"needs {need} connected input(s), has {n_in}" if n_in < lt.min_inputs else \
-                f"input ports {ports} leave a gap"
-            info.issue = Issue(nid, "inputs", msg, pending=n_in == 0)
-            issues.append(info.issue)
-            continue
-        if lt.max_inputs is not None and n_in > lt.max_inputs:
-            info.issue = Issue(nid, "inputs", f"takes at most {lt.max_inputs} input(s), has {n_in}")
-            issues.append(info.issue)
-            continue
-        specs = []
-        for e in edges:
-            src = infos.get(e.src)
-            if src is None or src.issue is not None or src.blocked_by is not None:
-                info.blocked_by = e.src if src is None or src.issue else src.blocked_by
-                break
-            if e.src_port >= len(src.outputs):
-                info.issue = Issue(nid, "inputs", f"{e.src} has no output {e.src_port}")
-                break
-            specs.append(src.outputs[e.src_port])
-        if info.issue:
-            issues.append(info.issue)
-            continue
-        if info.blocked_by:
-            continue
-        # _node_rules' cache hit, inlined (this runs for every node of every estimate)
-        props = info.props
-        key = (lt.name, id(props), ((specs[0].shape, specs[0].kind),) if len(specs) == 1 else
-               tuple([(s.shape, s.kind) for s in specs]))
-        hit = cache_get(key)
-        if hit is None or hit[4] is not props:
-            hit = _run_rules(key, lt, props, specs, node.name)
-        outputs, params, flops, err, _ = hit
-        if err is not None:
-            info.issue = Issue(nid, err[0], err[1])
-            issues.append(info.issue)
-        else:
-            if params and (not node.trainable or node.tied):
-                params = _frozen(params, _frozen_names(design, node, params))
-            info.outputs, info.params, info.flops = outputs, params, flops
-    return Analysis(order, infos, issues)
+_GRAPH_FIELDS = attrgetter(*_KEY_NAMES[:_PROPS_AT])
+
+
+def _infer(design: Design, node, lt, info: NodeInfo, edges: list, infos: dict, cache_get) -> None:
+    """One node's outputs, parameters and FLOPs from its inputs' (or why it has none)."""
+    nid = info.id
+    n_in = len(edges)
+    if n_in == 1:
+        gap = edges[0].dst_port != 0
+    elif n_in > 1:
+        gap = [e.dst_port for e in edges] != list(range(n_in))
+    else:
+        gap = False
+    if n_in < lt.min_inputs or gap:
+        ports = [e.dst_port for e in edges]
+        need = lt.min_inputs if lt.max_inputs == lt.min_inputs else f"at least {lt.min_inputs}"
+        msg = f"needs {need} connected input(s), has {n_in}" if n_in < lt.min_inputs else \
+            f"input ports {ports} leave a gap"
+        info.issue = Issue(nid, "inputs", msg, pending=n_in == 0)
+        return
+    if lt.max_inputs is not None and n_in > lt.max_inputs:
+        info.issue = Issue(nid, "inputs", f"takes at most {lt.max_inputs} input(s), has {n_in}")
+        return
+    specs = []
+    for e in edges:
+        src = infos.get(e.src)
+        if src is None or src.issue is not None or src.blocked_by is not None:
+            info.blocked_by = e.src if src is None or src.issue else src.blocked_by
+            return
+        if e.src_port >= len(src.outputs):
+            info.issue = Issue(nid, "inputs", f"{e.src} has no output {e.src_port}")
+            return
+        specs.append(src.outputs[e.src_port])
+    # _node_rules' cache hit, inlined
+    props = info.props
+    key = (lt.name, id(props), ((specs[0].shape, specs[0].kind),) if len(specs) == 1 else
+           tuple([(s.shape, s.kind) for s in specs]))
+    hit = cache_get(key)
+    if hit is None or hit[4] is not props:
+        hit = _run_rules(key, lt, props, specs, node.name)
+    outputs, params, flops, err, _ = hit
+    if err is not None:
+        info.issue = Issue(nid, err[0], err[1])
+    else:
+        if params and (not node.trainable or node.tied):
+            params = _frozen(params, _frozen_names(design, node, params))
+        info.outputs, info.params, info.flops = outputs, params, flops
 
 
 def _frozen_names(design: Design, node, params) -> frozenset:
@@ -292,4 +482,4 @@ def _frozen(params: list, names: frozenset) -> list:
     return out
 
 
-__all__ = ["analyze", "Analysis", "NodeInfo", "TensorSpec", "ParamSpec"]
+__all__ = ["analyze", "graph_as_recorded", "Analysis", "NodeInfo", "TensorSpec", "ParamSpec"]
