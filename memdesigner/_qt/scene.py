@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import QPointF, QRectF, Qt, QTimer, Signal
 from PySide6.QtGui import QColor, QPainterPath, QPen, QTransform
-from PySide6.QtWidgets import QGraphicsItem, QGraphicsPathItem, QGraphicsScene, QToolTip
+from PySide6.QtWidgets import QGraphicsPathItem, QGraphicsScene, QToolTip
 
 from memdesigner._qt import theme
 from memdesigner._qt.block_view import block_item_texts, block_key
@@ -187,8 +187,6 @@ class GraphScene(QGraphicsScene):
             item.set_vertical(True)
         if not self._detail:
             item.show_ports(False)
-        if self._overview:
-            item.setFlag(QGraphicsItem.ItemHasNoContents, True)
         self.nodes[node.id] = item
         self._adj[node.id] = set()
         self.addItem(item)
@@ -415,8 +413,8 @@ class GraphScene(QGraphicsScene):
         """The view's zoom changed: below BLOCK_LOD ports are hidden (too small to hit, and thousands
         of them to paint); below OVERVIEW_LOD a big design is drawn by the scene in one pass —
         edges as one batch of straight lines, layers as rectangles, one call per colour — instead
-        of asking thousands of items to paint (their items stay, without contents, for selecting,
-        hovering and dragging)."""
+        of asking thousands of items to paint (their items stay, for selecting, hovering and
+        dragging; the view paints none of them)."""
         self._scale = scale
         detail = scale >= BLOCK_LOD
         if detail != self._detail:
@@ -429,11 +427,11 @@ class GraphScene(QGraphicsScene):
             self._set_overview(overview)
 
     def _set_overview(self, on: bool):
+        """The view (view.py) asks no item to paint in the overview; edges are hidden too, so a
+        rubber band selects layers only (and asks no edge for its stroke)."""
         self._overview = on
         for it in self.edges.values():
             it.setVisible(not on)
-        for it in self.nodes.values():
-            it.setFlag(QGraphicsItem.ItemHasNoContents, on)
         # the batches are kept: they follow every change in either mode (made again, they were an
         # 80 ms paint of a 10,000-layer design right after it opened and was fitted to the view)
         self.update()
@@ -762,7 +760,7 @@ class GraphScene(QGraphicsScene):
     # -- background grid and overview ---------------------------------------------------------
     def _draw_overview(self, painter, c):
         """All edges as one cosmetic aliased pass, the layers as rectangles one call per colour,
-        then outlines (cosmetic, so they show at any zoom) of layers in error and selected."""
+        then one-pixel outlines (cosmetic, so they show at any zoom) of layers in error and selected."""
         painter.setRenderHint(painter.RenderHint.Antialiasing, False)
         painter.setPen(QPen(c["edge"], 0))
         painter.drawPath(self._overview_lines())
@@ -783,9 +781,9 @@ class GraphScene(QGraphicsScene):
                     self._selected_rects.addRect(x, y, WIDTH, it.height)
         chosen = list(by_family.values()) if everything else [self._selected_rects]
         for paths, color in (([bad], QColor(theme.BAD_COLOR)), (chosen, c["select"])):
-            pen = QPen(color, 2)
-            pen.setCosmetic(True)
-            painter.setPen(pen)
+            # one-pixel cosmetic lines take Qt's fast aliased path: a 2-px pen went through the
+            # stroker, 50 ms a frame with 10,000 layers selected
+            painter.setPen(QPen(color, 0))
             for path in paths:
                 if not path.isEmpty():
                     painter.drawPath(path)

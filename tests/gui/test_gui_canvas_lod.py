@@ -66,17 +66,18 @@ def test_port_items_only_for_layers_painted_in_detail(window, qtbot):
     assert 0 < made < 60
 
 
-def test_zoomed_out_overview_is_drawn_by_the_scene_with_selection_and_errors(window, qtbot):
+def test_zoomed_out_overview_is_drawn_by_the_scene_with_selection_and_errors(window, qtbot, monkeypatch):
     d = chain(400, spread=600.0)
     load(window, qtbot, d)
     scene, view = window.scene, window.view
     view.resetTransform()
     view.zoom_by(0.1)
     assert scene.overview
-    assert all(it.flags() & QGraphicsItem.ItemHasNoContents for it in scene.nodes.values())
     item = scene.nodes["fc3"]
     view.centerOn(item)
+    asked = _count_item_calls(monkeypatch)
     view.viewport().repaint()
+    assert asked == []  # the view asked no item to paint, nor for its bounds: the scene drew it all
     img = view.viewport().grab().toImage()
     at = view.mapFromScene(item.sceneBoundingRect().center())
     assert QColor(img.pixel(at)) == QColor(theme.family_color(item.family))  # the scene drew it
@@ -97,8 +98,24 @@ def test_zoomed_out_overview_is_drawn_by_the_scene_with_selection_and_errors(win
     near = [QColor(img.pixel(edge.x(), edge.y() + dy)) for dy in (-1, 0, 1)]
     assert QColor(theme.canvas_colors()["select"]) in near  # every layer outlined
     view.zoom_by(10.0)
-    assert not scene.overview and not any(it.flags() & QGraphicsItem.ItemHasNoContents
-                                          for it in scene.nodes.values())
+    assert not scene.overview
+    view.viewport().repaint()
+    assert "paint" in asked  # zoomed in: the items paint themselves again
+
+
+def _count_item_calls(monkeypatch) -> list:
+    """Names of the NodeItem / EdgeItem methods Qt calls from now on (paint, boundingRect)."""
+    asked = []
+    for cls in (NodeItem, EdgeItem):
+        for name in ("paint", "boundingRect"):
+            real = getattr(cls, name)
+
+            def spy(self, *a, _real=real, _name=name):
+                asked.append(_name)
+                return _real(self, *a)
+
+            monkeypatch.setattr(cls, name, spy)
+    return asked
 
 
 def test_overview_rectangles_follow_a_delete_and_its_undo(window, qtbot):
