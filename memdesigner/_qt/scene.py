@@ -77,6 +77,8 @@ class GraphScene(QGraphicsScene):
         self.selectionChanged.connect(self._selection_dirty)
         self.vertical = False  # ports top/bottom: the top-to-bottom layout style
         self._result = None  # (analysis, report) last painted, re-applied to items built later
+        self.label_gen = 0  # bumped by each result: an item whose texts are older composes them anew
+        self._label_ctx: tuple | None = None
         self.setBackgroundBrush(theme.canvas_colors()["bg"])
         self.setItemIndexMethod(QGraphicsScene.BspTreeIndex)
         # a scene rect of our own (grown by _cover to hold the design): without one Qt grows it
@@ -183,6 +185,7 @@ class GraphScene(QGraphicsScene):
 
     def _add_node_item(self, node, n_connected: int = 0):
         item = NodeItem(node, n_connected)
+        item._labeler = self
         if self.vertical:
             item.set_vertical(True)
         if not self._detail:
@@ -213,6 +216,7 @@ class GraphScene(QGraphicsScene):
         if refresh:
             dst.set_connected_inputs(len(self._adj_in(e.dst)) + 1)
         item = EdgeItem(e, src, dst)
+        item._labeler = self
         if self._overview:
             item.setVisible(False)
         self.edges[e] = item
@@ -480,7 +484,7 @@ class GraphScene(QGraphicsScene):
                     path = by_family[it.family] = _rects_path()
                 x, y = self._where(nid, it)
                 path.addRect(x, y, WIDTH, it.height)
-                if it.issue:
+                if it._err:
                     bad.addRect(x, y, WIDTH, it.height)
             self._blocks = (by_family, bad)
         return self._blocks
@@ -573,82 +577,121 @@ class GraphScene(QGraphicsScene):
             self.views()[0].ensureVisible(self.nodes[ids[0]], 80, 80)
 
     # -- estimate results ---------------------------------------------------------------------
+    # A layer's and an edge's texts are composed when first needed — painted in detail, hovered,
+    # asked by a test or an export — not for every item on every result: at 10,000 layers that
+    # was half a second of formatting after each estimate (open, every batch change) for cards
+    # nobody could read, zoomed out. What the overview shows (layers in error) and what changes
+    # geometry (output ports, Block cards) is still applied to every item, in slices.
     def apply_result(self, analysis, report):
-        """Paint results onto items; only items whose raw numbers changed are re-formatted and
-        repainted. On a big design the re-labelling (all of it after a batch change) runs in
-        slices, so no single event-loop turn stalls the window."""
+        """Paint results onto items: items shown in detail before are re-labelled (in slices on a
+        big design); the rest compose their texts from this result when next asked."""
         self._result = (analysis, report)
+        self.label_gen += 1
+        self._label_ctx = None
         self.jobs.cancel("result")
-        self.jobs.add("result", self._result_steps(analysis, report), now=True)
+        self.jobs.add("result", self._result_steps(analysis), now=True)
         if len(self.nodes) + len(self.edges) <= SYNC_RESULT:
             self.jobs.finish("result")
 
-    def _result_steps(self, analysis, report):
-        rows = {r.id: r for r in report.layers} if report is not None else {}
-        batch = report.settings.get("batch", 1) if report is not None else 1
+    def _context(self) -> tuple:
+        """(rows by node id, batch, analysis infos, report, shape-label cache) of the result last
+        applied, made once per result when the first item asks."""
+        if self._label_ctx is None:
+            analysis, report = self._result if self._result is not None else (None, None)
+            rows = {r.id: r for r in report.layers} if report is not None else {}
+            batch = report.settings.get("batch", 1) if report is not None else 1
+            self._label_ctx = (rows, batch, analysis.nodes if analysis is not None else {}, report, {})
+        return self._label_ctx
+
+    def _result_steps(self, analysis):
         infos = analysis.nodes if analysis is not None else {}
+        nodes = self.design.nodes if self.design is not None else {}
         for k, (nid, item) in enumerate(list(self.nodes.items())):
-            if k % 8 == 0:
+            if k % 32 == 0:
                 yield
             if self.nodes.get(nid) is not item:
                 continue
             info = infos.get(nid)
-            row = rows.get(nid)
-            key = (None if info is None else (info.issue and (info.issue.field, info.issue.message), info.blocked_by,
-                                              len(info.outputs)),
-                   None if row is None else (row.output_shape, row.params, row.activation_bytes, row.kept_bytes,
-                                             row.param_bytes),
-                   block_key(self.design, nid, report))
-            if getattr(item, "_result_key", None) == key:
-                continue
-            item._result_key = key
-            issue = blocked = pending = ""
-            if info is not None:
-                if info.issue is not None and info.issue.pending:
-                    pending = NOT_CONNECTED  # freshly dropped: not an error the user made
-                elif info.issue is not None:
-                    f = info.issue.field
-                    issue = f"{f}: {info.issue.message}" if f not in ("props", "inputs", "type") else info.issue.message
-                blocked = info.blocked_by or ""
-                if info.outputs and len(info.outputs) != item.n_outputs:
-                    item.set_outputs(len(info.outputs))
-                    self._refresh_edges(nid)
-            if row is not None:
-                shape = shape_text(row.output_shape)
-                params = f"{format_count(row.params)} params" if row.params else "no params"
-                mem = row.activation_bytes + row.kept_bytes
-                mem_text = format_bytes(mem) if mem else ""
-                tip = (f"activations {format_bytes(row.activation_bytes)} · kept for backward "
-                       f"{format_bytes(row.kept_bytes)} · weights {format_bytes(row.param_bytes)}")
-            elif self.design.nodes[nid].type == "Block":
-                shape, params, mem_text, tip = block_item_texts(self.design, nid, item, info, report, batch)
-                self._refresh_edges(nid)
-            else:
-                shape = params = mem_text = tip = ""
-            if bool(issue) != item.in_error:
+            err = info is not None and info.issue is not None and not info.issue.pending
+            if err != item._err:
+                item._err = err
                 self.results_dirty()
-            item.set_info(shape, params, mem_text, tip, issue, blocked, pending)
-        texts: dict = {}  # (batch, shape) -> label: a design repeats a handful of shapes
+                item.update()
+            if info is not None and info.outputs and len(info.outputs) != item.n_outputs:
+                item.set_outputs(len(info.outputs))
+                self._refresh_edges(nid)
+            if item._shown == 2 or (nodes[nid].type == "Block" if nid in nodes else False):
+                self.fill_node(item)  # shown in detail before (its cache is stale), or it moves edges
         for k, (e, it) in enumerate(list(self.edges.items())):
-            if k % 16 == 0:
+            if k % 64 == 0:
                 yield
-            if self.edges.get(e) is not it:
-                continue
-            info = infos.get(e.src)
-            if info is not None and info.ok and e.src_port < len(info.outputs):
-                shp = info.outputs[e.src_port].shape
-                if e.src_port == 0:  # in the source framework's order (Keras: channels last)
-                    shp = shown_shape(self.design, e.src, shp)
-                key = (batch, shp)
-                if getattr(it, "_shape_key", None) != key:
-                    it._shape_key = key
-                    text = texts.get(key)
-                    if text is None:
-                        text = texts[key] = shape_text([batch, *shp])
-                    it.set_label(text)
-            else:
-                it._shape_key = None
-                it.set_label("")
+            if it._shown and self.edges.get(e) is it:
+                self.fill_edge(it)
+
+    def fill_node(self, item: NodeItem, quiet: bool = False):
+        """Compose ``item``'s texts from the last result (NodeItem asks, when they are needed).
+        quiet: from inside its paint (no repaint asked for)."""
+        item._lgen = self.label_gen
+        rows, batch, infos, report, _ = self._context()
+        nid = item.node_id
+        if self.design is None or nid not in self.design.nodes:
+            return
+        info = infos.get(nid)
+        row = rows.get(nid)
+        key = (None if info is None else (info.issue and (info.issue.field, info.issue.message), info.blocked_by,
+                                          len(info.outputs)),
+               None if row is None else (row.output_shape, row.params, row.activation_bytes, row.kept_bytes,
+                                         row.param_bytes),
+               block_key(self.design, nid, report))
+        if getattr(item, "_result_key", None) == key:
+            return
+        item._result_key = key
+        issue = blocked = pending = ""
+        if info is not None:
+            if info.issue is not None and info.issue.pending:
+                pending = NOT_CONNECTED  # freshly dropped: not an error the user made
+            elif info.issue is not None:
+                f = info.issue.field
+                issue = f"{f}: {info.issue.message}" if f not in ("props", "inputs", "type") else info.issue.message
+            blocked = info.blocked_by or ""
+        if row is not None:
+            shape = shape_text(row.output_shape)
+            params = f"{format_count(row.params)} params" if row.params else "no params"
+            mem = row.activation_bytes + row.kept_bytes
+            mem_text = format_bytes(mem) if mem else ""
+            tip = (f"activations {format_bytes(row.activation_bytes)} · kept for backward "
+                   f"{format_bytes(row.kept_bytes)} · weights {format_bytes(row.param_bytes)}")
+        elif self.design.nodes[nid].type == "Block":
+            shape, params, mem_text, tip = block_item_texts(self.design, nid, item, info, report, batch)
+            if not quiet:
+                self._refresh_edges(nid)
+        else:
+            shape = params = mem_text = tip = ""
+        if bool(issue) != item._err:
+            item._err = bool(issue)
+            self.results_dirty()
+        item.set_info(shape, params, mem_text, tip, issue, blocked, pending, quiet=quiet)
+
+    def fill_edge(self, it: EdgeItem, quiet: bool = False):
+        """Compose an edge's shape label from the last result (EdgeItem asks when it is needed)."""
+        it._lgen = self.label_gen
+        _, batch, infos, _, texts = self._context()
+        e = it.edge
+        info = infos.get(e.src)
+        if info is not None and info.ok and e.src_port < len(info.outputs):
+            shp = info.outputs[e.src_port].shape
+            if e.src_port == 0:  # in the source framework's order (Keras: channels last)
+                shp = shown_shape(self.design, e.src, shp)
+            key = (batch, shp)
+            if getattr(it, "_shape_key", None) != key:
+                it._shape_key = key
+                text = texts.get(key)
+                if text is None:
+                    text = texts[key] = shape_text([batch, *shp])
+                it.set_label(text, quiet=quiet)
+        else:
+            it._shape_key = None
+            it.set_label("", quiet=quiet)
 
     def mouseDoubleClickEvent(self, ev):
         it = self._item_at(ev.scenePos())
