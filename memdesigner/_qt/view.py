@@ -8,6 +8,8 @@ from PySide6.QtGui import QPainter
 from PySide6.QtWidgets import QGraphicsView, QStyle, QStyleOptionRubberBand
 
 LAYER_MIME = "application/x-memdesigner-layer"
+STRIP_ZOOM = 0.4  # fit-to-view below this zoom (cards unreadable) ...
+STRIP_SHARE = 0.2  # ... of a design filling less than this share of the other side: a strip
 
 
 class GraphView(QGraphicsView):
@@ -96,7 +98,23 @@ class GraphView(QGraphicsView):
             self.centerOn(0, 0)
             self._zoomed()
             return
-        self.fitInView(rect.adjusted(-40, -40, 40, 40), Qt.KeepAspectRatio)
+        rect = rect.adjusted(-40, -40, 40, 40)
+        vp = self.viewport().rect()
+        sx, sy = vp.width() / max(rect.width(), 1.0), vp.height() / max(rect.height(), 1.0)
+        if min(sx, sy) < STRIP_ZOOM and min(sx, sy) < STRIP_SHARE * max(sx, sy):
+            # a long strip (a deep chain laid out top to bottom is one column 100 times taller than
+            # wide): the whole of it would be a line of specks one pixel wide. Fill its narrow side
+            # instead, at most 1:1, from its start (the top of a column, the left end of a row).
+            s = min(max(sx, sy), 1.0)
+            self.resetTransform()
+            self.scale(s, s)
+            if sy < sx:
+                self.centerOn(rect.center().x(), rect.top() + vp.height() / s / 2)
+            else:
+                self.centerOn(rect.left() + vp.width() / s / 2, rect.center().y())
+            self._zoomed()
+            return
+        self.fitInView(rect, Qt.KeepAspectRatio)
         if self.transform().m11() > 1.2:  # a tiny design should not be blown up
             self.resetTransform()
             self.scale(1.2, 1.2)

@@ -2,7 +2,7 @@
 detail, layout off the UI thread, top-to-bottom layout, minimap, Ctrl+F. Timings live in
 benchmarks/gui_latency.py; these tests check behaviour."""
 
-from PySide6.QtCore import QPoint, QSettings, Qt
+from PySide6.QtCore import QPoint, QPointF, QSettings, Qt
 from PySide6.QtGui import QTransform
 from PySide6.QtWidgets import QStyleOptionGraphicsItem
 
@@ -164,6 +164,27 @@ def test_top_to_bottom_layout_puts_successors_below_and_is_remembered(window, qt
     assert LayoutRunner(window).style == "top_down"
     window.stack.undo()  # one step
     assert d.nodes["conv"].pos == (270, 0)
+
+
+def test_a_deep_chain_laid_out_top_down_is_fitted_readable_from_its_start(window, qtbot):
+    d = chain(300)
+    load(window, qtbot, d)
+    window.layout_runner.run("top_down", wait=True)
+    view = window.view
+    rect = window.scene.content_rect()
+    assert rect.height() > 40 * rect.width()  # one tall column
+    assert view.transform().m11() >= 0.4  # cards readable, not a column one pixel wide
+    shown = view.visible_scene_rect()
+    top = min(d.nodes.values(), key=lambda n: n.pos[1])
+    assert top.id == "x" and shown.contains(QPointF(top.pos[0] + 100, top.pos[1] + 40))  # the start
+    assert shown.width() >= rect.width()  # its whole width
+    view.fit_all()  # Fit to View (F) does the same
+    assert view.transform().m11() >= 0.4 and view.visible_scene_rect().contains(QPointF(top.pos[0] + 100,
+                                                                                      top.pos[1] + 40))
+    load(window, qtbot, chain(300, spread=270.0))
+    window.layout_runner.run("bands", wait=True)  # a wrapped layout still fits as a whole
+    rect, shown = window.scene.content_rect(), view.visible_scene_rect()
+    assert shown.contains(rect)
 
 
 def test_auto_layout_of_a_big_design_runs_off_the_ui_thread_as_one_step(window, qtbot):
