@@ -187,10 +187,13 @@ class Design:
 
     def restore_nodes(self, node_entries, edge_entries) -> None:
         """Undo of remove_nodes: every node and edge back at its old place in the orders."""
-        items = _merged(list(self.nodes.items()), [(i, (n.id, n)) for i, n in node_entries])
-        self.nodes.clear()
-        self.nodes.update(items)
-        self._edges[:] = _merged(self._edges, edge_entries)
+        if not self.nodes:  # the undo of select all + Delete: the entries are the whole order
+            self.nodes.update((n.id, n) for _, n in node_entries)
+        else:
+            items = _merged(list(self.nodes.items()), [(i, (n.id, n)) for i, n in node_entries])
+            self.nodes.clear()
+            self.nodes.update(items)
+        self._edges[:] = [e for _, e in edge_entries] if not self._edges else _merged(self._edges, edge_entries)
         self._index = None
         self._emit("nodes_added", ([n for _, n in node_entries], [e for _, e in edge_entries]))
 

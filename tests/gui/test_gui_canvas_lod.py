@@ -50,7 +50,7 @@ def test_a_small_file_still_opens_before_open_path_returns(window, qtbot, tmp_pa
 
 def test_port_items_only_for_layers_painted_in_detail(window, qtbot):
     d = chain(900)
-    window.set_design(d, None, layout=False)
+    window.set_design(d, None, layout="always")  # in bands: fitted zoomed out (one row is a strip)
     qtbot.waitUntil(lambda: not window.scene.building, timeout=30000)
     scene, view = window.scene, window.view
     assert not any(it._made for it in scene.nodes.values())  # built zoomed out: 2,700 ports not made

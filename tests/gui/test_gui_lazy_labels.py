@@ -23,7 +23,8 @@ def _spy_format(monkeypatch) -> list:
 def test_zoomed_out_results_format_nothing_until_asked(window, qtbot, monkeypatch):
     d = chain(900)
     calls = _spy_format(monkeypatch)
-    load(window, qtbot, d)
+    with qtbot.waitSignal(window.result_applied, timeout=10000):
+        window.set_design(d, None, layout="always")  # in bands: the whole of it fits zoomed out
     qtbot.waitUntil(lambda: not window.scene.jobs.busy, timeout=30000)
     window.view.viewport().repaint()
     assert window.scene.overview

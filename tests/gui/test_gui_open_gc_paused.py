@@ -20,3 +20,18 @@ def test_reading_runs_with_the_collector_paused_and_restores_it(tmp_path, monkey
     assert seen == [False]
     assert gc.isenabled()
     assert len(d.nodes) == len(small_cnn().nodes)
+
+
+def test_what_reading_made_is_not_left_to_a_young_collection(tmp_path):
+    """The paused collector still counts allocations: without the move to the oldest generation
+    the first allocation after reading started a young collection that walked the whole design
+    (and left it in the middle generation, for the next one to walk again)."""
+    from test_gui_big_graphs import chain
+
+    path = tmp_path / "big.json"
+    save_design(chain(600), path)
+    gc.collect()
+    d = open_file.read_placed(str(path), "bands")
+    node = d.nodes["fc300"]
+    assert any(o is node for o in gc.get_objects(generation=2))  # in the oldest at once
+    assert gc.get_freeze_count() == 0  # nothing left frozen: full collections still see it all
