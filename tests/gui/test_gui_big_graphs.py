@@ -79,6 +79,35 @@ def test_an_edit_relabels_items_without_rebuilding_the_scene(window, qtbot):
     assert window.scene.nodes["fc"].shape_text == "1×7"
 
 
+def test_a_paste_is_one_notification_and_its_undo_and_redo_are_exact(window, qtbot):
+    d = chain(120)
+    load(window, qtbot, d)
+    before_nodes, before_edges = list(d.nodes), list(d.edges)
+    window.scene.select_nodes(list(d.nodes)[:40])
+    window.copy()
+    events = []
+    d.subscribe(lambda ev, payload: events.append(ev))
+    depth = window.stack.count()
+    window.paste()
+    assert events == ["nodes_added"]  # not 40 node and ~60 edge notifications, each re-routing edges
+    assert window.stack.count() == depth + 1
+    new = [n for n in d.nodes if n not in before_nodes]
+    assert len(new) == 40 and list(d.nodes)[:len(before_nodes)] == before_nodes  # appended
+    internal = [e for e in before_edges if e.src in list(d.nodes)[:40] and e.dst in list(d.nodes)[:40]]
+    assert len(d.edges) == len(before_edges) + len(internal)
+    assert set(window.scene.nodes) == set(d.nodes) and set(window.scene.edges) == set(d.edges)
+    assert sorted(window.scene.selected_node_ids()) == sorted(new)
+    names = [n.name for n in d.nodes.values()]
+    assert len(set(names)) == len(names)  # copies got fresh names
+    after_nodes, after_edges = list(d.nodes), list(d.edges)
+    window.stack.undo()
+    assert list(d.nodes) == before_nodes and list(d.edges) == before_edges
+    assert set(window.scene.nodes) == set(d.nodes)
+    window.stack.redo()
+    assert list(d.nodes) == after_nodes and list(d.edges) == after_edges
+    assert set(window.scene.edges) == set(d.edges)
+
+
 # -- sliced scene building ----------------------------------------------------------------------
 def test_a_big_design_is_built_in_slices_and_then_complete(window, qtbot):
     d = chain(900)
