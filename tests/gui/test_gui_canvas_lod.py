@@ -232,3 +232,23 @@ def test_a_big_build_leaves_nothing_for_the_index_to_take_in_at_once(window, qtb
     asked = _count_item_calls(monkeypatch)
     window.scene.items(QRectF(-1e7, -1e7, 1.0, 1.0))  # (where no item is: only indexing asks)
     assert asked.count("boundingRect") < 50
+
+
+def test_a_big_delete_frees_its_items_slice_by_slice(window, qtbot, monkeypatch):
+    """Each removed item is let go in the slice that takes it out of the scene: holding them all to
+    the end of the job freed 22,000 items in one 60-110 ms turn."""
+    d = chain(900)
+    window.set_design(d, None, layout="always")
+    qtbot.waitUntil(lambda: not window.scene.jobs.busy, timeout=30000)
+    freed = []
+    monkeypatch.setattr(NodeItem, "__del__", lambda self: freed.append(1), raising=False)
+    monkeypatch.setattr(EdgeItem, "__del__", lambda self: freed.append(1), raising=False)
+    total = len(window.scene.nodes) + len(window.scene.edges)
+    window.select_all()
+    window.delete_selection()
+    assert window.scene.jobs.has("remove")
+    window.scene.jobs.budget = 0.002  # a short slice
+    window.scene.jobs._tick()
+    assert 0 < len(freed) < total  # freed as they left the scene, not all at the job's end
+    window.scene.finish_pending()
+    assert len(freed) == total
