@@ -7,7 +7,6 @@ before this returns, as before."""
 
 from __future__ import annotations
 
-import gc
 import os
 from pathlib import Path
 
@@ -15,6 +14,7 @@ import superqt.utils  # noqa: F401  (the worker's; first imported at start-up, n
 from PySide6.QtWidgets import QMessageBox
 
 from memdesigner._qt import worker
+from memdesigner._qt.idle_gc import promote_survivors
 from memdesigner._qt.layout import needs_layout, positions
 from memdesigner._qt.opened_settings import opened_settings
 from memdesigner.engine.gc_pause import gc_paused
@@ -34,9 +34,7 @@ def read_placed(path: str, style: str, cancel=None):
     open that finds nothing (the design has no garbage). Full collections still see it."""
     with gc_paused():
         d = _read_placed(path, style, cancel)
-        if gc.get_freeze_count() == 0:  # (unfreeze would thaw what someone else froze)
-            gc.freeze()  # every tracked object to the permanent generation, the young counts reset,
-            gc.unfreeze()  # then all of them to the oldest: two list splices
+        promote_survivors()
         return d
 
 
