@@ -85,6 +85,7 @@ class GraphScene(QGraphicsScene):
         self.vertical = False  # ports top/bottom: the top-to-bottom layout style
         self._result = None  # (analysis, report) last painted, re-applied to items built later
         self.label_gen = 0  # bumped by each result: an item whose texts are older composes them anew
+        self._content: tuple | None = None  # (design, content_rect) of a big design, until the layout changes
         self._label_ctx: tuple | None = None
         self.setBackgroundBrush(theme.canvas_colors()["bg"])
         self.setItemIndexMethod(QGraphicsScene.BspTreeIndex)
@@ -103,6 +104,7 @@ class GraphScene(QGraphicsScene):
         self._rebuild()
 
     def _rebuild(self):
+        self._content = None
         for job in ("build", "result", "route", "orientation"):  # queued removals still run
             self.jobs.cancel(job)
         old = list(self.nodes.values()) + list(self.edges.values())
@@ -331,6 +333,8 @@ class GraphScene(QGraphicsScene):
                 yield
 
     def _on_design(self, event: str, payload):
+        if event != "node_changed":
+            self._content = None
         if event == "node_added":
             self._add_node_item(payload)
             self._cover(QRectF(*payload.pos, WIDTH, 200))
@@ -404,13 +408,19 @@ class GraphScene(QGraphicsScene):
 
     def content_rect(self) -> QRectF:
         """Where the design's layers are (from the design, so it is right while items are still
-        being built); what fit-to-view and the minimap show."""
+        being built); what fit-to-view and the minimap show. A big design's is kept until layers
+        are added, removed or moved (an open asked for it four times: 10 ms each at 10,000)."""
         if self.design is None or not self.design.nodes:
             return QRectF()
+        big = len(self.design.nodes) >= 2000
+        if big and self._content is not None and self._content[0] is self.design:
+            return QRectF(self._content[1])
         xs = [n.pos[0] for n in self.design.nodes.values()]
         ys = [n.pos[1] for n in self.design.nodes.values()]
-        tall = max((it.height for it in self.nodes.values()), default=100.0) if len(self.nodes) < 2000 else 140.0
-        return QRectF(min(xs), min(ys), max(xs) - min(xs) + WIDTH, max(ys) - min(ys) + tall)
+        tall = max((it.height for it in self.nodes.values()), default=100.0) if not big else 140.0
+        rect = QRectF(min(xs), min(ys), max(xs) - min(xs) + WIDTH, max(ys) - min(ys) + tall)
+        self._content = (self.design, QRectF(rect)) if big else None
+        return rect
 
     def set_vertical(self, on: bool):
         """Ports on top/bottom (top-to-bottom layout) or left/right (bands), in slices."""

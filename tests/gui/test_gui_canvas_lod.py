@@ -252,3 +252,15 @@ def test_a_big_delete_frees_its_items_slice_by_slice(window, qtbot, monkeypatch)
     assert 0 < len(freed) < total  # freed as they left the scene, not all at the job's end
     window.scene.finish_pending()
     assert len(freed) == total
+
+
+def test_a_big_designs_content_rect_is_kept_until_its_layout_changes(window, qtbot):
+    d = chain(2100)
+    window.set_design(d, None, layout="always")
+    scene = window.scene
+    first = scene.content_rect()
+    far = max(d.nodes.values(), key=lambda n: n.pos[0])
+    far.pos = (far.pos[0] + 5000.0, far.pos[1])  # (behind the design's back: no notification)
+    assert scene.content_rect() == first  # kept: not a walk over 2,100 positions per question
+    d.move_node(far.id, (far.pos[0] + 1000.0, far.pos[1]))  # a move through the design
+    assert scene.content_rect().right() == first.right() + 6000.0
