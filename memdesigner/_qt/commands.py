@@ -74,6 +74,28 @@ class RemoveNodesCmd(QUndoCommand):
         self.design.restore_nodes(*self.entries)
 
 
+class AddNodesCmd(QUndoCommand):
+    """Adds many nodes and edges (a paste) at the end of the orders in one notification; undo
+    takes them out in one pass (Design.remove_nodes)."""
+
+    def __init__(self, design: Design, nodes: list, edges: list, text: str = "Add layers"):
+        super().__init__(text)
+        self.design = design
+        self.nodes = list(nodes)
+        self.edges = list(edges)
+        self.entries: tuple[list, list] | None = None
+
+    def redo(self):
+        if self.entries is None:
+            n, m = len(self.design.nodes), len(self.design.edges)
+            self.entries = ([(n + k, node) for k, node in enumerate(self.nodes)],
+                            [(m + k, e) for k, e in enumerate(self.edges)])
+        self.design.restore_nodes(*self.entries)
+
+    def undo(self):
+        self.entries = self.design.remove_nodes([n.id for n in self.nodes])
+
+
 class AddEdgeCmd(QUndoCommand):
     def __init__(self, design: Design, src: str, dst: str, src_port: int = 0, dst_port: int = 0):
         super().__init__("Connect")

@@ -37,6 +37,7 @@ def curve(a: QPointF, b: QPointF) -> QPainterPath:
 _SELECTABLE = QGraphicsItem.GraphicsItemFlag.ItemIsSelectable  # enum lookups are slow in PySide6 6.x
 _NO_BRUSH = Qt.BrushStyle.NoBrush
 _SOLID, _ROUND, _CENTER = Qt.PenStyle.SolidLine, Qt.PenCapStyle.RoundCap, Qt.AlignmentFlag.AlignCenter
+_ELIDE = Qt.TextElideMode.ElideRight
 _AA = QPainter.RenderHint.Antialiasing
 _NO_RECT = QRectF()
 
@@ -63,6 +64,9 @@ def _label_size(text: str) -> tuple[float, float]:
         size = _SIZES[text] = (fm.horizontalAdvance(text) + 10, fm.height() + 2)
     return size
 DETAIL_LOD = 0.4  # below this zoom an edge is a thin aliased line without its label
+LABEL_LOD = 0.5  # the shape label is drawn from this zoom on
+LABEL_BOX = (240.0, 24.0)  # room kept for the label at the curve's middle (a longer one is elided):
+# the bounds do not depend on the text, so it can be composed when first painted
 
 
 def vcurve(a: QPointF, b: QPointF) -> QPainterPath:
@@ -88,12 +92,16 @@ def curve_bounds(a: tuple, b: tuple, vertical: bool) -> tuple[float, float, floa
 
 
 class EdgeItem(QGraphicsItem):
+    _label = ""
+    _labeler = None  # the scene: label_gen and fill_edge (the label is composed when needed)
+    _lgen = 0
+    _shown = False  # its label was painted: a new result re-labels it at once
+
     def __init__(self, edge: Edge, src_item, dst_item):
         super().__init__()
         self.edge = edge
         self.src_item = src_item
         self.dst_item = dst_item
-        self.label = ""
         self._path: QPainterPath | None = None
         self.setFlag(_SELECTABLE)
         self._a, self._b = self._ports()  # (not in a scene yet: no geometry change to announce)
@@ -128,12 +136,21 @@ class EdgeItem(QGraphicsItem):
         """Output and input port centres (the scene's zoomed-out overview draws a line between)."""
         return QPointF(*self._a), QPointF(*self._b)
 
-    def set_label(self, text: str):
-        if text != self.label:
-            self.prepareGeometryChange()
-            self.label = text
-            self._layout_label()
-            self.update()
+    @property
+    def label(self) -> str:
+        """The shape flowing along it, from the scene's last result."""
+        lab = self._labeler
+        if lab is not None and self._lgen != lab.label_gen:
+            lab.fill_edge(self, quiet=True)
+        return self._label
+
+    def set_label(self, text: str, quiet: bool = False):
+        """quiet: from inside this item's paint (no repaint). The bounds keep room for any label."""
+        if text != self._label:
+            self._label = text
+            self._place_label()
+            if not quiet:
+                self.update()
 
     def toolTip(self) -> str:  # noqa: N802 (Qt's name)
         """Composed when asked (the scene's helpEvent), not kept for every edge."""
@@ -142,18 +159,23 @@ class EdgeItem(QGraphicsItem):
     def _font(self) -> QFont:
         return _FONT
 
-    def _layout_label(self):
-        if not self.label:
+    def _place_label(self):
+        if not self._label:
             self._label_rect = _NO_RECT
         else:  # at the middle of the curve: each curve is point-symmetric about its ends' midpoint
-            w, h = _label_size(self.label)
+            w, h = _label_size(self._label)
+            w, h = min(w, LABEL_BOX[0]), min(h, LABEL_BOX[1])
             mx, my = (self._a[0] + self._b[0]) / 2, (self._a[1] + self._b[1]) / 2
             self._label_rect = QRectF(mx - w / 2, my - h / 2, w, h)
+
+    def _layout_label(self):
+        self._place_label()
         # computed once per change, not per call: Qt asks for it many times per frame
         x0, y0, x1, y1 = curve_bounds(self._a, self._b, getattr(self.src_item, "vertical", False))
-        self._bounds = QRectF(x0 - 6, y0 - 6, x1 - x0 + 12, y1 - y0 + 12)
-        if self.label:
-            self._bounds = self._bounds.united(self._label_rect)
+        mx, my = (self._a[0] + self._b[0]) / 2, (self._a[1] + self._b[1]) / 2
+        w, h = LABEL_BOX[0] / 2, LABEL_BOX[1] / 2
+        x0, y0, x1, y1 = min(x0 - 6, mx - w), min(y0 - 6, my - h), max(x1 + 6, mx + w), max(y1 + 6, my + h)
+        self._bounds = QRectF(x0, y0, x1 - x0, y1 - y0)
 
     def boundingRect(self) -> QRectF:
         return self._bounds
@@ -162,7 +184,7 @@ class EdgeItem(QGraphicsItem):
         s = QPainterPathStroker()
         s.setWidth(10)
         p = s.createStroke(self.path)
-        if not self._label_rect.isNull():
+        if self.label and not self._label_rect.isNull():
             p.addRect(self._label_rect)
         return p
 
@@ -179,10 +201,15 @@ class EdgeItem(QGraphicsItem):
         painter.setPen(QPen(color, 2.4 if self.isSelected() else 1.6, _SOLID, _ROUND))
         painter.setBrush(_NO_BRUSH)
         painter.drawPath(self.path)
-        if self.label and lod >= 0.5:  # the shape label only where it is readable
+        if lod >= LABEL_LOD:
+            self._shown = True
+        if lod >= LABEL_LOD and self.label:  # the shape label only where it is readable
             painter.setPen(QPen(c["border"], 0.8))
             painter.setBrush(c["bg"])
             painter.drawRoundedRect(self._label_rect, 6, 6)
             painter.setFont(self._font())
             painter.setPen(c["muted"])
-            painter.drawText(self._label_rect, _CENTER, self.label)
+            text = self._label
+            if _label_size(text)[0] > LABEL_BOX[0]:
+                text = _metrics().elidedText(text, _ELIDE, LABEL_BOX[0] - 10)
+            painter.drawText(self._label_rect, _CENTER, text)

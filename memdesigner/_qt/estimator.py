@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from PySide6.QtCore import QObject, QTimer, Signal
 
 from memdesigner._qt import worker
+from memdesigner._qt.idle_gc import promote_survivors
 from memdesigner.engine.devices import Device
 from memdesigner.engine.estimate import estimate, peak_for_batch
 from memdesigner.engine.gc_pause import gc_paused
@@ -92,7 +93,9 @@ def compute(req: EstimateRequest, cancel=None) -> EstimateResult:
     collection set off by the snapshot, the shape analysis or the drawing took ~100 ms, with
     the GIL held, so the UI thread stalled as long."""
     with gc_paused():
-        return _compute(req, cancel)
+        res = _compute(req, cancel)
+        promote_survivors()  # (the report it keeps: no young collection on the UI thread walks it)
+        return res
 
 
 def _compute(req: EstimateRequest, cancel=None) -> EstimateResult:

@@ -7,7 +7,7 @@ import json
 from PySide6.QtWidgets import QApplication
 
 from memdesigner._qt import block_clip
-from memdesigner._qt.commands import AddEdgeCmd, AddNodeCmd, RemoveNodesCmd
+from memdesigner._qt.commands import AddNodesCmd, RemoveNodesCmd
 from memdesigner.model import registry
 from memdesigner.model.design import Design
 from memdesigner.model.registry import LayerError
@@ -17,8 +17,9 @@ def delete(design: Design, stack, node_ids, edges=()) -> None:
     """One undo command, one pass over the design (a 10,000-layer select-all + Delete included)."""
     node_ids = [n for n in node_ids if n in design.nodes]
     ids = set(node_ids)
-    have = set(design.edges)
-    edges = [e for e in edges if e in have and e.src not in ids and e.dst not in ids]
+    if edges:  # (a set of every edge only when some are selected: 12,000 hashes otherwise)
+        have = set(design.edges)
+        edges = [e for e in edges if e in have and e.src not in ids and e.dst not in ids]
     if not node_ids and not edges:
         return
     n = len(node_ids) + len(edges)
@@ -95,6 +96,12 @@ def paste(design: Design, stack, data: dict, offset=None) -> list[str]:
     stack.beginMacro(f"Paste {len(data['nodes'])} layer(s)")
     try:
         defs = block_clip.paste_definitions(design, stack, data)
+        # the copies are made on a scratch design (no listeners) and added in one step: one
+        # notification, one bulk build of their items (a command per layer and per edge re-routed
+        # every edge of a layer as each input arrived: 40-80 ms for 100 layers at 1,000)
+        part = Design(design.name, design.channels_last)
+        part.blocks = design.blocks
+        taken = {n.name for n in design.nodes.values()}
         for nd in data["nodes"]:
             props = dict(nd.get("props", {}))
             if nd["type"] == "Block" and props.get("definition") in defs:
@@ -104,16 +111,18 @@ def paste(design: Design, stack, data: dict, offset=None) -> list[str]:
             except (LayerError, KeyError):
                 pass  # keep the raw values: the analysis will flag them on the node
             name = nd.get("name")
-            if name and any(n.name == name for n in design.nodes.values()):
+            if name and name in taken:
                 name = None  # a fresh id-based name avoids two layers with one name
-            cmd = AddNodeCmd(design, nd["type"], props, (nd["pos"][0] + offset[0], nd["pos"][1] + offset[1]),
-                             name=name, bits=nd.get("bits"), node_id=mapping[nd["id"]],
-                             fields=pasted_fields(design, nd, mapping, fused))
-            stack.push(cmd)
-        for ed in data.get("edges", []):
+            node = part.add_node(nd["type"], props, id=mapping[nd["id"]], name=name,
+                                 pos=(nd["pos"][0] + offset[0], nd["pos"][1] + offset[1]), bits=nd.get("bits"),
+                                 **pasted_fields(design, nd, mapping, fused))
+            taken.add(node.name)
+        for ed in data.get("edges", []):  # internal edges: checked against the copies alone
             src, dst = mapping.get(ed["from"]), mapping.get(ed["to"])
-            if src and dst and design.check_edge(src, dst, ed.get("from_port", 0), ed.get("to_port", 0)) is None:
-                stack.push(AddEdgeCmd(design, src, dst, ed.get("from_port", 0), ed.get("to_port", 0)))
+            if src and dst and part.check_edge(src, dst, ed.get("from_port", 0), ed.get("to_port", 0)) is None:
+                part.add_edge(src, dst, ed.get("from_port", 0), ed.get("to_port", 0))
+        part.blocks = {}
+        stack.push(AddNodesCmd(design, list(part.nodes.values()), list(part.edges)))
     finally:
         stack.endMacro()
     return list(mapping.values())

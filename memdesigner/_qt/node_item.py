@@ -113,10 +113,12 @@ class PortItem(QGraphicsEllipseItem):
 class NodeItem(QGraphicsItem):
     # Defaults live on the class and an item stores only what differs (each attribute set on a
     # Qt object costs about 0.5 µs; a 10,000-layer design builds 10,000 of these at open).
-    shape_text = params_text = mem_text = mem_tip = ""
-    issue = ""  # the reason this node is in error
-    blocked = ""  # the upstream node in error
-    pending = ""  # a calm note: not connected yet
+    # the texts, composed from the scene's last result when first asked (the properties below)
+    _shape_text = _params_text = _mem_text = _mem_tip = _issue = _blocked = _pending = ""
+    _labeler = None  # the scene: label_gen and fill_node
+    _lgen = 0  # the scene's label_gen these texts are from
+    _err = False  # in error, known without composing the texts (the overview outlines it)
+    _shown = 0  # painted as a block (1) or in detail (2): a new result repaints it
     highlight = False
     vertical = False  # ports on top (inputs) and bottom (outputs): the top-to-bottom layout
     ports_shown = True  # the scene hides ports when zoomed out (specks nobody can hit)
@@ -265,19 +267,66 @@ class NodeItem(QGraphicsItem):
         self._rebuild_ports()
 
     # -- content ---------------------------------------------------------------------------------
+    def _fresh(self):
+        lab = self._labeler
+        if lab is not None and self._lgen != lab.label_gen:
+            lab.fill_node(self, quiet=True)
+
+    @property
+    def shape_text(self) -> str:
+        self._fresh()
+        return self._shape_text
+
+    @property
+    def params_text(self) -> str:
+        self._fresh()
+        return self._params_text
+
+    @property
+    def mem_text(self) -> str:
+        self._fresh()
+        return self._mem_text
+
+    @property
+    def mem_tip(self) -> str:
+        self._fresh()
+        return self._mem_tip
+
+    @property
+    def issue(self) -> str:
+        """The reason this node is in error."""
+        self._fresh()
+        return self._issue
+
+    @property
+    def blocked(self) -> str:
+        """The upstream node in error."""
+        self._fresh()
+        return self._blocked
+
+    @property
+    def pending(self) -> str:
+        """A calm note: not connected yet."""
+        self._fresh()
+        return self._pending
+
     def set_name(self, name: str):
         self.name = name
         self.update()
 
     def set_info(self, shape: str, params: str, mem: str, mem_tip: str, issue: str, blocked: str,
-                 pending: str = ""):
-        """pending: a calm note instead of an error (a layer not connected yet)."""
+                 pending: str = "", quiet: bool = False):
+        """pending: a calm note instead of an error (a layer not connected yet). quiet: set from
+        inside this item's paint (no repaint)."""
         if (shape, params, mem, mem_tip, issue, blocked, pending) == (
-                self.shape_text, self.params_text, self.mem_text, self.mem_tip, self.issue, self.blocked, self.pending):
+                self._shape_text, self._params_text, self._mem_text, self._mem_tip, self._issue, self._blocked,
+                self._pending):
             return
-        self.shape_text, self.params_text, self.mem_text, self.mem_tip = shape, params, mem, mem_tip
-        self.issue, self.blocked, self.pending = issue, blocked, pending
-        self.update()
+        self._shape_text, self._params_text, self._mem_text, self._mem_tip = shape, params, mem, mem_tip
+        self._issue, self._blocked, self._pending = issue, blocked, pending
+        self._err = bool(issue)
+        if not quiet:
+            self.update()
 
     def toolTip(self) -> str:  # noqa: N802 (Qt's name)
         """Composed when asked (the scene's helpEvent): 10,000 labelled layers kept 10,000 rich
@@ -320,7 +369,8 @@ class NodeItem(QGraphicsItem):
         fam = theme.family_color(self.family)
         lod = option.levelOfDetailFromTransform(painter.worldTransform())
         if lod < BLOCK_LOD:  # zoomed far out: text would be unreadable specks, draw a coloured block
-            painter.setPen(QPen(QColor(theme.BAD_COLOR), 6) if self.issue else
+            self._shown = max(self._shown, 1)
+            painter.setPen(QPen(QColor(theme.BAD_COLOR), 6) if self._err else
                            QPen(c["select"], 4) if self.isSelected() else _NO_PEN)
             painter.setBrush(fam)
             painter.drawRect(rect)
@@ -333,6 +383,8 @@ class NodeItem(QGraphicsItem):
                 fm = QFontMetricsF(f)
                 painter.drawText(rect, _CENTER, fm.elidedText(self.type_name, _ELIDE, WIDTH - 8))
             return
+        self._shown = 2
+        self._fresh()  # (the texts of the last result, composed now if it came after the last paint)
         painter.setRenderHint(_AA)
         # body
         painter.setPen(_NO_PEN)
@@ -359,17 +411,17 @@ class NodeItem(QGraphicsItem):
         fm = QFontMetricsF(f)
         y += LINE
         painter.setPen(c["muted"])
-        if self.issue or self.blocked or self.pending:
-            painter.setPen(QColor(theme.BAD_COLOR) if self.issue else QColor(theme.WARN_COLOR) if self.blocked
+        if self._issue or self._blocked or self._pending:
+            painter.setPen(QColor(theme.BAD_COLOR) if self._issue else QColor(theme.WARN_COLOR) if self._blocked
                            else c["muted"])
-            msg = self.issue or (f"waiting for {self.blocked}" if self.blocked else self.pending.split(":")[0])
+            msg = self._issue or (f"waiting for {self._blocked}" if self._blocked else self._pending.split(":")[0])
             painter.drawText(QRectF(12, y, WIDTH - 24, 2 * LINE), _WRAP, fm.elidedText(msg, _ELIDE, 2 * (WIDTH - 30)))
         else:
-            painter.drawText(QRectF(12, y, WIDTH - 24, LINE), _LEFT, fm.elidedText(self.shape_text, _ELIDE, WIDTH - 24))
+            painter.drawText(QRectF(12, y, WIDTH - 24, LINE), _LEFT, fm.elidedText(self._shape_text, _ELIDE, WIDTH - 24))
             y += LINE
-            painter.drawText(QRectF(12, y, WIDTH - 24, LINE), _LEFT, self.params_text)
-            if self.mem_text:
-                tw = fm.horizontalAdvance(self.mem_text) + 12
+            painter.drawText(QRectF(12, y, WIDTH - 24, LINE), _LEFT, self._params_text)
+            if self._mem_text:
+                tw = fm.horizontalAdvance(self._mem_text) + 12
                 badge = QRectF(WIDTH - 10 - tw, y + 1, tw, LINE - 2)
                 painter.setPen(_NO_PEN)
                 bc = QColor(theme.CATEGORY_COLORS[3])
@@ -377,7 +429,7 @@ class NodeItem(QGraphicsItem):
                 painter.setBrush(bc)
                 painter.drawRoundedRect(badge, 8, 8)
                 painter.setPen(c["text"])
-                painter.drawText(badge, _CENTER, self.mem_text)
+                painter.drawText(badge, _CENTER, self._mem_text)
         # input port labels (attention q/k/v and the like)
         if self.input_names and not self.vertical:
             painter.setPen(c["muted"])
@@ -389,11 +441,11 @@ class NodeItem(QGraphicsItem):
                     painter.drawText(QRectF(9, y - 7, 60, 14), _LEFT, label[:1])
         # outline: error > selection > highlight > normal
         painter.setBrush(_NO_BRUSH)
-        if self.issue:
+        if self._issue:
             pen = QPen(QColor(theme.BAD_COLOR), 2.5)
         elif self.isSelected():
             pen = QPen(c["select"], 2.5)
-        elif self.blocked:
+        elif self._blocked:
             pen = QPen(QColor(theme.WARN_COLOR), 1.6, _DASH)
         elif self.highlight:
             pen = QPen(c["select"], 1.8, _DASH)
@@ -401,7 +453,7 @@ class NodeItem(QGraphicsItem):
             pen = QPen(c["border"], 1.0)
         painter.setPen(pen)
         painter.drawRoundedRect(rect, 8, 8)
-        if self.issue and self.isSelected():
+        if self._issue and self.isSelected():
             painter.setPen(QPen(c["select"], 1.2))
             painter.drawRoundedRect(rect.adjusted(-3.5, -3.5, 3.5, 3.5), 10, 10)
         if not self._made and self.ports_shown:

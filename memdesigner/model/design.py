@@ -162,24 +162,38 @@ class Design:
         quadratic. Returns ([(index, node)], [(index, edge)]) for restore_nodes (undo)."""
         ids = {n for n in node_ids if n in self.nodes}
         extra = set(edges)
-        node_entries = [(i, n) for i, n in enumerate(self.nodes.values()) if n.id in ids]
-        edge_entries = [(i, e) for i, e in enumerate(self._edges) if e.src in ids or e.dst in ids or e in extra]
-        if not node_entries and not edge_entries:
-            return [], []
-        gone = {e for _, e in edge_entries}
-        self._edges[:] = [e for e in self._edges if e not in gone]
+        if len(ids) == len(self.nodes) and ids:  # everything (select all, delete): no tests at all
+            node_entries, edge_entries = list(enumerate(self.nodes.values())), list(enumerate(self._edges))
+            self.nodes.clear()
+            self._edges.clear()
+        else:
+            node_entries = [(i, n) for i, n in enumerate(self.nodes.values()) if n.id in ids]
+            # one pass that keeps or takes each edge: no Edge is hashed unless extra edges were given
+            # (a set of the gone edges and a second pass was ~60 % of deleting 10,000 layers)
+            kept, edge_entries = [], []
+            for i, e in enumerate(self._edges):
+                if e.src in ids or e.dst in ids or (extra and e in extra):
+                    edge_entries.append((i, e))
+                else:
+                    kept.append(e)
+            if not node_entries and not edge_entries:
+                return [], []
+            self._edges[:] = kept
+            for nid in ids:
+                del self.nodes[nid]
         self._index = None
-        for nid in ids:
-            del self.nodes[nid]
         self._emit("nodes_removed", ([n for _, n in node_entries], [e for _, e in edge_entries]))
         return node_entries, edge_entries
 
     def restore_nodes(self, node_entries, edge_entries) -> None:
         """Undo of remove_nodes: every node and edge back at its old place in the orders."""
-        items = _merged(list(self.nodes.items()), [(i, (n.id, n)) for i, n in node_entries])
-        self.nodes.clear()
-        self.nodes.update(items)
-        self._edges[:] = _merged(self._edges, edge_entries)
+        if not self.nodes:  # the undo of select all + Delete: the entries are the whole order
+            self.nodes.update((n.id, n) for _, n in node_entries)
+        else:
+            items = _merged(list(self.nodes.items()), [(i, (n.id, n)) for i, n in node_entries])
+            self.nodes.clear()
+            self.nodes.update(items)
+        self._edges[:] = [e for _, e in edge_entries] if not self._edges else _merged(self._edges, edge_entries)
         self._index = None
         self._emit("nodes_added", ([n for _, n in node_entries], [e for _, e in edge_entries]))
 

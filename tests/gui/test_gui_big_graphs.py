@@ -2,7 +2,7 @@
 detail, layout off the UI thread, top-to-bottom layout, minimap, Ctrl+F. Timings live in
 benchmarks/gui_latency.py; these tests check behaviour."""
 
-from PySide6.QtCore import QPoint, QSettings, Qt
+from PySide6.QtCore import QPoint, QPointF, QSettings, Qt
 from PySide6.QtGui import QTransform
 from PySide6.QtWidgets import QStyleOptionGraphicsItem
 
@@ -77,6 +77,35 @@ def test_an_edit_relabels_items_without_rebuilding_the_scene(window, qtbot):
     assert window.scene.nodes == items
     assert all(window.scene.nodes[k] is v for k, v in items.items())
     assert window.scene.nodes["fc"].shape_text == "1×7"
+
+
+def test_a_paste_is_one_notification_and_its_undo_and_redo_are_exact(window, qtbot):
+    d = chain(120)
+    load(window, qtbot, d)
+    before_nodes, before_edges = list(d.nodes), list(d.edges)
+    window.scene.select_nodes(list(d.nodes)[:40])
+    window.copy()
+    events = []
+    d.subscribe(lambda ev, payload: events.append(ev))
+    depth = window.stack.count()
+    window.paste()
+    assert events == ["nodes_added"]  # not 40 node and ~60 edge notifications, each re-routing edges
+    assert window.stack.count() == depth + 1
+    new = [n for n in d.nodes if n not in before_nodes]
+    assert len(new) == 40 and list(d.nodes)[:len(before_nodes)] == before_nodes  # appended
+    internal = [e for e in before_edges if e.src in list(d.nodes)[:40] and e.dst in list(d.nodes)[:40]]
+    assert len(d.edges) == len(before_edges) + len(internal)
+    assert set(window.scene.nodes) == set(d.nodes) and set(window.scene.edges) == set(d.edges)
+    assert sorted(window.scene.selected_node_ids()) == sorted(new)
+    names = [n.name for n in d.nodes.values()]
+    assert len(set(names)) == len(names)  # copies got fresh names
+    after_nodes, after_edges = list(d.nodes), list(d.edges)
+    window.stack.undo()
+    assert list(d.nodes) == before_nodes and list(d.edges) == before_edges
+    assert set(window.scene.nodes) == set(d.nodes)
+    window.stack.redo()
+    assert list(d.nodes) == after_nodes and list(d.edges) == after_edges
+    assert set(window.scene.edges) == set(d.edges)
 
 
 # -- sliced scene building ----------------------------------------------------------------------
@@ -164,6 +193,27 @@ def test_top_to_bottom_layout_puts_successors_below_and_is_remembered(window, qt
     assert LayoutRunner(window).style == "top_down"
     window.stack.undo()  # one step
     assert d.nodes["conv"].pos == (270, 0)
+
+
+def test_a_deep_chain_laid_out_top_down_is_fitted_readable_from_its_start(window, qtbot):
+    d = chain(300)
+    load(window, qtbot, d)
+    window.layout_runner.run("top_down", wait=True)
+    view = window.view
+    rect = window.scene.content_rect()
+    assert rect.height() > 40 * rect.width()  # one tall column
+    assert view.transform().m11() >= 0.4  # cards readable, not a column one pixel wide
+    shown = view.visible_scene_rect()
+    top = min(d.nodes.values(), key=lambda n: n.pos[1])
+    assert top.id == "x" and shown.contains(QPointF(top.pos[0] + 100, top.pos[1] + 40))  # the start
+    assert shown.width() >= rect.width()  # its whole width
+    view.fit_all()  # Fit to View (F) does the same
+    assert view.transform().m11() >= 0.4 and view.visible_scene_rect().contains(QPointF(top.pos[0] + 100,
+                                                                                      top.pos[1] + 40))
+    load(window, qtbot, chain(300, spread=270.0))
+    window.layout_runner.run("bands", wait=True)  # a wrapped layout still fits as a whole
+    rect, shown = window.scene.content_rect(), view.visible_scene_rect()
+    assert shown.contains(rect)
 
 
 def test_auto_layout_of_a_big_design_runs_off_the_ui_thread_as_one_step(window, qtbot):
