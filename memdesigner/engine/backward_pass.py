@@ -172,13 +172,8 @@ def run_backward(sim, r) -> None:
                     alloc(nb, G, 1, what or (vkey[keys[i]][0], "gradient"))
                 if gb.pgrad_at is not None:
                     mem.alloc_exact(c.pgrad_bytes, gb.pgrad_rounded, G, (nid, "parameter gradients"))
-            new_grads = []
-            for i, at, nb in gb.grads:
-                if at is None:  # the outgoing gradient itself
-                    rcl[g0] += 1
-                    new_grads.append((keys[i], g0, nb))
-                else:
-                    new_grads.append((keys[i], base + at, 0))
+            if gb.n_alias:  # inputs whose gradient is the outgoing one itself: a reference each
+                rcl[g0] += gb.n_alias
             if lean:  # event(), inlined (no capture, no trace)
                 cur, rcur = mem.cur, mem.rcur
                 if cur > mem.ppeak:
@@ -197,7 +192,7 @@ def run_backward(sim, r) -> None:
                 decref(sid)
             # what the op saved, then its incoming gradients (decref inlined: the refcounts, the
             # _release hook)
-            for sid in chain(saved_of.pop(nid, _NONE), g_out):
+            for sid in (chain(saved_of.pop(nid, _NONE), g_out) if k_ > 1 else saved_of.pop(nid, _NONE)):
                 if sid is not None:
                     x = rcl[sid] - 1
                     rcl[sid] = x
@@ -213,7 +208,26 @@ def run_backward(sim, r) -> None:
                                 mem.slack -= rnd - 1
                         else:
                             free(sid)
-            for k, g, view_nb in new_grads:
+            if k_ == 1:  # the one incoming gradient (the loop above, for it)
+                x = rcl[g0] - 1
+                rcl[g0] = x
+                if x == 0:
+                    if lean:  # _release(), inlined
+                        nb = nbl[g0]
+                        mem.cur -= nb
+                        mem.rcur -= rnbl[g0]
+                        by[catl[g0]] -= nb
+                        if g0 in exact:
+                            mem.slack -= rnbl[g0] - nb
+                        elif nb and rnd > 1:
+                            mem.slack -= rnd - 1
+                    else:
+                        free(g0)
+            # each input's new gradient (GradBlock.grads: its place in the block, or the outgoing
+            # gradient itself), summed into the one already there (a fan-in)
+            for i, at, view_nb in gb.grads:
+                k = keys[i]
+                g = g0 if at is None else base + at
                 old = grads.get(k)
                 if old is None:
                     grads[k] = g

@@ -237,10 +237,11 @@ class GradBlock(Block):
     the input's "gradient"), then its parameters' gradients as one aggregate with its own rounded
     size (alloc_exact: each parameter's .grad rounded). ``grads``: per input that gets one,
     (input index, place in the block or None for the outgoing gradient itself (an alias),
-    bytes); ``inputs``: per input gradient of the block, its input; ``pgrad_at``: the
-    aggregate's place (None: no parameter gradients)."""
+    bytes); ``inputs``: per input gradient of the block, its input; ``n_alias``: how many inputs
+    get the outgoing gradient itself; ``pgrad_at``: the aggregate's place (None: no parameter
+    gradients)."""
 
-    __slots__ = ("grads", "inputs", "pgrad_at", "pgrad_rounded")
+    __slots__ = ("grads", "inputs", "pgrad_at", "pgrad_rounded", "n_alias")
 
     def __init__(self, c: CompiledRule, rnd: int):
         new, grads = [], []
@@ -252,6 +253,7 @@ class GradBlock(Block):
                 new.append((nb, what if kind == G_T else None))
         self.grads = grads
         self.inputs = [i for i, at, _ in grads if at is not None]
+        self.n_alias = len(grads) - len(self.inputs)  # the references the outgoing gradient gains
         super().__init__(new, G, rnd)
         self.pgrad_at = self.pgrad_rounded = None
         raw = c.pgrad_bytes

@@ -197,17 +197,27 @@ def run_forward(sim, r) -> None:
                     decref(sid)
                 grads_here = 0
             v = base_of[nid]
-            specs_, ids_ = c.specs, c.spec_ids
-            for j, sid in enumerate(out_sids):
+            if blk.one:  # the loop below, for its one new output
                 refs = refs_of[v]
-                val_sid[v] = sid
-                val_spec[v] = specs_[j][grads_here]
-                val_key[v] = ids_[j][grads_here]
+                val_sid[v] = base
+                val_spec[v] = c.specs[0][grads_here]
+                val_key[v] = c.spec_ids[0][grads_here]
                 if refs == 0:
-                    decref(sid)
+                    decref(base)
                 elif refs > 1:
-                    rcl[sid] += refs - 1
-                v += 1
+                    rcl[base] += refs - 1
+            else:
+                specs_, ids_ = c.specs, c.spec_ids
+                for j, sid in enumerate(out_sids):
+                    refs = refs_of[v]
+                    val_sid[v] = sid
+                    val_spec[v] = specs_[j][grads_here]
+                    val_key[v] = ids_[j][grads_here]
+                    if refs == 0:
+                        decref(sid)
+                    elif refs > 1:
+                        rcl[sid] += refs - 1
+                    v += 1
             for k in keys:
                 sid = val_sid[k]
                 x = rcl[sid] - 1
