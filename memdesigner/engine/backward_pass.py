@@ -8,7 +8,7 @@ import math
 from itertools import chain
 
 from memdesigner.engine.checkpoint_rerun import rerun_segment
-from memdesigner.engine.compiled_rule import G_ALIAS, G_STAGE, G_T
+from memdesigner.engine.compiled_rule import G_ALIAS, G_STAGE, G_T, op_table
 from memdesigner.engine.compiled_rule import NONE as _NONE
 from memdesigner.engine.live_set import A, Event, G, K, LiveSet, _tuple_new, release_all
 from memdesigner.engine.param_state import INFLIGHT
@@ -43,7 +43,7 @@ def run_backward(sim, r) -> None:
     design, an, mem, nodes, order, st = r.design, r.an, r.mem, r.nodes, r.order, r.st
     dtype, amp, batch, rnd = r.dtype, r.amp, r.batch, r.rnd
     fs, tp, carried, fcats, accum = r.fs, r.tp, r.carried, r.fcats, r.accum
-    ins, base_of, n_out, vkey, has_loss_node = st.ins, st.base, st.n_out, st.vkey, st.has_loss_node
+    base_of, n_out, vkey, has_loss_node = st.base, st.n_out, st.vkey, st.has_loss_node
     val_spec, saved_of, ctx_of = r.val_spec, r.saved_of, r.ctx_of
     held_outputs, seg_of, segments, seg_inputs, seg_live = r.held_outputs, r.seg_of, r.segments, r.seg_inputs, r.seg_live
     input_grads_at, loss_sids, grads = r.input_grads_at, r.loss_sids, r.grads
@@ -106,7 +106,8 @@ def run_backward(sim, r) -> None:
     nb_ext, rnb_ext, cat_ext, rc_ext = nbl.extend, mem.rnb.extend, mem.cat.extend, rcl.extend
     ev_app = mem.events.append if mem.events is not None else None
     events = mem.events
-    for nid in reversed(order):
+    ins_l, base_l, nout_l = op_table(st)
+    for nid, keys, b, k_ in zip(reversed(order), reversed(ins_l), reversed(base_l), reversed(nout_l)):
         if fs is not None:
             fs.where = ("backward", nid)
             fs.before_backward_op(mem, nid, fcats)
@@ -114,7 +115,6 @@ def run_backward(sim, r) -> None:
         if c is None:
             continue
         node = nodes[nid]
-        b, k_ = base_of[nid], n_out[nid]
         if k_ == 1:
             g0 = grads_pop(b, None)
             g_out = (g0,)
@@ -130,7 +130,6 @@ def run_backward(sim, r) -> None:
             continue
         if fast and not c.stages:
             # the general path below, less what this op has no part in
-            keys = ins[nid]
             if not c.bwd_temps:
                 tmp = _NONE
             elif lean:  # alloc(), inlined
@@ -283,7 +282,6 @@ def run_backward(sim, r) -> None:
             # entering a checkpointed segment from its end: rerun its forward with grad
             recomputed[si] = rerun_segment(mem, sim.rows, segments[si], seg_live.get(si, ()), nid)
         rsid = recomputed[si].pop(nid, None) if si is not None else None
-        keys = ins[nid]
         tmp = [alloc(nb, K, 1, what) for nb, what in c.bwd_temps]
         done_params = _NONE
         stage_tmp: list = []

@@ -71,6 +71,18 @@ def op_ids(design, an, order: list) -> list:
     return out
 
 
+def op_table(st) -> tuple:
+    """Per op of ``st.order``, in order: the values it reads, its first value's number and its
+    output count, as three lists kept on the (memoised, never changed) Structure. The passes
+    walk these beside the order instead of looking the node up in three dicts per op."""
+    memo = st.__dict__.get("_op_table")
+    if memo is None:
+        order = st.order
+        memo = st.__dict__["_op_table"] = ([st.ins[n] for n in order], [st.base[n] for n in order],
+                                           [st.n_out[n] for n in order])
+    return memo
+
+
 def settings_id(key: tuple) -> int:
     """The same for the settings a memory rule reads (dtype, training, backend, autocast, batch)."""
     n = _SETTINGS_IDS.get(key)
