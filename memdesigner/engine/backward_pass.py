@@ -8,7 +8,7 @@ import math
 from itertools import chain
 
 from memdesigner.engine.checkpoint_rerun import rerun_segment
-from memdesigner.engine.compiled_rule import G_ALIAS, G_STAGE, G_T
+from memdesigner.engine.compiled_rule import G_ALIAS, G_STAGE, G_T, op_table
 from memdesigner.engine.compiled_rule import NONE as _NONE
 from memdesigner.engine.live_set import A, Event, G, K, LiveSet, _tuple_new, release_all
 from memdesigner.engine.param_state import INFLIGHT
@@ -43,7 +43,7 @@ def run_backward(sim, r) -> None:
     design, an, mem, nodes, order, st = r.design, r.an, r.mem, r.nodes, r.order, r.st
     dtype, amp, batch, rnd = r.dtype, r.amp, r.batch, r.rnd
     fs, tp, carried, fcats, accum = r.fs, r.tp, r.carried, r.fcats, r.accum
-    ins, base_of, n_out, vkey, has_loss_node = st.ins, st.base, st.n_out, st.vkey, st.has_loss_node
+    base_of, n_out, vkey, has_loss_node = st.base, st.n_out, st.vkey, st.has_loss_node
     val_spec, saved_of, ctx_of = r.val_spec, r.saved_of, r.ctx_of
     held_outputs, seg_of, segments, seg_inputs, seg_live = r.held_outputs, r.seg_of, r.segments, r.seg_inputs, r.seg_live
     input_grads_at, loss_sids, grads = r.input_grads_at, r.loss_sids, r.grads
@@ -106,7 +106,8 @@ def run_backward(sim, r) -> None:
     nb_ext, rnb_ext, cat_ext, rc_ext = nbl.extend, mem.rnb.extend, mem.cat.extend, rcl.extend
     ev_app = mem.events.append if mem.events is not None else None
     events = mem.events
-    for nid in reversed(order):
+    ins_l, base_l, nout_l = op_table(st)
+    for nid, keys, b, k_ in zip(reversed(order), reversed(ins_l), reversed(base_l), reversed(nout_l)):
         if fs is not None:
             fs.where = ("backward", nid)
             fs.before_backward_op(mem, nid, fcats)
@@ -114,7 +115,6 @@ def run_backward(sim, r) -> None:
         if c is None:
             continue
         node = nodes[nid]
-        b, k_ = base_of[nid], n_out[nid]
         if k_ == 1:
             g0 = grads_pop(b, None)
             g_out = (g0,)
@@ -130,7 +130,6 @@ def run_backward(sim, r) -> None:
             continue
         if fast and not c.stages:
             # the general path below, less what this op has no part in
-            keys = ins[nid]
             if not c.bwd_temps:
                 tmp = _NONE
             elif lean:  # alloc(), inlined
@@ -172,13 +171,8 @@ def run_backward(sim, r) -> None:
                     alloc(nb, G, 1, what or (vkey[keys[i]][0], "gradient"))
                 if gb.pgrad_at is not None:
                     mem.alloc_exact(c.pgrad_bytes, gb.pgrad_rounded, G, (nid, "parameter gradients"))
-            new_grads = []
-            for i, at, nb in gb.grads:
-                if at is None:  # the outgoing gradient itself
-                    rcl[g0] += 1
-                    new_grads.append((keys[i], g0, nb))
-                else:
-                    new_grads.append((keys[i], base + at, 0))
+            if gb.n_alias:  # inputs whose gradient is the outgoing one itself: a reference each
+                rcl[g0] += gb.n_alias
             if lean:  # event(), inlined (no capture, no trace)
                 cur, rcur = mem.cur, mem.rcur
                 if cur > mem.ppeak:
@@ -197,7 +191,7 @@ def run_backward(sim, r) -> None:
                 decref(sid)
             # what the op saved, then its incoming gradients (decref inlined: the refcounts, the
             # _release hook)
-            for sid in chain(saved_of.pop(nid, _NONE), g_out):
+            for sid in (chain(saved_of.pop(nid, _NONE), g_out) if k_ > 1 else saved_of.pop(nid, _NONE)):
                 if sid is not None:
                     x = rcl[sid] - 1
                     rcl[sid] = x
@@ -213,7 +207,26 @@ def run_backward(sim, r) -> None:
                                 mem.slack -= rnd - 1
                         else:
                             free(sid)
-            for k, g, view_nb in new_grads:
+            if k_ == 1:  # the one incoming gradient (the loop above, for it)
+                x = rcl[g0] - 1
+                rcl[g0] = x
+                if x == 0:
+                    if lean:  # _release(), inlined
+                        nb = nbl[g0]
+                        mem.cur -= nb
+                        mem.rcur -= rnbl[g0]
+                        by[catl[g0]] -= nb
+                        if g0 in exact:
+                            mem.slack -= rnbl[g0] - nb
+                        elif nb and rnd > 1:
+                            mem.slack -= rnd - 1
+                    else:
+                        free(g0)
+            # each input's new gradient (GradBlock.grads: its place in the block, or the outgoing
+            # gradient itself), summed into the one already there (a fan-in)
+            for i, at, view_nb in gb.grads:
+                k = keys[i]
+                g = g0 if at is None else base + at
                 old = grads.get(k)
                 if old is None:
                     grads[k] = g
@@ -269,7 +282,6 @@ def run_backward(sim, r) -> None:
             # entering a checkpointed segment from its end: rerun its forward with grad
             recomputed[si] = rerun_segment(mem, sim.rows, segments[si], seg_live.get(si, ()), nid)
         rsid = recomputed[si].pop(nid, None) if si is not None else None
-        keys = ins[nid]
         tmp = [alloc(nb, K, 1, what) for nb, what in c.bwd_temps]
         done_params = _NONE
         stage_tmp: list = []

@@ -71,6 +71,18 @@ def op_ids(design, an, order: list) -> list:
     return out
 
 
+def op_table(st) -> tuple:
+    """Per op of ``st.order``, in order: the values it reads, its first value's number and its
+    output count, as three lists kept on the (memoised, never changed) Structure. The passes
+    walk these beside the order instead of looking the node up in three dicts per op."""
+    memo = st.__dict__.get("_op_table")
+    if memo is None:
+        order = st.order
+        memo = st.__dict__["_op_table"] = ([st.ins[n] for n in order], [st.base[n] for n in order],
+                                           [st.n_out[n] for n in order])
+    return memo
+
+
 def settings_id(key: tuple) -> int:
     """The same for the settings a memory rule reads (dtype, training, backend, autocast, batch)."""
     n = _SETTINGS_IDS.get(key)
@@ -237,10 +249,11 @@ class GradBlock(Block):
     the input's "gradient"), then its parameters' gradients as one aggregate with its own rounded
     size (alloc_exact: each parameter's .grad rounded). ``grads``: per input that gets one,
     (input index, place in the block or None for the outgoing gradient itself (an alias),
-    bytes); ``inputs``: per input gradient of the block, its input; ``pgrad_at``: the
-    aggregate's place (None: no parameter gradients)."""
+    bytes); ``inputs``: per input gradient of the block, its input; ``n_alias``: how many inputs
+    get the outgoing gradient itself; ``pgrad_at``: the aggregate's place (None: no parameter
+    gradients)."""
 
-    __slots__ = ("grads", "inputs", "pgrad_at", "pgrad_rounded")
+    __slots__ = ("grads", "inputs", "pgrad_at", "pgrad_rounded", "n_alias")
 
     def __init__(self, c: CompiledRule, rnd: int):
         new, grads = [], []
@@ -252,6 +265,7 @@ class GradBlock(Block):
                 new.append((nb, what if kind == G_T else None))
         self.grads = grads
         self.inputs = [i for i, at, _ in grads if at is not None]
+        self.n_alias = len(grads) - len(self.inputs)  # the references the outgoing gradient gains
         super().__init__(new, G, rnd)
         self.pgrad_at = self.pgrad_rounded = None
         raw = c.pgrad_bytes

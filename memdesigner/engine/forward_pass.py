@@ -16,6 +16,7 @@ from memdesigner.engine.compiled_rule import (
     CompiledRule,
     nbytes,
     op_ids,
+    op_table,
     settings_id,
 )
 from memdesigner.engine.live_set import A, Event, K, LiveSet, _tuple_new, release_all
@@ -83,8 +84,8 @@ def run_forward(sim, r) -> None:
     nb_app, rnb_app, cat_app, rc_app = nbl.append, mem.rnb.append, mem.cat.append, rcl.append
     nb_ext, rnb_ext, cat_ext, rc_ext = nbl.extend, mem.rnb.extend, mem.cat.extend, rcl.extend
     ev_app = mem.events.append if mem.events is not None else None
-    for nid, oid in zip(order, op_ids(design, an, order)):
-        keys = ins[nid]
+    ins_l, base_l, _ = op_table(st)
+    for nid, oid, keys, v0 in zip(order, op_ids(design, an, order), ins_l, base_l):
         node = nodes[nid]
         mkey = (skey, oid, val_key[keys[0]]) if len(keys) == 1 else (skey, oid, tuple([val_key[k] for k in keys]))
         c = rules.get(mkey)
@@ -196,18 +197,28 @@ def run_forward(sim, r) -> None:
                 for sid in range(base + blk.n_outs, base + len(blk.nbs)):  # its extras: nothing keeps them
                     decref(sid)
                 grads_here = 0
-            v = base_of[nid]
-            specs_, ids_ = c.specs, c.spec_ids
-            for j, sid in enumerate(out_sids):
+            v = v0
+            if blk.one:  # the loop below, for its one new output
                 refs = refs_of[v]
-                val_sid[v] = sid
-                val_spec[v] = specs_[j][grads_here]
-                val_key[v] = ids_[j][grads_here]
+                val_sid[v] = base
+                val_spec[v] = c.specs[0][grads_here]
+                val_key[v] = c.spec_ids[0][grads_here]
                 if refs == 0:
-                    decref(sid)
+                    decref(base)
                 elif refs > 1:
-                    rcl[sid] += refs - 1
-                v += 1
+                    rcl[base] += refs - 1
+            else:
+                specs_, ids_ = c.specs, c.spec_ids
+                for j, sid in enumerate(out_sids):
+                    refs = refs_of[v]
+                    val_sid[v] = sid
+                    val_spec[v] = specs_[j][grads_here]
+                    val_key[v] = ids_[j][grads_here]
+                    if refs == 0:
+                        decref(sid)
+                    elif refs > 1:
+                        rcl[sid] += refs - 1
+                    v += 1
             for k in keys:
                 sid = val_sid[k]
                 x = rcl[sid] - 1
