@@ -97,8 +97,9 @@ def test_zoomed_out_overview_is_drawn_by_the_scene_with_selection_and_errors(win
     img = view.viewport().grab().toImage()
     near = [QColor(img.pixel(edge.x(), edge.y() + dy)) for dy in (-1, 0, 1)]
     assert QColor(theme.canvas_colors()["select"]) in near  # every layer outlined
-    view.zoom_by(10.0)
+    view.zoom_by(10.0)  # (anchored under the mouse, wherever an earlier test left it)
     assert not scene.overview
+    view.centerOn(item)
     view.viewport().repaint()
     assert "paint" in asked  # zoomed in: the items paint themselves again
 
