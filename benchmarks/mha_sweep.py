@@ -25,7 +25,7 @@ TRUTH_JSON = HERE / "mha_sweep_truth.json"
 L, E, H = 32, 128, 4
 
 
-def _mha(need=True, dropout=0.0, batch_first=True, kpm=False, mask=None, causal=False):
+def _mha(need=True, dropout=0.0, batch_first=True, kpm=False, mask=None, causal=False, L=L, E=E, H=H):
     import torch
     import torch.nn as nn
 
@@ -54,14 +54,21 @@ def _encoder(norm_first, dropout=0.1):
     import torch.nn as nn
 
     def make():
-        return nn.TransformerEncoderLayer(E, H, dim_feedforward=4 * E, dropout=dropout, batch_first=True,
-                                          norm_first=norm_first), (L, E)
+        # inside a model, as it is used (a top-level module's own forward is not a module call)
+        return nn.Sequential(nn.TransformerEncoderLayer(E, H, dim_feedforward=4 * E, dropout=dropout,
+                                                        batch_first=True, norm_first=norm_first)), (L, E)
     return make
 
 
 CASES = {
     "mha_weights": _mha(),
     "mha_fused": _mha(need=False),
+    "mha_weights_long": _mha(L=64, E=64, H=2),
+    "mha_fused_long": _mha(need=False, L=64, E=64, H=2),
+    "mha_weights_long_drop": _mha(dropout=0.1, L=64, E=64, H=2),
+    "mha_weights_short": _mha(L=16, E=128, H=2),
+    "mha_fused_short": _mha(need=False, L=16, E=128, H=2),
+    "mha_fused_short_drop": _mha(need=False, dropout=0.1, L=16, E=128, H=2),
     "mha_weights_drop": _mha(dropout=0.1),
     "mha_fused_drop": _mha(need=False, dropout=0.1),
     "mha_weights_kpm": _mha(kpm=True),

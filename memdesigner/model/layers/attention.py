@@ -81,9 +81,10 @@ def _mha_stages(m, s, saved_ix, pix, gq_made, dropout):
     in_p = [pix[k] for k in ("in_proj_weight", "in_proj_bias") if k in pix]
     st = [([T(s, dt, "out_proj input gradient")], out_p, saved_ix.get("o_copy", []))]
     if "probs" in saved_ix:  # math: bmm(probs, v), [dropout], softmax, bmm(q_scaled, k^T), mul
-        st.append(([T(bhnn, dt, "attention-weights gradient")], [], []))
+        # bmm's saved dropped-out weights die with its backward, the mask with dropout's
+        st.append(([T(bhnn, dt, "attention-weights gradient")], [], saved_ix.get("dropped", [])))
         if dropout:
-            st.append(([T(bhnn, dt, "dropout backward (gradient x mask)")], [], saved_ix["dropout"]))
+            st.append(([T(bhnn, dt, "dropout backward (gradient x mask)")], [], saved_ix["mask"]))
         st.append(([T(bhnn, dt, "softmax backward (score gradients)")], [], saved_ix["probs"]))
         st.append(([T(s, dt, "scaled-q gradient"), T(s, dt, "k gradient")], [], saved_ix["qkv"]))
         st.append(([T(s, dt, "q gradient (mul backward)")], [], []))
@@ -142,7 +143,7 @@ def _mha_mem(m):
         if p:
             saved += [T(bhnn, "bool" if m.backend != "cpu" else dt, "attention dropout mask"),
                       T(bhnn, dt, "dropped-out probabilities")]
-            ix["dropout"] = [len(saved) - 2, len(saved) - 1]
+            ix["mask"], ix["dropped"] = [len(saved) - 2], [len(saved) - 1]
         saved.append(T(bne, dt, "attention output laid out for out_proj"))
         ix["o_copy"] = [len(saved) - 1]
         # softmax reads the scores while its output is made: before o_copy and the output exist
