@@ -95,7 +95,9 @@ def _mha_stages(m, s, saved_ix, pix, gq_made, dropout):
     st.append(([T(9 * s - gq_made * s, dt, "select_backward: q, k gradients scattered into (3, L, B, E) zeros, "
                                            "and their sum")], [], []))
     st.append(([], [], []))
-    st.append(([T(3 * s, dt, "packed q, k, v gradient made contiguous for in_proj")], in_p, []))
+    # the v gradient the incoming one stood for is consumed by now: its size off this copy
+    st.append(([T(2 * s, dt, "packed q, k, v gradient made contiguous for in_proj (less the consumed v "
+                             "gradient)")], in_p, []))
     return st
 
 
@@ -122,12 +124,14 @@ def _mha_mem(m):
     avg = [T(b * n * n, dt, "head-averaged weights")] if m.props["need_weights"] else []
     if not m.records and not m.training:
         return OpMem(outputs=[out], out_dtypes=[dt], temps=avg, grad_in=["new"])
-    bias = m.props["bias"]
-    copy = b > 1 and n > 1  # (B, L, E).transpose(1, 0) is contiguous only when B or L is 1
-    x_saved = T(bne, dt, "input laid out (L, B, E) (linear's copy of the transposed view)") if copy else In(0)
+    # (B, L, E).transpose(1, 0) is not contiguous (unless B or L is 1: there linear reads the view
+    # itself and this rule is one input copy high; modelled alike so the step stays affine in the
+    # batch, engine/batch_curve.py)
+    x_saved = T(bne, dt, "input laid out (L, B, E) (linear's copy of the transposed view)")
     qkv = T(3 * bne, dt, "packed q, k, v (contiguous (3, L, B, E))")
-    # in_proj: matmul of the (copied) input, then the bias added out of place (both alive)
-    in_proj = (s if copy else 0) + 3 * s + (3 * s if bias and copy else 0)
+    # in_proj: the matmul of the copied input (then its bias added out of place: mm + add, or
+    # addmm), then the packed .contiguous() copy beside it
+    in_proj = s + 6 * s
     p = m.props["dropout"] if m.training else 0.0
     # on the CPU the fused kernel takes no dropout: with dropout in training SDPA falls back to
     # its math path (q and k both scaled, scores, softmax, noise, dropped probabilities)
@@ -147,7 +151,7 @@ def _mha_mem(m):
         saved.append(T(bne, dt, "attention output laid out for out_proj"))
         ix["o_copy"] = [len(saved) - 1]
         # softmax reads the scores while its output is made: before o_copy and the output exist
-        moments = [in_proj, s * (5 if copy else 4) + 2 * bhnn * T(1, dt).nbytes]
+        moments = [in_proj, 5 * s + 2 * bhnn * T(1, dt).nbytes]
         avg = [] if sdpa_math else avg
     else:
         saved = [x_saved, qkv, T(bne, dt, "attention output"), T(b * h * n, "float32", "logsumexp")]
