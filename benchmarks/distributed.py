@@ -51,9 +51,9 @@ MODELS_FILE = HERE / "distributed_models.py"
 MiB = 1024.0 * 1024.0
 BATCH = 4
 NETWORKS = ("mlp", "wide_mlp", "lenet5", "small_cnn", "bn_cnn", "tiny_vit", "small_lstm", "llama_stack",
-            "decoder_stack", "hand_stack", "zero_order")
-# layer stacks, and a design drawn by hand with a repeated block: measured under zero2 / zero3
-FSDP_ONLY = ("llama_stack", "decoder_stack", "hand_stack")
+            "decoder_stack", "hand_stack", "hand_stack_lora", "zero_order")
+# layer stacks, and a design drawn by hand with a repeated block (also with LoRA): zero2 / zero3
+FSDP_ONLY = ("llama_stack", "decoder_stack", "hand_stack", "hand_stack_lora")
 DP_ONLY = ("zero_order",)  # ZeroRedundancyOptimizer's partition order: measured under ddp / zero1
 STRATEGIES = ("ddp", "zero1", "zero2", "zero3")
 FSDP_STRATEGIES = ("zero2", "zero3")
@@ -588,6 +588,9 @@ def compare(rec: dict) -> list[dict]:
         kw = {"pipeline_parallel": rec["world"], "micro_batches": rec["micro_batches"]}
     else:
         kw = {"gpus": rec["world"], "strategy": rec["strategy"]}
+    import distributed_models
+
+    kw = {**kw, **distributed_models.HAND_SETTINGS.get(rec["model"], {})}
     rep = memdesigner.estimate(design_of(rec["model"]), mode="train", batch=rec["batch"],
                                optimizer=rec["optimizer"], backend="cpu", **kw)
     per = {r["rank"]: r for r in rep.per_rank}

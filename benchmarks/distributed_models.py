@@ -436,3 +436,23 @@ def hand_stack():
 
 MODELS.update({"hand_stack": hand_stack})
 HAND_DESIGNS = {"hand_stack": hand_stack_design}  # networks whose design is drawn, not imported
+
+
+# LoRA (peft, r=8 on every fc1 / fc2) on the drawn stack: peft's LoraLayer holds lora_A / lora_B as
+# submodules of the Linear it wraps, so fully_shard of a layer shards its adapters with it
+HAND_LORA = {"lora_r": 8, "lora_targets": ("fc1", "fc2")}
+
+
+def hand_stack_lora():
+    from peft import LoraConfig, inject_adapter_in_model
+
+    model = HandStack()
+    inject_adapter_in_model(LoraConfig(r=HAND_LORA["lora_r"], target_modules=list(HAND_LORA["lora_targets"])), model)
+    for name, p in model.named_parameters():  # get_peft_model's mark_only_lora_as_trainable
+        p.requires_grad_("lora_" in name)
+    return model, (HAND_SEQ,)
+
+
+MODELS.update({"hand_stack_lora": hand_stack_lora})
+HAND_DESIGNS["hand_stack_lora"] = hand_stack_design
+HAND_SETTINGS = {"hand_stack_lora": HAND_LORA}  # estimate settings of a drawn design's measured variant

@@ -105,11 +105,13 @@ def _linear_modules(design: Design, an: Analysis) -> dict[str, list[str]]:
     """module path -> the node ids of its call, for modules whose one parameterised op is a
     Linear (nn.Linear, transformers' Conv1D as addmm)."""
     groups: dict[str, list[str]] = {}
+    drawn = getattr(design, "node_rep", None) or {}
     for nid in an.order:
         node = design.nodes[nid]
         if not an.nodes[nid].ok:
             continue
-        groups.setdefault(module_path(node), []).append(nid)
+        # a layer drawn inside a block is a module of its own (its scope is the block instance's)
+        groups.setdefault(node.name if nid in drawn else module_path(node), []).append(nid)
     out = {}
     for path, nids in groups.items():
         lin = [n for n in nids if design.nodes[n].type == "Linear"]
@@ -182,8 +184,15 @@ def _prepare(design: Design, settings, an: Analysis) -> tuple[Design, Analysis, 
 
 
 def _copy(design: Design) -> Design:
-    """A detached copy (no JSON round trip: this runs for every estimate)."""
-    return design.detached_copy()
+    """A detached copy (no JSON round trip: this runs for every estimate). A design drawn with
+    blocks keeps its expansion's node -> instance map (FSDP units of drawn designs, engine/fsdp.py);
+    ``unit_joins`` will map each adapter op to the Linear it wraps."""
+    d = design.detached_copy()
+    rep = getattr(design, "node_rep", None)
+    if rep:
+        d.node_rep = dict(rep)
+    d.unit_joins = dict(getattr(design, "unit_joins", None) or {})
+    return d
 
 
 def _new_node(new: list, kind: str, nid: str, path: str, sub: str, props: dict, base: Node, own_call: bool) -> str:
@@ -266,8 +275,12 @@ def _add_lora(d: Design, an: Analysis, s, plan: FinetunePlan, linears: dict, hea
         edges += [(src, (a, 0)), ((a, 0), (b, 0)), ((b, 0), (sc_, 0)), ((last, 0), (add, 0)), ((sc_, 0), (add, 1))]
         consumers = list(out_of.get((last, 0), ()))
         after[last] = new
+        rep = getattr(d, "node_rep", None)
         for n in new:
             d.nodes[n.id] = n
+            d.unit_joins[n.id] = lin  # peft's LoraLayer: lora_A / lora_B are the Linear's submodules
+            if rep and lin in rep:
+                rep[n.id] = rep[lin]
         for e in consumers:
             i = d.remove_edge(e)
             ne = d.add_edge(add, e.dst, 0, e.dst_port, index=i, check_cycle=False)

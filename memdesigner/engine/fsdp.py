@@ -60,6 +60,10 @@ class Unit:
     # per parameter that requires grad: (registration rank, node, unsharded gradient bytes); the
     # last one's gradient outlives the reduce-scatter (``FsdpStep._post_backward``)
     grads: list = field(default_factory=list)
+    # padded unsharded / shard bytes of the parameters that require grad: foreach_reduce reduces
+    # only those (frozen base weights under LoRA are gathered, never reduced)
+    grad_full: int = 0
+    grad_shard: int = 0
 
     @property
     def gather_bytes(self) -> int:
@@ -100,7 +104,7 @@ def unit_of(scope: str | None) -> str:
     return parts[i] if i is not None else parts[0]
 
 
-def unit_scopes(nodes: dict, node_rep: dict | None = None) -> dict:
+def unit_scopes(nodes: dict, node_rep: dict | None = None, joins: dict | None = None) -> dict:
     """node -> the name of its FSDP unit. An imported model's nodes carry their module scope
     (root-level ops have none: the root unit); a design built by hand has no scopes, and each of its
     layers is a top-level block (as an ``nn.Sequential``'s children). Drawn with blocks
@@ -110,7 +114,12 @@ def unit_scopes(nodes: dict, node_rep: dict | None = None) -> dict:
     decoder layers: ``for layer in model.layers: fully_shard(layer)``; FSDP2 refuses the
     ``nn.ModuleList`` itself, ``_validate_module``); a top-level child holding such a list (HF's
     ``model`` around ``model.layers``) is not wrapped as a whole: its other parameters (embedding,
-    final norm) are the root's."""
+    final norm) are the root's. ``joins`` (node -> the node whose unit it is in): LoRA's adapter
+    ops (engine/finetune.py) are submodules of the Linear they wrap (peft's ``LoraLayer``), so
+    ``fully_shard`` of the layer holding that Linear shards them with it."""
+    if joins:
+        units = unit_scopes({nid: n for nid, n in nodes.items() if nid not in joins}, node_rep)
+        return {nid: units[joins.get(nid, nid)] for nid in nodes}
     if not any(n.scope for n in nodes.values()):
         return {nid: nid for nid in nodes}
     drawn = bool(node_rep) and not any(n.scope for nid, n in nodes.items() if nid not in node_rep)
@@ -181,6 +190,8 @@ class FsdpStep:
         u.shard.append(c * rest * itemsize)
         u.full.append(c * self.world * rest * itemsize)
         if nid is not None:
+            u.grad_full += c * self.world * rest * itemsize
+            u.grad_shard += c * rest * itemsize
             u.grads.append([len(self._keys), nid, d0 * rest * itemsize])
             self._keys.append(key)
         return c * rest * itemsize
@@ -306,7 +317,7 @@ class FsdpStep:
             return
         if self.rs_input is not None:
             mem.decref(self.rs_input)
-        self.rs_input = mem.alloc(u.gather_bytes, K, 1, f"FSDP reduce-scatter input ({name or 'root'})")
+        self.rs_input = mem.alloc(u.grad_full, K, 1, f"FSDP reduce-scatter input ({name or 'root'})")
         mem.mark(self.where)
         # ``unsharded_grads.clear()`` frees the gradients after the copy-in, all but the unit's last
         # parameter's: the loop variable of foreach_reduce's Shard(i) pass (``for i, (fsdp_param,
@@ -316,15 +327,15 @@ class FsdpStep:
         for _, sid in grads:
             mem.decref(sid)
         kept = mem.alloc(last[1], G, 1, (last[0], "unsharded gradient held by foreach_reduce")) if last else None
-        out = mem.alloc(u.shard_bytes, G, 1, f"FSDP sharded gradients ({name or 'root'})")
+        out = mem.alloc(u.grad_shard, G, 1, f"FSDP sharded gradients ({name or 'root'})")
         mem.mark(self.where)
         if self.gloo:
-            t = mem.alloc(u.gather_bytes, K, 1, "gloo reduce-scatter copy of its input")
+            t = mem.alloc(u.grad_full, K, 1, "gloo reduce-scatter copy of its input")
             mem.mark(self.where)
             mem.decref(t)
         if self.offload:  # copied to the host (``new_sharded_grad.to("cpu")``), the device block dropped
             mem.decref(out)
-            self.host_grads += u.shard_bytes
+            self.host_grads += u.grad_shard
         else:
             self.sharded_grads.append(out)
         if kept is not None:

@@ -111,7 +111,8 @@ def place_weights(sim, r) -> None:
     sim.fsdp = fs
     # per trainable tensor: its shape (the rank signature, the optimizers whose state follows the shape)
     sim.trainable_shapes = shapes = []
-    uscope = fsdp.unit_scopes(nodes, getattr(design, "node_rep", None)) if fs is not None else {}
+    uscope = (fsdp.unit_scopes(nodes, getattr(design, "node_rep", None), getattr(design, "unit_joins", None))
+              if fs is not None else {})
     host_shards = 0
     sim.host_bytes = 0  # host RAM this rank needs for offloaded state (zero2/zero3 offload params)
     t_p = t_nt = t_rg = t_pb = t_bb = 0

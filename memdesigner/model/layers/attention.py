@@ -68,50 +68,110 @@ def _keras_mha_mem(m):
     return OpMem(outputs=[out], out_dtypes=[dt], temps=[qkv, attn, extra], grad_in=["new"])
 
 
+def _mha_stages(m, s, saved_ix, pix, gq_made, dropout):
+    """Backward of multi_head_attention_forward as autograd runs it, node by node (torch/nn/
+    functional.py; measured op by op with the truth harness). The incoming gradient stands first
+    for the reshaped copy of itself that out_proj's backward reads, then for the v gradient, which
+    waits for its select_backward to the end. ``gq_made``: the q/k gradient temps of the stage
+    before select_backward (they die as their scattered copies are made)."""
+    dt = m.amp or m.float_in
+    b, n, e = m.in_shapes[0]
+    bhnn = b * m.props["num_heads"] * n * n
+    out_p = [pix[k] for k in ("out_proj.weight", "out_proj.bias") if k in pix]
+    in_p = [pix[k] for k in ("in_proj_weight", "in_proj_bias") if k in pix]
+    st = [([T(s, dt, "out_proj input gradient")], out_p, saved_ix.get("o_copy", []))]
+    if "probs" in saved_ix:  # math: bmm(probs, v), [dropout], softmax, bmm(q_scaled, k^T), mul
+        # bmm's saved dropped-out weights die with its backward, the mask with dropout's
+        st.append(([T(bhnn, dt, "attention-weights gradient")], [], saved_ix.get("dropped", [])))
+        if dropout:
+            st.append(([T(bhnn, dt, "dropout backward (gradient x mask)")], [], saved_ix["mask"]))
+        st.append(([T(bhnn, dt, "softmax backward (score gradients)")], [], saved_ix["probs"]))
+        st.append(([T(s, dt, "scaled-q gradient"), T(s, dt, "k gradient")], [], saved_ix["qkv"]))
+        st.append(([T(s, dt, "q gradient (mul backward)")], [], []))
+    else:  # SDPA backward: q, k, v gradients at once
+        st.append(([T(s, dt, "q gradient"), T(s, dt, "k gradient")], [], saved_ix["qkv"]))
+    # proj[0], proj[1], proj[2] of the packed projection: each gradient is scattered into a zero
+    # (3, L, B, E) tensor (select_backward) and summed: two of them and their sum at once
+    st.append(([T(9 * s - gq_made * s, dt, "select_backward: q, k gradients scattered into (3, L, B, E) zeros, "
+                                           "and their sum")], [], []))
+    st.append(([], [], []))
+    # the v gradient the incoming one stood for is consumed by now: its size off this copy
+    st.append(([T(2 * s, dt, "packed q, k, v gradient made contiguous for in_proj (less the consumed v "
+                             "gradient)")], in_p, []))
+    return st
+
+
 def _mha_mem(m):
-    """Math kernel (need_weights, the nn.MultiheadAttention default): scores (B*H, L, L) are
-    materialised; softmax output, the packed q/k/v copy, the scaled q and the re-laid-out attention
-    output are kept. Fused kernel (SDPA / the inference fast path): no L x L matrix; the output
-    and a float32 logsumexp per (B, H, L) are kept."""
+    """nn.MultiheadAttention(batch_first=True) self-attention as multi_head_attention_forward
+    runs it (torch/nn/functional.py). Training: the batch-first input is a transposed view, so
+    in_proj's linear copies it (kept for the weight gradient) and adds its bias out of place; the
+    packed q, k, v are one contiguous (3, L, B, E) copy (_in_projection_packed) whose views the
+    attention keeps. Math kernel (need_weights, the default): scaled q, softmax output (and the
+    dropout mask and dropped weights), the re-laid-out attention output for out_proj; the scores
+    die with the softmax, the head-averaged weights are made last. Fused (need_weights=False):
+    SDPA keeps its output and a float32 logsumexp; on the CPU its output has q's layout, so
+    out_proj reads it without a copy. The backward runs node by node (``_mha_stages``).
+    Eval without grad: the fast path _native_multi_head_attention makes only its output (and the
+    averaged weights)."""
     if keras(m) and not (m.training and m.props["dropout"]):
         return _keras_mha_mem(m)
     b, n, e = m.in_shapes[0]
     h = m.props["num_heads"]
     dt = m.amp or m.float_in
     bne, bhnn = b * n * e, b * h * n * n
+    s = T(bne, dt).nbytes
     out = T(bne, dt, "output")
-    x_copy = T(bne, dt, "input laid out (L, B, E)")
-    qkv = T(3 * bne, dt, "packed q, k, v")
-    o_copy = T(bne, dt, "attention output laid out for out_proj")
+    avg = [T(b * n * n, dt, "head-averaged weights")] if m.props["need_weights"] else []
+    if not m.records and not m.training:
+        return OpMem(outputs=[out], out_dtypes=[dt], temps=avg, grad_in=["new"])
+    # (B, L, E).transpose(1, 0) is not contiguous (unless B or L is 1: there linear reads the view
+    # itself and this rule is one input copy high; modelled alike so the step stays affine in the
+    # batch, engine/batch_curve.py)
+    x_saved = T(bne, dt, "input laid out (L, B, E) (linear's copy of the transposed view)")
+    qkv = T(3 * bne, dt, "packed q, k, v (contiguous (3, L, B, E))")
+    # in_proj: the matmul of the copied input (then its bias added out of place: mm + add, or
+    # addmm), then the packed .contiguous() copy beside it
+    in_proj = s + 6 * s
     p = m.props["dropout"] if m.training else 0.0
     # on the CPU the fused kernel takes no dropout: with dropout in training SDPA falls back to
     # its math path (q and k both scaled, scores, softmax, noise, dropped probabilities)
-    sdpa_math = m.props["kernel"] == "fused" and p > 0 and m.records and m.backend == "cpu"
-    if m.props["kernel"] == "math" or sdpa_math:
-        q = T(bne, dt, "scaled q")
-        scores = T(bhnn, dt, "attention scores")
+    sdpa_math = m.props["kernel"] == "fused" and p > 0 and m.backend == "cpu"
+    math = m.props["kernel"] == "math" or sdpa_math
+    if math:
         probs = T(bhnn, dt, "softmax(scores)")
-        extra = []
-        if p:
-            extra = [T(bhnn, "bool" if m.backend != "cpu" else dt, "attention dropout mask"),
-                     T(bhnn, dt, "dropped-out probabilities")]
+        saved = [x_saved, qkv, T(bne, dt, "scaled q"), probs]
+        ix = {"qkv": [1, 2], "probs": [3]}
         if sdpa_math:
-            extra.append(T(bne, dt, "scaled k"))
-        avg = [T(b * n * n, dt, "head-averaged weights")] if (m.props["need_weights"] and not sdpa_math) else []
-        if m.records:
-            saved = [x_copy, qkv, q, probs, o_copy] + extra  # the input itself is not kept: its (L, B, E) copy is
-            return OpMem(outputs=[out], out_dtypes=[dt], saved=saved, temps=[scores] + avg, grad_in=["new"],
-                         bwd_temps=[T(bhnn, dt, "score gradients"), T(bhnn, dt, "softmax gradients"),
-                                    T(3 * bne, dt, "q, k, v gradients")])
-        # eval + no_grad takes the fused _native_multi_head_attention: only its output and the
-        # head-averaged weights are storages of their own
-        return OpMem(outputs=[out], out_dtypes=[dt], temps=avg, grad_in=["new"])
-    lse = T(b * h * n, "float32", "logsumexp")
-    attn = T(bne, dt, "attention output")
-    if m.records:
-        return OpMem(outputs=[out], out_dtypes=[dt], saved=[x_copy, qkv, attn, lse, o_copy], grad_in=["new"],
-                     bwd_temps=[T(3 * bne, dt, "q, k, v gradients"), T(bne, dt, "output gradient copy")])
-    return OpMem(outputs=[out], out_dtypes=[dt], temps=[qkv, attn], grad_in=["new"])
+            saved.append(T(bne, dt, "scaled k"))
+            ix["qkv"].append(len(saved) - 1)
+        if p:
+            saved += [T(bhnn, "bool" if m.backend != "cpu" else dt, "attention dropout mask"),
+                      T(bhnn, dt, "dropped-out probabilities")]
+            ix["mask"], ix["dropped"] = [len(saved) - 2], [len(saved) - 1]
+        saved.append(T(bne, dt, "attention output laid out for out_proj"))
+        ix["o_copy"] = [len(saved) - 1]
+        # softmax reads the scores while its output is made: before o_copy and the output exist
+        moments = [in_proj, 5 * s + 2 * bhnn * T(1, dt).nbytes]
+        avg = [] if sdpa_math else avg
+    else:
+        saved = [x_saved, qkv, T(bne, dt, "attention output"), T(b * h * n, "float32", "logsumexp")]
+        ix = {"qkv": [1, 2, 3]}
+        if m.backend != "cpu":  # CUDA kernels lay their output out (B, L, H, D): out_proj copies it
+            saved.append(T(bne, dt, "attention output laid out for out_proj"))
+            ix["o_copy"] = [len(saved) - 1]
+        moments = [in_proj]
+    final = sum(t.nbytes for t in saved if isinstance(t, T)) + out.nbytes
+    # the head-averaged weights are made last, beside everything kept; the other moments are earlier
+    peak = max(max(moments), final + sum(t.nbytes for t in avg))
+    if not m.records:  # train-mode module under no_grad: nothing is kept, the largest moment counts
+        return OpMem(outputs=[out], out_dtypes=[dt], temps=[T(peak - out.nbytes, "uint8", "the op's largest moment")],
+                     grad_in=["new"])
+    temps = [T(peak - final, "uint8", "in_proj's matmul and bias add, the scores beside softmax, or the "
+                                      "head-averaged weights")] if peak > final else []
+    pix = {ps.name: k for k, ps in enumerate(m.params)}
+    stages = _mha_stages(m, bne, ix, pix, 1 if math else 2, bool(p))
+    return OpMem(outputs=[out], out_dtypes=[dt], saved=saved, temps=temps, grad_in=["new"],
+                 bwd_stages=stages)
 
 
 def _mha_onnx(ctx):
