@@ -100,6 +100,8 @@ def test_zoomed_out_overview_is_drawn_by_the_scene_with_selection_and_errors(win
     view.zoom_by(10.0)  # (anchored under the mouse, wherever an earlier test left it)
     assert not scene.overview
     view.centerOn(item)
+    # (an estimate landing meanwhile may re-build items: the viewport paints once that is done)
+    qtbot.waitUntil(lambda: view.viewport().updatesEnabled(), timeout=10000)
     view.viewport().repaint()
     assert "paint" in asked  # zoomed in: the items paint themselves again
 
