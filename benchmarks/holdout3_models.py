@@ -14,8 +14,8 @@ seconds on 2 shared CPU cores. Needs torchvision and transformers (the benchmark
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 import torch.nn as nn

@@ -1308,12 +1308,10 @@ def _map_module(st: _State, fxn, mod):
         own()
         nid, specs = _add(st, fxn, cls, {"hidden_size": mod.hidden_size, "num_layers": mod.num_layers,
                                          "bias": mod.bias, "bidirectional": mod.bidirectional,
-                                         "return_sequences": True}, [x])
+                                         "dropout": float(mod.dropout), "return_sequences": True}, [x])
         v = Val(nid, 0, specs[0], tuple(range(len(specs[0].shape) + 1)))
         # h_n is (layers * directions, B, H): the design keeps the batch first, real dim 1 -> 0
         h_n = Val(nid, 1, specs[1], (1, 0, 2))
-        if mod.dropout and mod.num_layers > 1:
-            st.warnings.append(f"{path}: inter-layer dropout {mod.dropout} is not modelled")
         return Multi([v, Multi([h_n, Other()]) if cls == "LSTM" else h_n])
     if type(mod) in (nn.TransformerEncoder, nn.TransformerEncoderLayer):
         out = _map_transformer_encoder(st, fxn, mod, path, x)
