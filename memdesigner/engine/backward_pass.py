@@ -16,20 +16,23 @@ from memdesigner.units import DTYPE_BYTES
 
 
 def run_loss(sim, r) -> None:
-    """The loss of every output that requires grad (none with a Loss node: that op is the loss)."""
-    an, mem, order, st = r.an, r.mem, r.order, r.st
+    """The loss of every output that requires grad. With a Loss node that op is the loss, and
+    the other tensors the model returns with it (an imported model's ``(loss, logits)``, Node.output)
+    join it as the truth harness's step does: ``loss.mean() + logits.mean()``."""
+    an, mem, order, st, nodes = r.an, r.mem, r.order, r.st, r.nodes
     val_sid, val_spec, cast_cache, amp = r.val_sid, r.val_spec, r.cast_cache, r.amp
     has_loss_node, sinks = st.has_loss_node, st.sinks
     # -- loss --------------------------------------------------------------------------
     loss_sids = []
     grads: dict[tuple, int] = {}
-    if not has_loss_node:
-        for nid in order:
-            key = st.base[nid]  # its first output
-            if nid in sinks and an.nodes[nid].outputs and val_sid[key] is not None and val_spec[key][2]:
-                ldt = val_spec[key][1]
-                loss_sids.append(mem.alloc(DTYPE_BYTES[ldt], A, 1, "loss = out.mean()"))
-                grads[key] = None  # filled in backward
+    for nid in order:
+        if has_loss_node and not (nodes[nid].output and nodes[nid].type != "Loss"):
+            continue
+        key = st.base[nid]  # its first output
+        if nid in sinks and an.nodes[nid].outputs and val_sid[key] is not None and val_spec[key][2]:
+            ldt = val_spec[key][1]
+            loss_sids.append(mem.alloc(DTYPE_BYTES[ldt], A, 1, "loss = out.mean()"))
+            grads[key] = None  # filled in backward
     if amp:
         for sid in cast_cache.values():
             mem.decref(sid)

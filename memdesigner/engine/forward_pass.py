@@ -371,7 +371,7 @@ def run_forward(sim, r) -> None:
             v = b + j
             refs = refs_of[v]
             if j == 0 and nid in sinks and (refs == 0 or node.output) and \
-                    (not has_loss_node or node.type == "Loss" or not train):
+                    (not has_loss_node or node.type == "Loss" or not train or node.output):
                 refs += 1
                 held_outputs.append(sid)
             if is_input:

@@ -20,6 +20,13 @@ def _sid(t):
         return id(t)
 
 
+def _storage_bytes(t) -> int:
+    try:
+        return t.untyped_storage().nbytes()
+    except Exception:  # noqa: BLE001 - no storage identity: the tensor's own elements
+        return t.numel() * t.element_size()
+
+
 def _live_bytes_mode(torch):
     from torch.utils._python_dispatch import TorchDispatchMode
     from torch.utils._pytree import tree_leaves
@@ -132,7 +139,9 @@ def _run(torch, gm, x, targets: set, evaluate: bool = False) -> dict:
             with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), live:
                 out = getattr(self, n.op)(n.target, args, kwargs)
             ins = {a: self.env[a] for a in n.all_input_nodes if a in self.env}
-            rec[n] = (ins, out, saved, max(live.peak - live.now(), 0))
+            bwd = None if evaluate else _backward_transient(
+                torch, lambda: getattr(self, n.op)(n.target, args, kwargs), ins, self.env)
+            rec[n] = (ins, out, saved, max(live.peak - live.now(), 0), bwd)
             return out
 
     was = gm.training
@@ -143,6 +152,56 @@ def _run(torch, gm, x, targets: set, evaluate: bool = False) -> dict:
     finally:
         _set_mode(gm, was)
     return rec
+
+
+def _backward_transient(torch, call, ins, env) -> int:
+    """What the op's backward holds beyond the gradients it returns, for an op that is a whole
+    call (a function fx keeps whole: torchvision's shifted_window_attention): autograd runs the
+    backward of every op inside it, whose intermediate gradients live and die there while the
+    tensors they saved are released one by one. The call runs once more here (its graph only),
+    then its backward with a ones seed held all along (as the engine holds the incoming gradient
+    to the op's end), under the live-bytes mode: the backward's peak above what was alive when it
+    began, less the gradients it returns (the engine makes those itself)."""
+    need = [v for v in ins.values() if isinstance(v, torch.Tensor) and v.requires_grad]
+    if not need:
+        return None
+    live = _LiveBytes(torch, [v for v in env.values() if isinstance(v, torch.Tensor)])
+    try:
+        with live:
+            out = call()
+        if not isinstance(out, torch.Tensor) or not out.requires_grad or not _composite(torch, out, need):
+            return None
+        # the incoming gradient is made inside the backward (MulBackward0 of out * ones), so
+        # that autograd drops it once the first op inside has read it, as it does in a real run
+        loss = (out * torch.ones_like(out)).sum()
+        seed = torch.ones_like(loss)
+        with live:
+            live.peak = before = live.now()
+            grads = torch.autograd.grad(loss, need, seed, allow_unused=True)
+    except Exception:  # noqa: BLE001 - a backward that cannot run on these tensors: no figure
+        return None
+    returned = {_sid(g): _storage_bytes(g) for g in grads if isinstance(g, torch.Tensor)}
+    # the engine holds the incoming gradient (out's shape, dense) and makes the returned ones itself
+    return live.peak - before - sum(returned.values()) - out.numel() * out.element_size()
+
+
+def _composite(torch, out, need) -> bool:
+    """Whether the call's backward is more than one op's: its forward recorded several autograd
+    nodes, or one whose backward is Python code (a custom Function). One aten op's backward is one
+    kernel whose transients the op's own rule covers."""
+    from torch.autograd.function import BackwardCFunction
+
+    stop = {t.grad_fn for t in need if t.grad_fn is not None}
+    seen, todo = set(), [out.grad_fn]
+    while todo:
+        fn = todo.pop()
+        if fn is None or fn in stop or fn in seen or type(fn).__name__ == "AccumulateGrad":
+            continue
+        seen.add(fn)
+        if isinstance(fn, BackwardCFunction) or len(seen) > 1:
+            return True
+        todo.extend(f for f, _ in fn.next_functions)
+    return False
 
 
 def _set_mode(gm, train: bool) -> None:
@@ -257,18 +316,22 @@ def _scaled(torch, r2):
             return torch.empty((3, *t.shape[1:]), dtype=t.dtype, device="meta")
         return t
 
-    ins, out, saved, temp = r2
-    return ins, grow(out), [grow(t) for t in saved], temp * (3 if grow(out) is not out else 2) // 2
+    ins, out, saved, temp, bwd = r2
+    k = 3 if grow(out) is not out else 2
+    return ins, grow(out), [grow(t) for t in saved], temp * k // 2, None if bwd is None else bwd * k // 2
 
 
 def _describe(torch, in_nodes, r2, r3):
-    ins2, out2, saved2, temp2 = r2
-    _, out3, saved3, temp3 = r3
+    ins2, out2, saved2, temp2, bwd2 = r2
+    _, out3, saved3, temp3, bwd3 = r3
     if not isinstance(out2, torch.Tensor) or not isinstance(out3, torch.Tensor):
         return None
     in_sids = [(_sid(ins2[a]) if isinstance(ins2.get(a), torch.Tensor) else None) for a in in_nodes]
     out_sid = _sid(out2)
+    # the op's other arguments (parameters, buffers: get_attr values) are alive anyway
+    arg_sids = {_sid(v) for v in ins2.values() if isinstance(v, torch.Tensor)}
     saved_inputs, per, fixed = [], 0, 0
+    counted: set = set()
     for k, t in enumerate(saved2):
         if not isinstance(t, torch.Tensor):
             continue
@@ -278,13 +341,17 @@ def _describe(torch, in_nodes, r2, r3):
             if i not in saved_inputs:
                 saved_inputs.append(i)
         elif s == out_sid:
-            saved_inputs.append(-1)  # the output itself
-        elif t.is_leaf and t.requires_grad:
-            continue  # a parameter: alive anyway
-        else:
-            b2 = t.numel() * t.element_size()
+            if -1 not in saved_inputs:
+                saved_inputs.append(-1)  # the output itself
+        elif (t.is_leaf and t.requires_grad) or s in arg_sids:
+            continue  # a parameter (or a view of one): alive anyway
+        elif s not in counted:
+            # memory is per storage: one kept by several ops (softmax's output saved by it and by
+            # the product after it) or behind several saved views (q, k, v of one qkv) is one block
+            counted.add(s)
+            b2 = _storage_bytes(t)
             t3 = saved3[k] if k < len(saved3) and isinstance(saved3[k], torch.Tensor) else t
-            b3 = t3.numel() * t3.element_size()
+            b3 = _storage_bytes(t3)
             per += b3 - b2
             fixed += b2 - 2 * (b3 - b2)
     alias = in_sids.index(out_sid) if out_sid in in_sids else -1
@@ -294,4 +361,8 @@ def _describe(torch, in_nodes, r2, r3):
     return {"out_strides": strides, "temp_bytes_per_sample": max(temp3 - temp2, 0),
             "temp_bytes_fixed": max(temp2 - 2 * (temp3 - temp2), 0), "traced": True, "saved_inputs": ",".join(str(i) for i in saved_inputs),
             "saved_bytes_per_sample": max(per, 0), "saved_bytes_fixed": max(fixed, 0),
+            # a + b * batch may be negative at batch 1 (a fixed-size weight gradient among them)
+            "bwd_traced": bwd2 is not None and bwd3 is not None,
+            "bwd_temp_bytes_per_sample": bwd3 - bwd2 if bwd2 is not None and bwd3 is not None else 0,
+            "bwd_temp_bytes_fixed": bwd2 - 2 * (bwd3 - bwd2) if bwd2 is not None and bwd3 is not None else 0,
             "alias_input": alias, "batch_free": out2.numel() == out3.numel()}

@@ -358,6 +358,44 @@ def _tracer(torch):
     return _Tracer()
 
 
+def _custom_functions_as_calls(torch):
+    """While fx traces, a custom ``torch.autograd.Function``'s ``apply`` on traced values becomes
+    one call node instead of the ops of its ``forward``: PyTorch runs that forward without
+    recording (its ops make no graph; their intermediates die as they go), keeps only what
+    ``ctx.save_for_backward`` saved and runs the Function's own backward. The call becomes a
+    Generic node, which the characterisation runs forward and backward (_torch_characterise)."""
+    import contextlib
+
+    Function = torch.autograd.Function
+    original = Function.__dict__["apply"]
+    made: dict = {}
+
+    def call_of(cls):
+        fn = made.get(cls)
+        if fn is None:
+            def fn(*args, **kwargs):
+                return original.__get__(None, cls)(*args, **kwargs)
+            fn.__name__ = fn.__qualname__ = f"{cls.__name__}_apply"
+            fn.__module__ = "memdesigner_custom_function"  # not torch's: fx keeps it as a global
+            made[cls] = fn
+        return fn
+
+    def apply(cls, *args, **kwargs):
+        proxies = [a for a in (*args, *kwargs.values()) if isinstance(a, torch.fx.Proxy)]
+        if not proxies:
+            return original.__get__(None, cls)(*args, **kwargs)
+        return proxies[0].tracer.create_proxy("call_function", call_of(cls), args, kwargs)
+
+    @contextlib.contextmanager
+    def patched():
+        Function.apply = classmethod(apply)
+        try:
+            yield
+        finally:
+            Function.apply = original
+    return patched()
+
+
 def _trace(torch, module, example=None):
     import torch.fx
 
@@ -366,7 +404,8 @@ def _trace(torch, module, example=None):
         tracer = _tracer(torch)
         tracer.record_stack_traces = True
         tracer.proxy_buffer_attributes = True  # self.mask[:t, :t] with a traced t
-        graph = tracer.trace(module)
+        with _custom_functions_as_calls(torch):
+            graph = tracer.trace(module)
         return torch.fx.GraphModule(tracer.root, graph, type(module).__name__)
     except Exception as fx_err:  # noqa: BLE001 - data-dependent control flow and friends
         try:
@@ -1308,12 +1347,10 @@ def _map_module(st: _State, fxn, mod):
         own()
         nid, specs = _add(st, fxn, cls, {"hidden_size": mod.hidden_size, "num_layers": mod.num_layers,
                                          "bias": mod.bias, "bidirectional": mod.bidirectional,
-                                         "return_sequences": True}, [x])
+                                         "dropout": float(mod.dropout), "return_sequences": True}, [x])
         v = Val(nid, 0, specs[0], tuple(range(len(specs[0].shape) + 1)))
         # h_n is (layers * directions, B, H): the design keeps the batch first, real dim 1 -> 0
         h_n = Val(nid, 1, specs[1], (1, 0, 2))
-        if mod.dropout and mod.num_layers > 1:
-            st.warnings.append(f"{path}: inter-layer dropout {mod.dropout} is not modelled")
         return Multi([v, Multi([h_n, Other()]) if cls == "LSTM" else h_n])
     if type(mod) in (nn.TransformerEncoder, nn.TransformerEncoderLayer):
         out = _map_transformer_encoder(st, fxn, mod, path, x)

@@ -123,6 +123,15 @@ def _keras_rnn_mem(gates: int, per_step: int):
     return rule
 
 
+def _inter_layer_dropout(m) -> bool:
+    """nn.LSTM / nn.GRU ``dropout``: in training, on the CPU, aten's layer stack (RNN.cpp
+    ``apply_layer_stack``; the oneDNN LSTM ``mkldnn_impl`` the same) runs ``at::dropout`` on every
+    layer's output but the last: a noise tensor (input dtype, kept by the product for backward) and
+    the dropped output, which is the next layer's input and is kept by that layer. Its backward is
+    one ``mul`` (the gradient of the layer's output). cuDNN drops inside its kernel (no tensors)."""
+    return bool(m.training and m.props.get("dropout", 0.0) and m.props["num_layers"] > 1 and m.backend != "cuda")
+
+
 # per step, as measured alive when backward starts: LSTM sigmoid x3, tanh x2, the new h (the new c
 # mostly not: 9 of 20 steps' were left); GRU its h_proj (3H, kept by r * h_h), z, r and 1 - z
 _keras_lstm_mem = _keras_rnn_mem(4, 6)
@@ -172,6 +181,8 @@ def _lstm_mem(m):
                                   late_outputs=(1,)))
     saved = [x_tm] + states
     layer_idx = []  # per layer: (its own saved indices: output, workspace, h_n, c_n; input width)
+    drop_idx = {}  # layer -> saved indices of the dropout after it: (noise, dropped output)
+    drop = _inter_layer_dropout(m)
     inp = i0
     for layer in range(L):
         # every layer's output is kept for its own backward (the last one is the op's output)
@@ -181,12 +192,21 @@ def _lstm_mem(m):
                    T(d * b * h, dt, f"layer {layer} h_n"), T(d * b * h, dt, f"layer {layer} c_n")):
             saved.append(tt)
             own.append(len(saved) - 1)
+        if layer > 0 and drop:  # the dropped output is this layer's input: this layer keeps it
+            own.append(drop_idx[layer - 1][1])
         layer_idx.append((own, inp))
+        if drop and layer < L - 1:
+            saved += [T(t * b * d * h, dt, f"layer {layer} dropout noise"),
+                      T(t * b * d * h, dt, f"layer {layer} dropped output")]
+            drop_idx[layer] = (len(saved) - 2, len(saved) - 1)
         inp = d * h
     saved += [Param(k) for k in range(len(m.params))]
     stages = []
     for layer in reversed(range(L)):
         own, width = layer_idx[layer]
+        if layer in drop_idx:  # the dropout's backward: grad * noise, then the noise goes
+            stages.append(([T(t * b * d * h, dt, f"layer {layer} output gradient (dropout)")], [],
+                           [drop_idx[layer][0]]))
         # the layer's backward makes its input gradient (always, even for the first layer),
         # its weight gradients and dh/dc together, while the layer's kept tensors still live
         temps = [T(t * b * width, dt, f"layer {layer} input gradient"), T(2 * d * b * h, dt, f"layer {layer} dh, dc")]
@@ -241,6 +261,8 @@ def _gru_mem(m):
     per_layer = d * _tensors_per_direction(m.props)
     saved, temps, stages = [], [], []
     layer_saved = []
+    drop = _inter_layer_dropout(m)
+    noise_idx = {}  # layer -> saved index of the noise of the dropout after it
     for layer in range(L):
         proj = T(t * b * 3 * h * d, dt, f"layer {layer} input projection")
         steps = T(7 * t * b * h * d, dt, f"layer {layer} per-step gate tensors")
@@ -252,8 +274,13 @@ def _gru_mem(m):
             saved.append(steps)
             own.append(len(saved) - 1)
             if layer < L - 1:
-                saved.append(T(t * b * d * h, dt, f"layer {layer} output"))
+                # the next layer's projection keeps its input: this output, or with dropout the
+                # dropped output (the stacked output then dies) and the dropout's noise
+                saved.append(T(t * b * d * h, dt, f"layer {layer} {'dropped ' if drop else ''}output"))
                 own.append(len(saved) - 1)
+                if drop:
+                    saved.append(T(t * b * d * h, dt, f"layer {layer} dropout noise"))
+                    noise_idx[layer] = len(saved) - 1
         else:
             # without grad each step's hidden state waits in a list until it is stacked
             temps.append(T(t * b * h * d, dt, f"layer {layer} step outputs"))
@@ -272,6 +299,9 @@ def _gru_mem(m):
         saved.append(In(0))
         for layer in reversed(range(L)):
             width = i0 if layer == 0 else d * h
+            if layer in noise_idx:  # the dropout's backward: grad * noise, then the noise goes
+                stages.append(([T(t * b * d * h, dt, f"layer {layer} output gradient (dropout)")], [],
+                               [noise_idx[layer]]))
             temps_ = [T(t * b * width, dt, f"layer {layer} input gradient")] if layer > 0 else []
             stages.append((temps_, list(range(layer * per_layer, (layer + 1) * per_layer)), layer_saved[layer]))
     bwd = [] if rs else [T(t * b * d * h, dt, "select_backward: full-size gradient of the sequence")]
@@ -303,6 +333,8 @@ _RNN_PROPS = (
     Prop("hidden_size", "int", 256, min=1), Prop("num_layers", "int", 1, min=1, max=16),
     Prop("bias", "bool", True), Prop("bidirectional", "bool", False),
     Prop("return_sequences", "bool", True, doc="off: only the last time step (out[:, -1])"),
+    Prop("dropout", "float", 0.0, min=0.0, max=1.0,
+         doc="nn.LSTM / nn.GRU dropout: applied in training to every layer's output but the last"),
     Prop("rnn_bias", "choice", "double", choices=("double", "single"),
          doc="double: bias_ih and bias_hh (PyTorch; Keras GRU reset_after=True); single: one bias "
              "vector per layer (Keras LSTM, GRU reset_after=False)"),

@@ -546,6 +546,10 @@ def _generic_mem(m):
     # a parameter broadcast over the batch (layer scale, a weight passed to a fused function)
     # gets its gradient by reducing an output-sized product
     bwd = [T(m.out_elems(0), dt, "parameter gradient before the reduction")] if m.has_trainable else []
+    if p["bwd_traced"] and m.records:
+        # traced: what its backward held beyond the gradients it returned (that reduction too)
+        tb_bwd = p["bwd_temp_bytes_per_sample"] * m.batch + p["bwd_temp_bytes_fixed"]
+        bwd = [T(tb_bwd, "uint8", "storages that live and die inside its backward (traced)")] if tb_bwd > 0 else []
     st = tuple(p["out_strides"])
     strides = [st] if (st and isinstance(out, T) and len(st) == len(m.out_shapes[0])) else None
     if m.training:
@@ -597,6 +601,11 @@ Generic = register(LayerType(
            Prop("saved_inputs", "str", "", doc="traced: inputs autograd saves (comma-separated, -1 = output)"),
            Prop("saved_bytes_per_sample", "int", 0, min=0, doc="traced: new bytes saved per sample"),
            Prop("saved_bytes_fixed", "int", 0, min=0, doc="traced: new bytes saved whatever the batch"),
+           Prop("bwd_traced", "bool", False, doc="traced: its backward ran too (the two fields below)"),
+           Prop("bwd_temp_bytes_per_sample", "int", 0,
+                doc="traced: bytes its backward holds beyond the gradients it returns, per sample"),
+           Prop("bwd_temp_bytes_fixed", "int", 0,
+                doc="traced: bytes its backward holds beyond the gradients it returns, fixed (may be < 0)"),
            Prop("call", "str", "", doc=CALL_DOC)),
     min_inputs=0, max_inputs=None, shape=_generic_shape, memory=_generic_mem,
     params=lambda c: [ParamSpec("weight", (c["params"],))] if c["params"] else [],
