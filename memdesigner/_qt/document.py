@@ -9,9 +9,13 @@ it, however late a loaded machine runs the event loop. Every change also starts 
 timer of ``autosave_delay_ms()`` unless one is already running, which rewrites the full
 autosave from the journal on the worker (recovery.Slot.begin_compaction: the UI thread only
 closes the journal and opens its continuation; at 10,000 nodes the rewrite took 70-250 ms of
-the UI thread), so a journal holds at most that long of edits. A change the journal cannot
-hold (a reset, block definitions, the design's name) writes the full autosave at once, on the
-UI thread, as does the first edit of an unsaved stretch. A clean document has no autosave."""
+the UI thread), so a journal holds at most that long of edits. The journal holds every change
+but block definitions (the design's name and flags as a ``meta`` step, a reset, the settings);
+those, and the first edit of an unsaved stretch, write the full autosave: serialised and written
+on the worker from a frozen copy of the design (io/design_freeze.py, ~10 ms of the UI thread at
+10,000 nodes where the write took ~90 ms), its journal opened at once for the edits after it
+(recovery.Slot.begin_write). A design with block definitions is written in full here. A clean
+document has no autosave."""
 
 from __future__ import annotations
 
@@ -24,6 +28,7 @@ from PySide6.QtGui import QUndoCommand, QUndoStack
 from memdesigner._qt import recent, recovery, undo_bursts, worker
 from memdesigner.io import design_journal
 from memdesigner.io.design_file import load_design, save_design
+from memdesigner.io.design_freeze import freeze
 from memdesigner.model.design import Design
 from memdesigner.model.run_settings import RunSettings, normalize
 
@@ -97,8 +102,10 @@ class DesignDocument(QObject):
         self._ops: list = []  # journal ops of the edit in progress (written as the edit ends)
         self._since: list = []  # the journal's steps since the full autosave on disk (a compaction's input)
         self._compacting = None  # the worker's Task rewriting the full autosave
+        self._writing = None  # the worker's Task writing a full autosave of a frozen copy
         self._full = True  # the next write is a full autosave (none yet, or a change the journal cannot hold)
         self._meta = None  # what the journal cannot hold, as of the last full autosave
+        self._names = None  # the design's name and flags as the journal last recorded them
         self._removed: set = set()  # ids the journal's bulk deletes took out (their undo names them)
         self._flush_soon = QTimer(self)  # an edit made outside the undo stack ends with its event-loop turn
         self._flush_soon.setSingleShot(True)
@@ -150,22 +157,33 @@ class DesignDocument(QObject):
                 self._full = True
             return
         if self._full or not self.slot.has_journal() or self._meta_now() != self._meta:
-            self.autosave()
-        elif ops:
+            self._autosave_on_worker()
+            return
+        names = self._names_now()
+        if names != self._names:
+            ops.append(design_journal.meta_op(*names))
+            self._names = names
+        if ops:
             try:
                 self.slot.append(ops)
                 self._since.append(ops)
             except OSError:
                 self._full = True
 
+    def _names_now(self) -> tuple:
+        """The design's name and flags: no notification tells of their change, so each edit's
+        end compares them (a ``meta`` journal step when they changed)."""
+        d = self.design
+        return (d.name, d.channels_last, getattr(d, "description", ""))
+
     def _meta_now(self) -> tuple:
-        """What the journal does not hold: the design's name and flags, the source path, and the
-        block definitions (their graphs are edited apart from the design's own notifications)."""
+        """What the journal does not hold: the source path and the block definitions (their
+        graphs are edited apart from the design's own notifications)."""
         d = self.design
         blocks = tuple((name, bd.stack, id(bd.graph), tuple(bd.graph.edges),
                         tuple((n.id, n.rev, n.name, n.pos, n.bits, n.trainable) for n in bd.graph.nodes.values()))
                        for name, bd in d.blocks.items()) if d.blocks else ()
-        return (d.name, d.channels_last, getattr(d, "description", ""), self.path, blocks)
+        return (self.path, blocks)
 
     def _touched(self, *_):
         if self._loading:
@@ -232,19 +250,19 @@ class DesignDocument(QObject):
         cannot follow it."""
         if self.slot is None or self._loading:
             return
-        if self._ops or self._flush_soon.isActive():
+        if self._ops or self._flush_soon.isActive() or self._names_now() != self._names:
             self._write_edit()
         if not self.dirty or self._full or not self.slot.has_journal() or self._meta_now() != self._meta:
-            self.autosave()
+            self._autosave_on_worker()
             return
         if not self._since:
             return  # nothing journalled since the full autosave
-        if self._compacting is not None and self._compacting.running:
+        if any(t is not None and t.running for t in (self._compacting, self._writing)):
             self._timer.start()  # one rewrite at a time: again after the delay
             return
         job = self.slot.begin_compaction(self._since, self.path)
         if job is None:
-            self.autosave()
+            self._autosave_on_worker()
             return
         self._since, self._removed = [], set()  # the continuation journal starts afresh
         self._compacting = worker.run(self, job, title="Autosave", label="", on_result=self._compacted,
@@ -264,6 +282,38 @@ class DesignDocument(QObject):
         if task is not None:
             task.deleteLater()  # one per autosave delay of editing: not kept for the document's life
 
+    def _autosave_on_worker(self) -> bool:
+        """The full autosave, begun: a frozen copy of the design taken here, serialised and
+        written on the worker (Slot.begin_write); the edits after it are journalled at once. A
+        design with block definitions (no frozen copy of their graphs) is written here."""
+        if self.slot is None or not self.dirty or self.design.blocks:
+            return self.autosave()
+        self._timer.stop()
+        self.design.settings = self.settings.to_dict()
+        self._ops, self._removed, self._since = [], set(), []  # the full autosave holds them
+        try:
+            job = self.slot.begin_write(freeze(self.design), self.path)
+        except OSError:
+            self._full = True
+            return False
+        self._full, self._meta, self._names = False, self._meta_now(), self._names_now()
+        box: list = []
+        task = worker.run(self, job, title="Autosave", label="", progress=False,
+                          on_result=lambda landed: self._written(box[0], False),
+                          on_error=lambda err: self._written(box[0], True))
+        box.append(task)
+        self._writing = task
+        return True
+
+    def _written(self, task, failed: bool) -> None:
+        """A worker's full write ended. Failed (a full disk): the next edit writes in full again
+        (until one lands, the autosave on disk is the one before)."""
+        if self._writing is task:
+            self._writing = None
+            if failed:
+                self._full = True
+        task.deleteLater()
+
     def autosave(self) -> bool:
         """Write the recovery file now (only while there is unsaved work); a clean document
         removes it instead."""
@@ -281,7 +331,7 @@ class DesignDocument(QObject):
         except OSError:
             self._full = True
             return False
-        self._full, self._meta = False, self._meta_now()
+        self._full, self._meta, self._names = False, self._meta_now(), self._names_now()
         return True
 
     def discard_autosave(self) -> None:

@@ -89,6 +89,7 @@ class Slot:
         self._epoch = 0  # moves on at each full write and clear: a compaction begun before is stale
         self._base: dict | None = None  # the design dict of the last full write
         self._mirror: Design | None = None  # the worker's design as of the autosave on disk
+        self.pending: int | None = None  # the epoch of a worker's full write not landed yet
 
     def _hold(self) -> None:
         if self._lock is None:
@@ -112,6 +113,7 @@ class Slot:
             with self._io:
                 write_text_atomic(self.file, _envelope_text(base, source_path, path.name), fsync=False)
                 self._epoch += 1
+                self.pending = None
                 self._drop_journals(keep=path)
         except BaseException:
             os.close(fd)
@@ -121,6 +123,51 @@ class Slot:
         self._journal = (fd, path)
         self._base, self._mirror = base, None
         return self.file
+
+    def begin_write(self, frozen, source_path: str | None):
+        """The full autosave of ``frozen`` (io/design_freeze.py) written by the worker: here a
+        fresh journal is opened for the edits after it (appends go there at once) and every
+        write or compaction begun before is made stale; the returned job serialises, writes the
+        temporary file and renames it into place unless a later write or a clear came first
+        (then it is dropped: theirs stands). Until it lands the old autosave and its journal
+        stay on disk: a kill meanwhile recovers the state before this write, never a torn one."""
+        self._hold()
+        fd, path = self._open_journal(continuation=False)
+        with self._io:
+            self._epoch += 1
+            epoch = self._epoch
+            self.pending = epoch
+        if self._journal is not None:
+            os.close(self._journal[0])  # kept on disk: the autosave there names it until this lands
+        self._journal = (fd, path)
+        self._base = self._mirror = None  # no compaction before this lands
+        target = Path(os.path.realpath(self.file))
+
+        def job(cancel=None) -> bool:
+            from memdesigner.io.design_freeze import thaw
+
+            design = thaw(frozen)
+            base = design_to_dict(design)
+            tmp = _temp_text(target, _envelope_text(base, source_path, path.name))
+            return self._land(tmp, target, epoch, path, base, design)
+
+        return job
+
+    def _land(self, tmp: Path, target: Path, epoch: int, journal: Path, base: dict | None, design) -> bool:
+        """Rename a worker's finished autosave into place, unless a full write or a clear came
+        after it began (its epoch is past) or its journal is gone; True when it landed."""
+        with self._io:
+            if self._epoch != epoch or not journal.exists():
+                _unlink(tmp)
+                return False
+            os.replace(tmp, target)
+            self._mirror = design
+            if base is not None:
+                self._base = base
+            if self.pending == epoch:
+                self.pending = None
+            self._drop_journals(keep=journal)
+        return True
 
     def _drop_journals(self, keep: Path) -> None:
         for j in _journals(self.file):
@@ -146,26 +193,15 @@ class Slot:
             from memdesigner.io.design_journal import apply_steps
 
             design = mirror if mirror is not None else design_from_dict(base, "autosave")
-            apply_steps(design, steps)
-            text = _envelope_text(design, source_path, path.name)
-            fd2, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=str(target.parent))
             try:
-                with os.fdopen(fd2, "w", encoding="utf-8") as f:
-                    f.write(text)
-                with self._io:
-                    if self._epoch != epoch or not path.exists():
-                        _unlink(Path(tmp))  # a full write or a clear came first: theirs stands
-                        return False
-                    os.replace(tmp, target)
-                    self._mirror = design
-                    self._drop_journals(keep=path)
-                return True
+                apply_steps(design, steps)
+                tmp = _temp_text(target, _envelope_text(design, source_path, path.name))
             except BaseException:
-                _unlink(Path(tmp))
                 with self._io:
                     if self._mirror is design:
                         self._mirror = None  # half brought up to date: the document writes in full next
                 raise
+            return self._land(tmp, target, epoch, path, None, design)
 
         return job
 
@@ -190,6 +226,7 @@ class Slot:
         """Nothing to recover any more (saved, discarded, closed)."""
         with self._io:
             self._epoch += 1
+            self.pending = None
             self._close_journal(remove=True)
             _unlink(self.file)
             for j in _journals(self.file):
@@ -223,6 +260,19 @@ class Recoverable:
         if self.lock is not None:
             self.lock.release()
             self.lock = None
+
+
+def _temp_text(target: Path, text: str) -> Path:
+    """``text`` in a temporary file beside ``target`` (renamed over it by Slot._land); nothing
+    left behind when the write fails."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=str(target.parent))
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+    except BaseException:
+        _unlink(Path(tmp))
+        raise
+    return Path(tmp)
 
 
 def _unlink(path: Path) -> None:

@@ -16,7 +16,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import QRectF, Qt, Signal
 from PySide6.QtGui import QColor, QFont, QTransform
 
-from memdesigner._qt import theme, timeline_data
+from memdesigner._qt import theme, timeline_data, timeline_grid
 from memdesigner.units import MiB, format_bytes, pick_unit
 
 SNAPSHOT_COLOR = "#E6007E"  # a PyTorch memory snapshot's curves (magenta: apart from every category)
@@ -26,6 +26,15 @@ def _color(hex_: str, alpha: int = 255) -> QColor:
     c = QColor(hex_)
     c.setAlpha(alpha)
     return c
+
+
+def _over_background(hex_: str, alpha: int) -> QColor:
+    """``hex_`` at ``alpha`` as it looks over the plot's background, as an opaque colour: the
+    phase bands fill most of the plot under everything else, and an opaque fill is a plain
+    copy where a translucent one blends every pixel of it on every repaint."""
+    c, bg, a = QColor(hex_), QColor(theme.plot_colors()["bg"]), alpha / 255
+    return QColor(*(round(x * a + y * (1 - a)) for x, y in ((c.red(), bg.red()), (c.green(), bg.green()),
+                                                             (c.blue(), bg.blue()))))
 
 
 HEADROOM_STEP = 1.04  # the plot's top moves in steps of 4 %
@@ -102,7 +111,9 @@ def _style_plot(pw: pg.PlotWidget):
         # kept as a pixmap until its ticks change: replaying the axis's picture (its labels and the
         # translucent grid across the plot) was half of every repaint, a hover's included
         a.setCacheMode(QGraphicsItem.DeviceCoordinateCache)
-    pw.showGrid(x=False, y=True, alpha=0.15)
+    # the y grid drawn as lines in the view, not by the axis (timeline_grid.py: the axis's cached
+    # pixmap then spans its strip, not the plot, and a y-range change no longer redraws a plot-sized one)
+    pw.y_grid = timeline_grid.add_y_grid(pw, pc["fg"], 0.15)
     pw.setMenuEnabled(False)
     pw.hideButtons()
 
@@ -350,7 +361,7 @@ class TimelinePlot(pg.PlotWidget):
             if self._changed(("phase", j), (ph, a, b, ymax, near_end)):
                 color = theme.PHASE_COLORS.get(ph, "#888888")
                 reg.setRegion((a, b))
-                reg.setBrush(pg.mkBrush(_color(color, 22)))
+                reg.setBrush(pg.mkBrush(_over_background(color, 22)))
                 lbl.setText(theme.PHASE_LABELS.get(ph, ph), color=color)
                 lbl.setAnchor((1, 0) if near_end else (0, 0))
                 lbl.setPos(b if near_end else a + 0.3, ymax)

@@ -9,8 +9,8 @@ loads the full autosave and replays the steps in order; a line the kill cut shor
 that was being written, and is dropped whole (the design as it was before that edit).
 
 ``record`` turns one Design notification into journal ops (None: this change cannot be
-journalled, write a full autosave: a reset, block definitions); ``replay`` applies the steps to
-the full autosave's design."""
+journalled, write a full autosave); ``meta_op`` is the design's name and flags, which change
+without a notification; ``replay`` applies the steps to the full autosave's design."""
 
 from __future__ import annotations
 
@@ -70,7 +70,15 @@ def record(design: Design, event: str, payload, removed: set | None = None) -> l
         return [{"op": "adds", "nodes": sorted([where[n.id], n.id if back else node_to_dict(n)]
                                                for n in nodes if n.id in where),
                  "edges": sorted([ewhere[e], _edge(e)] for e in edges if e in ewhere)}]
-    return None  # reset (and anything new): only a full autosave holds it
+    if event == "reset":
+        return [{"op": "reset"}]
+    return None  # anything new: only a full autosave holds it
+
+
+def meta_op(name: str, channels_last: bool, description: str) -> dict:
+    """The design's name and flags (set without a notification: the document compares them as
+    each edit ends)."""
+    return {"op": "meta", "name": name, "channels_last": bool(channels_last), "description": description}
 
 
 def step_line(ops: list[dict]) -> bytes:
@@ -126,6 +134,15 @@ def _apply(design: Design, op: dict, gone: dict) -> None:
                              [(i, Edge(*e)) for i, e in op["edges"]])
     elif kind == "settings":
         design.settings = dict(op["settings"])
+    elif kind == "meta":
+        name, desc = op["name"], op["description"]
+        if not isinstance(name, str) or not isinstance(desc, str):
+            raise TypeError("meta")
+        design.name, design.channels_last = name, bool(op["channels_last"])
+        if desc or getattr(design, "description", ""):
+            design.description = desc
+    elif kind == "reset":
+        design.clear()
     else:
         raise KeyError(kind)
 

@@ -1,7 +1,8 @@
 """The window under a crash test (tests/gui/test_gui_kill_recovery.py): it recovers what the
 previous, killed instance left, logs the recovered state, then edits the graph and the run
 settings at random until it is killed with SIGKILL, logging each edit's time and resulting state
-(E) and each write of the autosave or its journal (W before, D after, with the state written).
+(E) and each write of the autosave or its journal (W before, D once it is recoverable, with the
+state written; a full write on the worker is recoverable when it lands).
 
     python crash_driver.py             (env: MEMDESIGNER_RECOVERY_DIR, MEMDESIGNER_AUTOSAVE_MS)
 
@@ -76,7 +77,37 @@ def main(log_path: str, seed: int) -> None:
             return out
         return run
 
-    slot.write, slot.append = logged(slot.write), logged(slot.append)
+    slot.write = logged(slot.write)
+    import threading
+
+    lock, last = threading.Lock(), [None]  # the state the newest write or append put in the files
+
+    def append(ops, real=slot.append):
+        """D only once it is recoverable: while a worker's full write has not landed, the journal
+        it goes to is named by no autosave yet (its D comes with the landing)."""
+        with lock:
+            s = sig()
+            log.write(f"W {time.time():.6f} {s}\n")
+            real(ops)
+            last[0] = s
+            if slot.pending is None:
+                log.write(f"D {time.time():.6f} {s}\n")
+
+    def begin_write(frozen, path, real=slot.begin_write):
+        with lock:
+            s = sig()
+            log.write(f"W {time.time():.6f} {s}\n")
+            last[0] = s
+            return real(frozen, path)
+
+    def land(*a, real=slot._land):
+        with lock:  # on the worker: the files now hold the autosave and every append made before
+            landed = real(*a)
+            if landed and a[4] is not None:  # a full write (a compaction leaves the state as it is)
+                log.write(f"D {time.time():.6f} {last[0]}\n")
+            return landed
+
+    slot.append, slot.begin_write, slot._land = append, begin_write, land
     count = [0]
 
     def edit():

@@ -45,3 +45,8 @@ def menu_click(menu, text):
 
 def menu_texts(menu) -> list:
     return [a.text().replace("&", "") for a in menu.actions() if not a.isSeparator()]
+
+
+def autosave_landed(window, qtbot) -> None:
+    """Wait for the worker's full autosave write (document._writing) to land or be dropped."""
+    qtbot.waitUntil(lambda: window.document._writing is None, timeout=10000)

@@ -152,3 +152,35 @@ def test_a_repaint_blits_the_axes_until_their_ticks_change(qtbot, monkeypatch):
     plot.getAxis("left").update()  # what a change of its ticks does
     plot.viewport().repaint()
     assert played == ["left"]
+
+
+def test_a_new_y_range_redraws_an_axis_strip_and_the_grid_as_lines(qtbot):
+    """A batch or settings change moves the plot's top: the left axis is drawn again. With
+    pyqtgraph's grid it spanned the whole plot, so its cached pixmap (replayed into on each
+    change, ~4 ms) was plot-sized; now the axis is a strip and the grid its own few lines, at the
+    axis's major tick values; the phase bands are opaque fills of the colour they showed."""
+    from memdesigner._qt import theme
+    from memdesigner._qt.timeline import _over_background
+
+    plot = TimelinePlot()
+    qtbot.addWidget(plot)
+    plot.resize(900, 300)
+    plot.show()
+    plot.set_report(md.estimate(deep_mlp(40), mode="train", optimizer="adam", batch=8))
+    qtbot.waitExposed(plot)
+    plot.set_report(md.estimate(deep_mlp(40), mode="train", optimizer="adam", batch=512))  # a higher top
+    plot.viewport().repaint()
+    axis = plot.getAxis("left")
+    assert axis.grid is False and axis.boundingRect().width() < 150  # its strip, not the 900-pixel plot
+    (y0, y1) = plot.plotItem.vb.viewRange()[1]
+    major = [v for v in axis.tickValues(y0, y1, axis.geometry().height())[0][1] if y0 <= v <= y1]
+    lines = dict(plot.y_grid.lines())
+    assert major and set(major) <= set(lines) and all(0 < a < 255 for a in lines.values())
+    reg, _ = plot._phases[0]
+    brush = reg.brush
+    ph = plot.figure.spans[0][0]
+    assert brush.color().alpha() == 255 and brush.color() == _over_background(theme.PHASE_COLORS[ph], 22)
+    # white under #RRGGBB at 22/255: the colour the translucent band showed there
+    c = _over_background("#FF0000", 22)
+    if not theme.is_dark():
+        assert (c.red(), c.green(), c.blue()) == (255, 233, 233)
