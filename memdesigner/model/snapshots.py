@@ -81,6 +81,8 @@ class Snapshots:
             idx = list(map(at.get, ids))
             recs = [None if i is None else precs[i] for i in idx]
             snaps = [None if i is None else psnaps[i] for i in idx]
+        # (a record holds the node's id: if an edit on the UI thread came between the two lists
+        # above, a record meets another node's fields and that node is copied, never mismatched)
         changed = list(compress(count(), map(not_, map(eq, map(_dict_of, live), recs))))
         if changed:
             if recs is precs:
