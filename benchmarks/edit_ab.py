@@ -9,7 +9,8 @@ rows are built, as the window does. Two paths:
 - ``edit``: ``design.set_prop(...)`` then ``estimate(design)`` on the same design object (scripts,
   the CLI's repeated runs) and the report's layer rows (``--no-rows``: not those);
 - ``window``: the same edit, then what the window's worker does (memdesigner/_qt/estimator.py
-  compute(), with the cyclic collector paused): a detached snapshot of the design,
+  compute(), with the cyclic collector paused): a detached snapshot of the design (reusing the
+  last snapshot's unchanged nodes where the checkout has model/snapshots.py),
   ``analyze(snapshot)``, ``estimate(snapshot, analysis=...)``, the layer rows.
 
     python benchmarks/edit_ab.py --against /path/to/old/checkout [--layers 1000,10000] [--rounds 15] [--check]
@@ -55,12 +56,18 @@ def _worker() -> None:
     from memdesigner.engine.gc_pause import gc_paused
     from memdesigner.model.analysis import analyze
 
+    try:
+        from memdesigner.model.snapshots import Snapshots
+    except ImportError:  # a checkout whose window copied every node per snapshot
+        Snapshots = None
     designs: dict = {}
+    takes: dict = {}  # size -> the window's snapshot taker (one per design, as the window's service)
     step: dict = {}
     rows = "--no-rows" not in sys.argv
     for line in sys.stdin:
         n, path, mode, reps, check = line.split()
         d = designs.get(n) or designs.setdefault(n, make_design(int(n)))
+        take = takes.get(n) or takes.setdefault(n, Snapshots().take if Snapshots else type(d).detached_copy)
         todo = edits(len(d.nodes))
         kw = MODES[mode]
         out, digests = [], []
@@ -71,7 +78,7 @@ def _worker() -> None:
             d.set_prop(nid, key, value)
             if path == "window":  # the worker's compute(): the collector paused around it all
                 with gc_paused():
-                    snap = d.detached_copy()
+                    snap = take(d)
                     rep = md.estimate(snap, analysis=analyze(snap), **kw)
                     rep.layers  # noqa: B018
             else:

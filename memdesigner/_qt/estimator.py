@@ -23,13 +23,15 @@ from memdesigner.engine.gc_pause import gc_paused
 from memdesigner.engine.settings import Settings
 from memdesigner.model.analysis import Analysis, analyze
 from memdesigner.model.design import Design
+from memdesigner.model.snapshots import Snapshots
 
 
-def snapshot(design: Design) -> Design:
+def snapshot(design: Design, snapshots: Snapshots | None = None) -> Design:
     """A detached copy for the worker. Much cheaper than Design.copy() (no JSON round trip and
     schema validation), which matters: it runs for every edit (on the worker; on the UI thread
-    for the on-demand jobs: measure, fit, explain)."""
-    d = design.detached_copy()
+    for the on-demand jobs: measure, fit, explain). ``snapshots``: the live estimate's, which
+    reuses the last snapshot's copies of the nodes that did not change."""
+    d = design.detached_copy() if snapshots is None else snapshots.take(design)
     if design.blocks:  # block definitions: copied too (the worker must not see later edits)
         from memdesigner.model.blocks import BlockDef
 
@@ -59,6 +61,7 @@ class EstimateRequest:
     fresh: bool = False  # take a snapshot of ``design`` first (on the worker)
     columns: int | None = None  # the timeline's pixel columns (its stack is decimated to them)
     source: Design | None = None  # the live design the snapshot is of
+    snapshots: Snapshots | None = None  # the service's: the snapshot reuses unchanged node copies
 
 
 @dataclass
@@ -101,7 +104,7 @@ def compute(req: EstimateRequest, cancel=None) -> EstimateResult:
 def _compute(req: EstimateRequest, cancel=None) -> EstimateResult:
     t, c = time.perf_counter(), time.thread_time()
     try:
-        design = snapshot(req.design) if req.fresh else req.design
+        design = snapshot(req.design, req.snapshots) if req.fresh else req.design
         if cancel is not None and cancel.is_set():
             raise worker.Cancelled()
         an = req.analysis or analyze(design)
@@ -179,6 +182,7 @@ class EstimateService(QObject):
         self.last_result: EstimateResult | None = None
         self.jobs = worker.Latest(self)  # one job at a time; each edit cancels the one in flight
         self._reuse: list | None = None  # [design, its snapshot, the snapshot's analysis]
+        self._snapshots = Snapshots()  # each edit's snapshot reuses the last one's unchanged nodes
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
         self._timer.setInterval(delay_ms)
@@ -217,7 +221,8 @@ class EstimateService(QObject):
         if reuse is not None and reuse[0] is design:
             return EstimateRequest(self.gen, reuse[1], settings, device, analysis=reuse[2], columns=columns,
                                    source=design)
-        return EstimateRequest(self.gen, design, settings, device, fresh=True, columns=columns, source=design)
+        return EstimateRequest(self.gen, design, settings, device, fresh=True, columns=columns, source=design,
+                               snapshots=self._snapshots)
 
     def run_sync(self, sweep_too: bool = True) -> EstimateResult:
         """Estimate on the calling thread (headless render, scripts)."""

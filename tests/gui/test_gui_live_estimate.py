@@ -16,7 +16,7 @@ def test_the_estimate_and_its_snapshot_run_on_the_worker_mechanism(window, qtbot
     threads = {"snapshot": [], "figure": []}
     real_snapshot, real_build = estimator.snapshot, timeline_data.build
     monkeypatch.setattr(estimator, "snapshot",
-                        lambda d: threads["snapshot"].append(threading.current_thread()) or real_snapshot(d))
+                        lambda *a: threads["snapshot"].append(threading.current_thread()) or real_snapshot(*a))
     monkeypatch.setattr(timeline_data, "build",
                         lambda *a, **k: threads["figure"].append(threading.current_thread()) or real_build(*a, **k))
     with qtbot.waitSignal(window.result_applied, timeout=10000):

@@ -13,7 +13,7 @@ def test_settings_change_reuses_the_snapshot_and_its_analysis(window, qtbot, mon
     calls = []
     real = estimator.analyze
     monkeypatch.setattr(estimator, "analyze", lambda d: calls.append(d) or real(d))
-    monkeypatch.setattr(estimator, "snapshot", lambda d, real=estimator.snapshot: calls.append("snapshot") or real(d))
+    monkeypatch.setattr(estimator, "snapshot", lambda *a, real=estimator.snapshot: calls.append("snapshot") or real(*a))
     with qtbot.waitSignal(window.result_applied, timeout=10000):
         window.settings_bar.apply_dict({"batch": 16})
     assert calls == []  # neither copied nor analysed again
