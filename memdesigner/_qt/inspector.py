@@ -16,9 +16,7 @@ from PySide6.QtWidgets import (
     QLabel,
     QLineEdit,
     QScrollArea,
-    QSizePolicy,
     QSpinBox,
-    QStackedWidget,
     QVBoxLayout,
     QWidget,
 )
@@ -188,8 +186,6 @@ class Inspector(QScrollArea):
         self._empty: QLabel | None = None
         self._empty_color = ""
         self.setWidgetResizable(True)
-        self._stackw = QStackedWidget()
-        self.setWidget(self._stackw)
         self.setFrameShape(QFrame.NoFrame)
         self.setMinimumWidth(260)
         self.setStyleSheet(f"*[invalid=\"true\"] {{ border: 1.5px solid {theme.BAD_COLOR}; border-radius: 3px; }}")
@@ -257,24 +253,15 @@ class Inspector(QScrollArea):
         self._show_issue()
 
     def _put(self, w: QWidget):
-        """Show ``w`` as the one current page of a stack that stays in the scroll area: pages are
-        kept and switched, never re-parented (each re-parent re-polishes a page under the
-        inspector's style sheet: 8-10 ms per selection). A hidden page takes no room, so the
-        scroll range is the shown page's."""
-        pages = self._stackw
-        if pages.indexOf(w) < 0:
-            pages.addWidget(w)
-        old = pages.currentWidget()
-        if old is not w:
-            if old is not None:
-                old.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Ignored)
-            w.setSizePolicy(QSizePolicy.Preferred, QSizePolicy.Preferred)
-            pages.setCurrentWidget(w)
-            pages.updateGeometry()
+        """Show ``w``, keeping the previous page alive (taken back, not deleted by setWidget) so the
+        next selection of its kind reuses it instead of building new widgets."""
+        if self.widget() is not w:
+            self.takeWidget()
+            self.setWidget(w)
 
     def page(self) -> QWidget:
         """The page shown (the empty note or a layer type's editors)."""
-        return self._stackw.currentWidget()
+        return self.widget()
 
     def _build_page(self, lt, extra) -> QWidget:
         page = QWidget()
