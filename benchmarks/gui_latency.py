@@ -38,7 +38,7 @@ import time
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
-ACTIONS = ("open", "select_all", "delete", "undo_delete", "paste", "auto_layout", "layout_top_down",
+ACTIONS = ("open", "select", "select_all", "delete", "undo_delete", "paste", "auto_layout", "layout_top_down",
            "batch", "type_batch", "setting", "zoom", "pan", "find", "edit")
 
 
@@ -354,6 +354,10 @@ def bench_size(app, n_nodes, shape, actions, repeats, profile=None, turns=None, 
     d = win.design
     linears = [n.id for n in d.nodes.values() if n.type == "Linear" and not n.name.startswith("proj")]
     for i in range(repeats):
+        if "select" in actions:  # one layer (the inspector's page), then two (its count)
+            one = linears[(i * 11) % len(linears)]
+            record("select", lambda t=one: win.scene.select_nodes([t]), wait_estimate=False)
+            record("select_many", lambda t=one: win.scene.select_nodes([t, linears[0]]), wait_estimate=False)
         if "select_all" in actions or "delete" in actions:
             record("select_all", win.select_all, wait_estimate=False)
         if "delete" in actions:

@@ -108,13 +108,9 @@ class EdgeItem(QGraphicsItem):
         self._layout_label()
 
     def _ports(self) -> tuple[tuple, tuple]:
-        e = self.edge
+        e, dst = self.edge, self.dst_item
         a = self.src_item.port_xy(e.src_port, True)
-        if self.dst_item._counts[0]:
-            b = self.dst_item.port_xy(e.dst_port, False)
-        else:
-            p = self.dst_item.scenePos()
-            b = (p.x(), p.y())
+        b = dst.port_xy(e.dst_port, False) if dst._counts[0] else (dst.x(), dst.y())
         return a, b
 
     def update_path(self):

@@ -23,7 +23,7 @@ from PySide6.QtWidgets import (
 
 from memdesigner._qt import theme, undo_bursts
 from memdesigner._qt.commands import SetBitsCmd, SetNameCmd, SetPropCmd
-from memdesigner._qt.finetune_widgets import trainable_checkbox
+from memdesigner._qt.finetune_widgets import SetTrainableCmd
 from memdesigner._qt.icons import family_pixmap
 from memdesigner.model.design import BITS, Design
 from memdesigner.model.registry import LayerError, Prop
@@ -162,10 +162,11 @@ class FieldRow(QWidget):
         text = (("Refused: " if kind == "refused" else "") + message) if message else ""
         changed = text != self.error_text
         self.error_text = text
-        self.editor.setProperty("invalid", bool(message))
         self.editor.setToolTip(f"{text}\n{self.tip}" if text else self.tip)
-        self.editor.style().unpolish(self.editor)
-        self.editor.style().polish(self.editor)
+        if bool(self.editor.property("invalid")) != bool(message):  # a re-polish only when the mark changes
+            self.editor.setProperty("invalid", bool(message))
+            self.editor.style().unpolish(self.editor)
+            self.editor.style().polish(self.editor)
         if changed:
             self.error_changed.emit()
 
@@ -181,6 +182,9 @@ class Inspector(QScrollArea):
         self.fields: dict[str, FieldRow] = {}
         self.extra_panel = None  # (graph, node id) -> QWidget | None: a layer type's own section (blocks)
         self._issue = None
+        self._pages: dict = {}  # (layer type, muted colour) -> its page, reused by each layer of the type
+        self._empty: QLabel | None = None
+        self._empty_color = ""
         self.setWidgetResizable(True)
         self.setFrameShape(QFrame.NoFrame)
         self.setMinimumWidth(260)
@@ -198,18 +202,24 @@ class Inspector(QScrollArea):
         if self.design is not None:
             self.design.unsubscribe(self._on_design)
         self.design = design
+        self._pages.clear()
         design.subscribe(self._on_design)
         self.show_node(None)
 
     # -- building ---------------------------------------------------------------------------
     def _show_empty(self, text: str):
-        w = QLabel(text)
-        w.setAlignment(Qt.AlignCenter)
-        w.setWordWrap(True)
-        w.setStyleSheet(f"color: {theme.muted()}; padding: 24px;")
+        """One label for every empty state ("3 layers selected."): its text changes, nothing is rebuilt."""
+        if self._empty is None or theme.muted() != self._empty_color:
+            self._empty_color = theme.muted()
+            self._empty = QLabel()
+            self._empty.setAlignment(Qt.AlignCenter)
+            self._empty.setWordWrap(True)
+            self._empty.setStyleSheet(f"color: {self._empty_color}; padding: 24px;")
+        if self._empty.text() != text:
+            self._empty.setText(text)
         self.fields = {}
         self.name_edit = self.bits_combo = self.trainable_box = None
-        self.setWidget(w)
+        self._put(self._empty)
         if hasattr(self, "issue_label"):
             self._node_issue = ("", False)
             self._update_banner()
@@ -228,7 +238,32 @@ class Inspector(QScrollArea):
             return
         self.node_id = nid
         node = self.design.nodes[nid]
-        lt = node.layer
+        extra = self.extra_panel(self.design, nid) if self.extra_panel else None
+        key = (node.layer.name, theme.muted())
+        page = self._pages.get(key) if extra is None else None
+        if page is None:
+            page = self._build_page(node.layer, extra)
+            if extra is None:  # a page of a layer type serves each layer of that type (no per-node section)
+                self._pages[key] = page
+        self.name_edit, self.bits_combo, self.trainable_box, self.fields = page.parts
+        for row in self.fields.values():  # what the previous layer had refused is not this one's
+            row.refused = False
+        self._put(page)
+        self._load_values()
+        self._show_issue()
+
+    def _put(self, w: QWidget):
+        """Show ``w``, keeping the previous page alive (taken back, not deleted by setWidget) so the
+        next selection of its kind reuses it instead of building new widgets."""
+        if self.widget() is not w:
+            self.takeWidget()
+            self.setWidget(w)
+
+    def page(self) -> QWidget:
+        """The page shown (the empty note or a layer type's editors)."""
+        return self.widget()
+
+    def _build_page(self, lt, extra) -> QWidget:
         page = QWidget()
         outer = QVBoxLayout(page)
         outer.setContentsMargins(10, 10, 10, 10)
@@ -247,27 +282,29 @@ class Inspector(QScrollArea):
         form = QFormLayout()
         form.setFieldGrowthPolicy(QFormLayout.AllNonFixedFieldsGrow)
         form.setLabelAlignment(Qt.AlignRight | Qt.AlignVCenter)
-        self.name_edit = QLineEdit(node.name)
-        self.name_edit.editingFinished.connect(self._rename)
-        form.addRow("name", self.name_edit)
-        self.bits_combo = QComboBox()
-        self.bits_combo.addItem("default (run dtype)", None)
+        name_edit = QLineEdit()
+        name_edit.editingFinished.connect(self._rename)
+        form.addRow("name", name_edit)
+        bits_combo = QComboBox()
+        bits_combo.addItem("default (run dtype)", None)
         for b in BITS:
-            self.bits_combo.addItem(f"{b}-bit", b)
-        self.bits_combo.setToolTip("Weight precision of this layer (quantised weights), independent of the run dtype")
-        self.bits_combo.activated.connect(self._bits)
-        form.addRow("weight bits", self.bits_combo)
-        self.trainable_box = trainable_checkbox(self.design, self.stack, nid)
-        form.addRow("parameters", self.trainable_box)
-        self.fields = {}
+            bits_combo.addItem(f"{b}-bit", b)
+        bits_combo.setToolTip("Weight precision of this layer (quantised weights), independent of the run dtype")
+        bits_combo.activated.connect(self._bits)
+        form.addRow("weight bits", bits_combo)
+        trainable_box = QCheckBox("trains (unchecked: frozen)")
+        trainable_box.setToolTip("Frozen parameters get no gradient and no optimizer state; backward stops where "
+                                 "nothing upstream needs it")
+        trainable_box.toggled.connect(self._trainable)
+        form.addRow("parameters", trainable_box)
+        fields = {}
         for p in lt.props:
             row = FieldRow(p)
             row.committed.connect(lambda key, raw: self.commit(key, raw, burst=undo_bursts.current()))
             row.error_changed.connect(self._update_banner)
-            self.fields[p.name] = row
+            fields[p.name] = row
             form.addRow(p.name.replace("_", " "), row)
         outer.addLayout(form)
-        extra = self.extra_panel(self.design, nid) if self.extra_panel else None
         if extra is not None:
             outer.addWidget(extra)
         if lt.keeps_for_backward:
@@ -276,9 +313,8 @@ class Inspector(QScrollArea):
             keeps.setStyleSheet(f"color: {theme.muted()};")
             outer.addWidget(keeps)
         outer.addStretch(1)
-        self.setWidget(page)
-        self._load_values()
-        self._show_issue()
+        page.parts = (name_edit, bits_combo, trainable_box, fields)
+        return page
 
     def _load_values(self):
         node = self.design.nodes[self.node_id]
@@ -322,6 +358,11 @@ class Inspector(QScrollArea):
         name = self.name_edit.text().strip()
         if name and name != self.design.nodes[self.node_id].name:
             self.stack.push(SetNameCmd(self.design, self.node_id, name))
+
+    def _trainable(self, on: bool):
+        nid = self.node_id
+        if nid is not None and nid in self.design.nodes and self.design.nodes[nid].trainable != on:
+            self.stack.push(SetTrainableCmd(self.design, nid, on))
 
     def _bits(self, index: int):
         if self.node_id is not None:

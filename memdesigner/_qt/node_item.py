@@ -216,12 +216,16 @@ class NodeItem(QGraphicsItem):
 
     def port_xy(self, index: int, is_output: bool) -> tuple[float, float]:
         """port_point as two floats (edges are routed from these: no QPointF arithmetic)."""
-        p = self.pos()
+        # two float getters, no QPointF made and read, no min/max calls: 12,000 edges route twice each at open
+        x, y = self.x(), self.y()
         n = self._counts[1] if is_output else self._counts[0]
-        index = max(0, min(index, n - 1))
+        if index >= n:
+            index = n - 1
+        if index < 0:
+            index = 0
         if self.vertical:
-            return p.x() + WIDTH * (index + 1) / (n + 1), p.y() + (self.height if is_output else 0.0)
-        return p.x() + (WIDTH if is_output else 0.0), p.y() + HEADER + (self.height - HEADER) * (index + 1) / (n + 1)
+            return x + WIDTH * (index + 1) / (n + 1), y + (self.height if is_output else 0.0)
+        return x + (WIDTH if is_output else 0.0), y + HEADER + (self.height - HEADER) * (index + 1) / (n + 1)
 
     def _place_ports(self):
         for p in self._inputs + self._outputs:
