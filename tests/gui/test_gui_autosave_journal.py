@@ -108,9 +108,11 @@ def test_the_delay_rewrites_the_autosave_and_starts_an_empty_journal(window, qtb
     load(window, qtbot, small_cnn())
     window.stack.push(SetPropCmd(window.design, "fc", "out_features", 11))
     window.stack.push(SetPropCmd(window.design, "fc", "out_features", 12))
+    window.document._timer.stop()  # (on a loaded machine the delay could run out while we look)
     autosave_landed(window, qtbot)
     first = json.loads(window.document.slot.file.read_text())["journal"]
     assert _journal(window).count(b"\n") == 1
+    window.document._timer.start()  # the delay, from here
     qtbot.waitUntil(lambda: json.loads(window.document.slot.file.read_text())["journal"] != first, timeout=5000)
     assert _journal(window) == b"" and not (window.document.slot.file.parent / first).exists()
     assert _recovered(window)["nodes"][4]["props"]["out_features"] == 12
