@@ -50,13 +50,24 @@ def _mha(need=True, dropout=0.0, batch_first=True, kpm=False, mask=None, causal=
     return lambda: (MHA(), (L, E))
 
 
-def _encoder(norm_first, dropout=0.1):
+def _encoder(norm_first, dropout=0.1, batch_first=True):
     import torch.nn as nn
+
+    class SeqFirst(nn.Module):
+        """The encoder on the (L, B, E) transposed view of the (B, L, E) input."""
+
+        def __init__(self, inner):
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, x):
+            return self.inner(x.transpose(0, 1)).transpose(0, 1)
 
     def make():
         # inside a model, as it is used (a top-level module's own forward is not a module call)
-        return nn.Sequential(nn.TransformerEncoderLayer(E, H, dim_feedforward=4 * E, dropout=dropout,
-                                                        batch_first=True, norm_first=norm_first)), (L, E)
+        m = nn.Sequential(nn.TransformerEncoderLayer(E, H, dim_feedforward=4 * E, dropout=dropout,
+                                                     batch_first=batch_first, norm_first=norm_first))
+        return (m if batch_first else SeqFirst(m)), (L, E)
     return make
 
 
@@ -78,9 +89,14 @@ CASES = {
     "mha_fused_causal": _mha(need=False, mask="bool", causal=True),
     "mha_seqfirst": _mha(batch_first=False),
     "mha_seqfirst_fused": _mha(need=False, batch_first=False),
+    "mha_seqfirst_long": _mha(batch_first=False, L=64, E=64, H=2),
+    "mha_seqfirst_fused_long": _mha(need=False, batch_first=False, L=64, E=64, H=2),
+    "mha_seqfirst_drop": _mha(dropout=0.1, batch_first=False),
     "encoder_post": _encoder(False),
     "encoder_pre": _encoder(True),
     "encoder_post_nodrop": _encoder(False, 0.0),
+    "encoder_post_seqfirst": _encoder(False, batch_first=False),
+    "encoder_pre_seqfirst": _encoder(True, batch_first=False),
 }
 GRID = [("train-sgd-fp32-b4", "train", "sgd", "fp32", 4, False),
         ("inference-fp32-b4", "inference", None, "fp32", 4, False)]

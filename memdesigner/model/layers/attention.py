@@ -101,6 +101,24 @@ def _mha_stages(m, s, saved_ix, pix, gq_made, dropout):
     return st
 
 
+def _seq_first_eval_mem(m, out, avg, s, probs):
+    """Eval without grad, batch_first=False: the fast path _native_multi_head_attention needs
+    batch_first, so multi_head_attention_forward runs op by op (measured: benchmarks/mha_sweep.py).
+    in_proj's mm and its out-of-place bias add (each 3 x the input) exist at once, then the packed
+    .contiguous() copy beside the projection; the packed q, k, v are locals alive to the end. Math
+    kernel: the scores beside their softmax, then the probabilities with the bmm output and its
+    (L*B, E) copy for out_proj; fused: SDPA's output. The output projection writes beside them."""
+    moments = [6 * s]
+    if m.props["kernel"] == "math":
+        moments += [3 * s + 2 * probs, 3 * s + probs + 2 * s, 3 * s + probs + s + out.nbytes]
+    else:
+        moments += [3 * s + 2 * s, 3 * s + s + out.nbytes]
+    final = 3 * s + out.nbytes + (probs if m.props["kernel"] == "math" else 0) + sum(t.nbytes for t in avg)
+    peak = max(max(moments), final)
+    return OpMem(outputs=[out], out_dtypes=[out.dtype], temps=[T(peak - out.nbytes, "uint8", "multi_head_attention_"
+                 "forward's largest moment (no fast path: batch_first=False)")], grad_in=["new"])
+
+
 def _mha_mem(m):
     """nn.MultiheadAttention(batch_first=True) self-attention as multi_head_attention_forward
     runs it (torch/nn/functional.py). Training: the batch-first input is a transposed view, so
@@ -123,7 +141,9 @@ def _mha_mem(m):
     out = T(bne, dt, "output")
     avg = [T(b * n * n, dt, "head-averaged weights")] if m.props["need_weights"] else []
     if not m.records and not m.training:
-        return OpMem(outputs=[out], out_dtypes=[dt], temps=avg, grad_in=["new"])
+        if m.props.get("batch_first", True):
+            return OpMem(outputs=[out], out_dtypes=[dt], temps=avg, grad_in=["new"])
+        return _seq_first_eval_mem(m, out, avg, s, bhnn * T(1, dt).nbytes)
     # (B, L, E).transpose(1, 0) is not contiguous (unless B or L is 1: there linear reads the view
     # itself and this rule is one input copy high; modelled alike so the step stays affine in the
     # batch, engine/batch_curve.py)
@@ -192,6 +212,8 @@ MultiHeadAttention = register(LayerType(
     props=(Prop("num_heads", "int", 8, min=1), Prop("dropout", "float", 0.0, min=0.0, max=1.0),
            Prop("bias", "bool", True), Prop("kernel", "choice", "math", choices=("math", "fused")),
            Prop("need_weights", "bool", True, doc="also return head-averaged attention weights"),
+           Prop("batch_first", "bool", True, doc="False: PyTorch's default sequence-first (L, B, E) layout; "
+                "the eval fast path then does not run"),
            Prop("head_dim", "int", 0, min=0, doc="width of each head's q / k / v (Keras key_dim); 0: embed_dim / heads"),
            IMPL),
     shape=_mha_shape, params=_mha_params, flops=_mha_flops, memory=_mha_mem,
