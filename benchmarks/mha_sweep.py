@@ -36,7 +36,9 @@ def _mha(need=True, dropout=0.0, batch_first=True, kpm=False, mask=None, causal=
 
         def forward(self, x):
             kw = {"need_weights": need}
-            if kpm:
+            if kpm == "traced":  # made from the input, as models do (fx traces it; torch.zeros(x.shape[0]) it cannot)
+                kw["key_padding_mask"] = x[..., 0] != x[..., 0]
+            elif kpm:
                 kw["key_padding_mask"] = torch.zeros(x.shape[0], L, dtype=torch.bool, device=x.device)
             if mask is not None:
                 m = torch.full((L, L), float("-inf"), device=x.device).triu(1)
@@ -84,6 +86,9 @@ CASES = {
     "mha_fused_drop": _mha(need=False, dropout=0.1),
     "mha_weights_kpm": _mha(kpm=True),
     "mha_fused_kpm": _mha(need=False, kpm=True),
+    "mha_weights_kpm_traced": _mha(kpm="traced"),
+    "mha_fused_kpm_traced": _mha(need=False, kpm="traced"),
+    "mha_weights_long_kpm_traced": _mha(kpm="traced", L=64, E=64, H=2),
     "mha_weights_mask": _mha(mask="float"),
     "mha_fused_mask": _mha(need=False, mask="bool"),
     "mha_fused_causal": _mha(need=False, mask="bool", causal=True),
@@ -92,6 +97,8 @@ CASES = {
     "mha_seqfirst_long": _mha(batch_first=False, L=64, E=64, H=2),
     "mha_seqfirst_fused_long": _mha(need=False, batch_first=False, L=64, E=64, H=2),
     "mha_seqfirst_drop": _mha(dropout=0.1, batch_first=False),
+    "mha_seqfirst_kpm_traced": _mha(batch_first=False, kpm="traced"),
+    "mha_seqfirst_fused_long_kpm_traced": _mha(need=False, batch_first=False, kpm="traced", L=64, E=64, H=2),
     "encoder_post": _encoder(False),
     "encoder_pre": _encoder(True),
     "encoder_post_nodrop": _encoder(False, 0.0),

@@ -1358,7 +1358,10 @@ def _map_mha(st, fxn, mod, path, own):
         return out
     if mod.bias_k is not None or not mod._qkv_same_embed_dim:
         return _module_generic(st, fxn, mod, "MultiheadAttention", path)
-    if _arg(fxn, 3, "key_padding_mask") is not None or _arg(fxn, 5, "attn_mask") is not None:
+    kpm = _v(st, _arg(fxn, 3, "key_padding_mask"))
+    # a (B, S) key_padding_mask is the layer's second input
+    kpm = kpm if isinstance(kpm, Val) and kpm.dmap == (0, 1) and kpm.spec.shape == q.spec.shape[:1] else None
+    if (_arg(fxn, 3, "key_padding_mask") is not None and kpm is None) or _arg(fxn, 5, "attn_mask") is not None:
         st.warnings.append(f"{path}: attention masks are not modelled")
     own()
     need = bool(_arg(fxn, 4, "need_weights", True))
@@ -1367,7 +1370,7 @@ def _map_mha(st, fxn, mod, path, own):
                                                   "bias": mod.in_proj_bias is not None,
                                                   "kernel": "math" if need else "fused",
                                                   "need_weights": need, "batch_first": bool(mod.batch_first)},
-                  [q], q.dmap)
+                  [q] + ([kpm] if kpm else []), q.dmap)
     return Multi([out, Other()])
 
 
