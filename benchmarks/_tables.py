@@ -75,3 +75,54 @@ def selected_models(args, known) -> list | None:
         print(f"error: unknown model(s) {unknown}; known: {', '.join(known)}", file=sys.stderr)
         return None
     return models
+
+
+def accuracy_summary(rows, info, noun: str, name_of) -> str:
+    """The summary lines of a measured-models benchmark: median, worst (named by ``name_of``),
+    how many within 1 % / 3 %, under-estimates, wrong parameter counts, import findings."""
+    import statistics
+
+    if not rows:
+        return "no measured configurations (run with --measure)"
+    errs = [abs(r["rel_error"]) for r in rows]
+    worst = max(rows, key=lambda r: abs(r["rel_error"]))
+    under = [r for r in rows if r["rel_error"] < -0.01]
+    key = "case" if "case" in rows[0] else "model"
+    bad_params = sorted({r[key] for r in rows if r["params_design"] != r["params_module"]})
+    lines = [f"{noun}: {len(rows)}  median |err| {100 * statistics.median(errs):.2f} %  "
+             f"worst |err| {100 * max(errs):.2f} % ({name_of(worst)})  "
+             f"within 1 %: {sum(e <= 0.01 for e in errs)}  within 3 %: {sum(e <= 0.03 for e in errs)}  "
+             f"under-estimates beyond 1 %: {len(under)}",
+             f"parameter counts wrong: {len(bad_params)} ({', '.join(bad_params)})"]
+    lines += findings_lines(info, generic_shown=5, missing_shown=6)
+    return "\n".join(lines)
+
+
+def measured_models_main(argv, doc: str, truth_json, known, load_truth, measure_all, run, table, summary) -> int:
+    """The command line of a measured-models benchmark: pick models, measure what is missing
+    (--measure), print the table and its summary, optionally the rows as JSON."""
+    import argparse
+    import json
+    import sys
+
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    add_truth_args(ap, truth_json)
+    ap.add_argument("--json", default=None, help="write rows and import findings as JSON to this file")
+    args = ap.parse_args(argv)
+    names = selected_models(args, known)
+    if names is None:
+        return 2
+    tj = Path(args.truth_json)
+    if args.measure:
+        truth_dir = Path(args.truth_dir) if args.truth_dir else default_truth_dir()
+        if not (truth_dir / "measure.py").exists():
+            print(f"error: {truth_dir}/measure.py not found (use --truth-dir)", file=sys.stderr)
+            return 2
+        measure_all(names, truth_dir, tj, args.remeasure)
+    rows, info = run(names, load_truth(tj))
+    print(table(rows))
+    print()
+    print(summary(rows, info))
+    if args.json:
+        Path(args.json).write_text(json.dumps({"rows": rows, "import": info}, indent=1) + "\n")
+    return 0

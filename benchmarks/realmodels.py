@@ -14,9 +14,7 @@ benchmark venv, not the test environment:
 
 from __future__ import annotations
 
-import argparse
 import json
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -27,7 +25,7 @@ for p in (str(REPO), str(HERE)):
     if p not in sys.path:
         sys.path.insert(0, p)
 
-from _tables import OPTIMIZERS, add_truth_args, default_truth_dir, findings_lines, mib, selected_models  # noqa: E402
+from _tables import OPTIMIZERS, accuracy_summary, measured_models_main, mib  # noqa: E402
 
 TRUTH_JSON = HERE / "realmodels_truth.json"
 
@@ -147,46 +145,13 @@ def table(rows) -> str:
 
 
 def summary(rows, info) -> str:
-    if not rows:
-        return "no measured configurations (run with --measure)"
-    errs = [abs(r["rel_error"]) for r in rows]
-    worst = max(rows, key=lambda r: abs(r["rel_error"]))
-    under = [r for r in rows if r["rel_error"] < -0.01]
-    bad_params = sorted({r["model"] for r in rows if r["params_design"] != r["params_module"]})
-    lines = [f"configurations: {len(rows)}  median |err| {100 * statistics.median(errs):.2f} %  "
-             f"worst |err| {100 * max(errs):.2f} % ({worst['model']}/{worst['config']})  "
-             f"within 1 %: {sum(e <= 0.01 for e in errs)}  within 3 %: {sum(e <= 0.03 for e in errs)}  "
-             f"under-estimates beyond 1 %: {len(under)}",
-             f"parameter counts wrong: {len(bad_params)} ({', '.join(bad_params)})"]
-    lines += findings_lines(info, generic_shown=5, missing_shown=6)
-    return "\n".join(lines)
+    return accuracy_summary(rows, info, "configurations", lambda r: f"{r['model']}/{r['config']}")
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    add_truth_args(ap, TRUTH_JSON)
-    ap.add_argument("--json", default=None, help="write rows and import findings as JSON to this file")
-    args = ap.parse_args(argv)
-
     import realmodels_models as rm
 
-    models = selected_models(args, rm.MODELS)
-    if models is None:
-        return 2
-    tj = Path(args.truth_json)
-    if args.measure:
-        truth_dir = Path(args.truth_dir) if args.truth_dir else default_truth_dir()
-        if not (truth_dir / "measure.py").exists():
-            print(f"error: {truth_dir}/measure.py not found (use --truth-dir)", file=sys.stderr)
-            return 2
-        measure_all(models, truth_dir, tj, args.remeasure)
-    rows, info = run(models, load_truth(tj))
-    print(table(rows))
-    print()
-    print(summary(rows, info))
-    if args.json:
-        Path(args.json).write_text(json.dumps({"rows": rows, "import": info}, indent=1) + "\n")
-    return 0
+    return measured_models_main(argv, __doc__, TRUTH_JSON, rm.MODELS, load_truth, measure_all, run, table, summary)
 
 
 if __name__ == "__main__":
