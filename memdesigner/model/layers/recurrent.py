@@ -263,12 +263,14 @@ def _gru_mem(m):
     layer_saved = []
     drop = _inter_layer_dropout(m)
     noise_idx = {}  # layer -> saved index of the noise of the dropout after it
+    # one layer runs at a time: its input projection of one direction (the forward direction's is
+    # freed once the reverse one ran) and, bidirectional, both directions' stacked step outputs
+    # before their cat. The last layer's are the highest (every earlier layer's kept tensors live)
+    temps.append(T(t * b * 3 * h, dt, "the running layer's input projection"))
+    if d == 2:
+        temps.append(T(2 * t * b * h, dt, "both directions' stacked outputs before their cat"))
     for layer in range(L):
-        proj = T(t * b * 3 * h * d, dt, f"layer {layer} input projection")
         steps = T(7 * t * b * h * d, dt, f"layer {layer} per-step gate tensors")
-        temps.append(proj)
-        if d == 2:  # the forward direction's stacked outputs wait while the reverse one runs
-            temps.append(T(t * b * h, dt, f"layer {layer} forward-direction output"))
         own = []
         if m.records:
             saved.append(steps)

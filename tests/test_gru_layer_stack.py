@@ -1,0 +1,39 @@
+"""Multi-layer / bidirectional nn.GRU training on the CPU: aten runs one layer at a time
+(RNN.cpp ``apply_layer_stack``), so only the running layer's input projection (one direction's:
+the forward direction's dies once the reverse one ran) and, bidirectional, the two directions'
+stacked outputs before their cat are transient; earlier layers' projections are gone. Measured
+with the truth harness (CPU, torch 2.14, method a): GRU(32, 64, L, batch_first=True), input
+(8, 20, 32), SGD, out = gru(x)[0]. The rule summed every layer's projection (+4.8 % at L=2,
++11.8 % at L=3, +20.1 % at L=3 bidirectional)."""
+
+import pytest
+
+torch = pytest.importorskip("torch")
+nn = torch.nn
+
+import memdesigner  # noqa: E402
+from memdesigner.importers.torch_fx import from_module  # noqa: E402
+
+
+class Gru(nn.Module):
+    def __init__(self, layers, bi):
+        super().__init__()
+        self.rnn = nn.GRU(32, 64, layers, bidirectional=bi, batch_first=True)
+
+    def forward(self, x):
+        return self.rnn(x)[0]
+
+
+# (layers, bidirectional) -> measured peak_overall bytes
+MEASURED = {(2, False): 1_046_280, (3, False): 1_473_800, (2, True): 2_036_488, (3, True): 2_991_104}
+
+
+@pytest.mark.parametrize(("layers", "bi"), sorted(MEASURED))
+def test_gru_layer_stack_within_measurement(layers, bi):
+    with torch.device("meta"):
+        module = Gru(layers, bi)
+    est = memdesigner.estimate(from_module(module, (20, 32)), mode="train", optimizer="sgd", batch=8,
+                               backend="cpu").peak_bytes
+    meas = MEASURED[(layers, bi)]
+    # within 2 % one-directional; bidirectional the backward still over-counts (see recurrent.py)
+    assert abs(est - meas) / meas <= (0.02 if not bi else 0.11)
