@@ -192,13 +192,18 @@ def _lstm_mem(m):
                    T(d * b * h, dt, f"layer {layer} h_n"), T(d * b * h, dt, f"layer {layer} c_n")):
             saved.append(tt)
             own.append(len(saved) - 1)
-        if layer > 0 and drop:  # the dropped output is this layer's input: this layer keeps it
+        if layer > 0 and drop and d == 1:  # the dropped output is this layer's input: this layer keeps it
             own.append(drop_idx[layer - 1][1])
         layer_idx.append((own, inp))
         if drop and layer < L - 1:
-            saved += [T(t * b * d * h, dt, f"layer {layer} dropout noise"),
-                      T(t * b * d * h, dt, f"layer {layer} dropped output")]
-            drop_idx[layer] = (len(saved) - 2, len(saved) - 1)
+            # one direction: the layer's output is the oneDNN output its layer keeps, so the dropped
+            # copy is extra. Bidirectional (mkldnn_impl): the output is a cat of the two directions'
+            # outputs (each kept by its own direction) that the next layer would keep as its
+            # input; the dropout's product takes the cat's place (measured: +1 tensor, not +2)
+            saved.append(T(t * b * d * h, dt, f"layer {layer} dropout noise"))
+            if d == 1:
+                saved.append(T(t * b * d * h, dt, f"layer {layer} dropped output"))
+            drop_idx[layer] = (len(saved) - (2 if d == 1 else 1), len(saved) - 1)
         inp = d * h
     saved += [Param(k) for k in range(len(m.params))]
     stages = []
