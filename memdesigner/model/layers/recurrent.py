@@ -268,12 +268,13 @@ def _gru_mem(m):
     layer_saved = []
     drop = _inter_layer_dropout(m)
     noise_idx = {}  # layer -> saved index of the noise of the dropout after it
-    # one layer runs at a time: its input projection of one direction (the forward direction's is
-    # freed once the reverse one ran) and, bidirectional, both directions' stacked step outputs
-    # before their cat. The last layer's are the highest (every earlier layer's kept tensors live)
-    temps.append(T(t * b * 3 * h, dt, "the running layer's input projection"))
+    # one layer runs at a time (RNN.cpp apply_layer_stack): only the running layer's input
+    # projections (T*B*3H per direction) and, bidirectional, the forward direction's stacked
+    # outputs waiting for the reverse one are transient; an earlier layer's are gone. The last
+    # layer's moment is the highest (every earlier layer's kept tensors live)
+    temps.append(T(t * b * 3 * h * d, dt, "the running layer's input projections"))
     if d == 2:
-        temps.append(T(2 * t * b * h, dt, "both directions' stacked outputs before their cat"))
+        temps.append(T(t * b * h, dt, "the running layer's forward-direction output"))
     for layer in range(L):
         steps = T(7 * t * b * h * d, dt, f"layer {layer} per-step gate tensors")
         own = []
