@@ -310,8 +310,14 @@ def _gru_mem(m):
             if layer in noise_idx:  # the dropout's backward: grad * noise, then the noise goes
                 stages.append(([T(t * b * d * h, dt, f"layer {layer} output gradient (dropout)")], [],
                                [noise_idx[layer]]))
+            # backward walks the steps back, freeing each step's gate tensors as it goes; each step
+            # makes a weight_hh gradient (mm) and adds it to the running sum (measured: about three
+            # (3H, H) tensors at once). The parameter gradients land when the walk is done (the
+            # weight_ih one from the projection's backward), after the steps' tensors are gone
+            own = layer_saved[layer]
+            stages.append(([T(3 * 3 * h * h, dt, f"layer {layer} running weight_hh gradient sums")], [], own[:1]))
             temps_ = [T(t * b * width, dt, f"layer {layer} input gradient")] if layer > 0 else []
-            stages.append((temps_, list(range(layer * per_layer, (layer + 1) * per_layer)), layer_saved[layer]))
+            stages.append((temps_, list(range(layer * per_layer, (layer + 1) * per_layer)), own[1:]))
     bwd = [] if rs else [T(t * b * d * h, dt, "select_backward: full-size gradient of the sequence")]
     mem = OpMem(outputs=[out, h_n], out_dtypes=[dt, dt], saved=saved, temps=temps, grad_in=["new"], bwd_temps=bwd,
                 bwd_stages=stages, late_outputs=(1,))
