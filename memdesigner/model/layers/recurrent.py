@@ -192,13 +192,18 @@ def _lstm_mem(m):
                    T(d * b * h, dt, f"layer {layer} h_n"), T(d * b * h, dt, f"layer {layer} c_n")):
             saved.append(tt)
             own.append(len(saved) - 1)
-        if layer > 0 and drop:  # the dropped output is this layer's input: this layer keeps it
+        if layer > 0 and drop and d == 1:  # the dropped output is this layer's input: this layer keeps it
             own.append(drop_idx[layer - 1][1])
         layer_idx.append((own, inp))
         if drop and layer < L - 1:
-            saved += [T(t * b * d * h, dt, f"layer {layer} dropout noise"),
-                      T(t * b * d * h, dt, f"layer {layer} dropped output")]
-            drop_idx[layer] = (len(saved) - 2, len(saved) - 1)
+            # one direction: the layer's output is the oneDNN output its layer keeps, so the dropped
+            # copy is extra. Bidirectional (mkldnn_impl): the output is a cat of the two directions'
+            # outputs (each kept by its own direction) that the next layer would keep as its
+            # input; the dropout's product takes the cat's place (measured: +1 tensor, not +2)
+            saved.append(T(t * b * d * h, dt, f"layer {layer} dropout noise"))
+            if d == 1:
+                saved.append(T(t * b * d * h, dt, f"layer {layer} dropped output"))
+            drop_idx[layer] = (len(saved) - (2 if d == 1 else 1), len(saved) - 1)
         inp = d * h
     saved += [Param(k) for k in range(len(m.params))]
     stages = []
@@ -263,12 +268,15 @@ def _gru_mem(m):
     layer_saved = []
     drop = _inter_layer_dropout(m)
     noise_idx = {}  # layer -> saved index of the noise of the dropout after it
+    # one layer runs at a time (RNN.cpp apply_layer_stack): only the running layer's input
+    # projections (T*B*3H per direction) and, bidirectional, the forward direction's stacked
+    # outputs waiting for the reverse one are transient; an earlier layer's are gone. The last
+    # layer's moment is the highest (every earlier layer's kept tensors live)
+    temps.append(T(t * b * 3 * h * d, dt, "the running layer's input projections"))
+    if d == 2:
+        temps.append(T(t * b * h, dt, "the running layer's forward-direction output"))
     for layer in range(L):
-        proj = T(t * b * 3 * h * d, dt, f"layer {layer} input projection")
         steps = T(7 * t * b * h * d, dt, f"layer {layer} per-step gate tensors")
-        temps.append(proj)
-        if d == 2:  # the forward direction's stacked outputs wait while the reverse one runs
-            temps.append(T(t * b * h, dt, f"layer {layer} forward-direction output"))
         own = []
         if m.records:
             saved.append(steps)
@@ -302,8 +310,14 @@ def _gru_mem(m):
             if layer in noise_idx:  # the dropout's backward: grad * noise, then the noise goes
                 stages.append(([T(t * b * d * h, dt, f"layer {layer} output gradient (dropout)")], [],
                                [noise_idx[layer]]))
+            # backward walks the steps back, freeing each step's gate tensors as it goes; each step
+            # makes a weight_hh gradient (mm) and adds it to the running sum (measured: about three
+            # (3H, H) tensors at once). The parameter gradients land when the walk is done (the
+            # weight_ih one from the projection's backward), after the steps' tensors are gone
+            own = layer_saved[layer]
+            stages.append(([T(3 * 3 * h * h, dt, f"layer {layer} running weight_hh gradient sums")], [], own[:1]))
             temps_ = [T(t * b * width, dt, f"layer {layer} input gradient")] if layer > 0 else []
-            stages.append((temps_, list(range(layer * per_layer, (layer + 1) * per_layer)), layer_saved[layer]))
+            stages.append((temps_, list(range(layer * per_layer, (layer + 1) * per_layer)), own[1:]))
     bwd = [] if rs else [T(t * b * d * h, dt, "select_backward: full-size gradient of the sequence")]
     mem = OpMem(outputs=[out, h_n], out_dtypes=[dt, dt], saved=saved, temps=temps, grad_in=["new"], bwd_temps=bwd,
                 bwd_stages=stages, late_outputs=(1,))
