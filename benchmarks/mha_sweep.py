@@ -36,7 +36,9 @@ def _mha(need=True, dropout=0.0, batch_first=True, kpm=False, mask=None, causal=
 
         def forward(self, x):
             kw = {"need_weights": need}
-            if kpm:
+            if kpm == "traced":  # made from the input, as models do (fx traces it; torch.zeros(x.shape[0]) it cannot)
+                kw["key_padding_mask"] = x[..., 0] != x[..., 0]
+            elif kpm:
                 kw["key_padding_mask"] = torch.zeros(x.shape[0], L, dtype=torch.bool, device=x.device)
             if mask is not None:
                 m = torch.full((L, L), float("-inf"), device=x.device).triu(1)
@@ -50,13 +52,24 @@ def _mha(need=True, dropout=0.0, batch_first=True, kpm=False, mask=None, causal=
     return lambda: (MHA(), (L, E))
 
 
-def _encoder(norm_first, dropout=0.1):
+def _encoder(norm_first, dropout=0.1, batch_first=True):
     import torch.nn as nn
+
+    class SeqFirst(nn.Module):
+        """The encoder on the (L, B, E) transposed view of the (B, L, E) input."""
+
+        def __init__(self, inner):
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, x):
+            return self.inner(x.transpose(0, 1)).transpose(0, 1)
 
     def make():
         # inside a model, as it is used (a top-level module's own forward is not a module call)
-        return nn.Sequential(nn.TransformerEncoderLayer(E, H, dim_feedforward=4 * E, dropout=dropout,
-                                                        batch_first=True, norm_first=norm_first)), (L, E)
+        m = nn.Sequential(nn.TransformerEncoderLayer(E, H, dim_feedforward=4 * E, dropout=dropout,
+                                                     batch_first=batch_first, norm_first=norm_first))
+        return (m if batch_first else SeqFirst(m)), (L, E)
     return make
 
 
@@ -73,14 +86,24 @@ CASES = {
     "mha_fused_drop": _mha(need=False, dropout=0.1),
     "mha_weights_kpm": _mha(kpm=True),
     "mha_fused_kpm": _mha(need=False, kpm=True),
+    "mha_weights_kpm_traced": _mha(kpm="traced"),
+    "mha_fused_kpm_traced": _mha(need=False, kpm="traced"),
+    "mha_weights_long_kpm_traced": _mha(kpm="traced", L=64, E=64, H=2),
     "mha_weights_mask": _mha(mask="float"),
     "mha_fused_mask": _mha(need=False, mask="bool"),
     "mha_fused_causal": _mha(need=False, mask="bool", causal=True),
     "mha_seqfirst": _mha(batch_first=False),
     "mha_seqfirst_fused": _mha(need=False, batch_first=False),
+    "mha_seqfirst_long": _mha(batch_first=False, L=64, E=64, H=2),
+    "mha_seqfirst_fused_long": _mha(need=False, batch_first=False, L=64, E=64, H=2),
+    "mha_seqfirst_drop": _mha(dropout=0.1, batch_first=False),
+    "mha_seqfirst_kpm_traced": _mha(batch_first=False, kpm="traced"),
+    "mha_seqfirst_fused_long_kpm_traced": _mha(need=False, batch_first=False, kpm="traced", L=64, E=64, H=2),
     "encoder_post": _encoder(False),
     "encoder_pre": _encoder(True),
     "encoder_post_nodrop": _encoder(False, 0.0),
+    "encoder_post_seqfirst": _encoder(False, batch_first=False),
+    "encoder_pre_seqfirst": _encoder(True, batch_first=False),
 }
 GRID = [("train-sgd-fp32-b4", "train", "sgd", "fp32", 4, False),
         ("inference-fp32-b4", "inference", None, "fp32", 4, False)]

@@ -1387,12 +1387,18 @@ def _map_mha(st, fxn, mod, path, own):
     v = _v(st, _arg(fxn, 2, "value"))
     same = q is k is v or (isinstance(q, Val) and isinstance(k, Val) and isinstance(v, Val)
                            and (q.nid, q.port) == (k.nid, k.port) == (v.nid, v.port))
-    if not mod.batch_first or not same or _arg(fxn, 4, "need_weights", True) is None:
+    # batch_first=False (the default) takes the real (L, B, E): the design's (B, L, E) transposed
+    seq = (1, 0, 2)
+    if (not same or _arg(fxn, 4, "need_weights", True) is None
+            or (not mod.batch_first and not (isinstance(q, Val) and q.dmap == seq))):
         out = _module_generic(st, fxn, mod, "MultiheadAttention", path)
         return out
     if mod.bias_k is not None or not mod._qkv_same_embed_dim:
         return _module_generic(st, fxn, mod, "MultiheadAttention", path)
-    if _arg(fxn, 3, "key_padding_mask") is not None or _arg(fxn, 5, "attn_mask") is not None:
+    kpm = _v(st, _arg(fxn, 3, "key_padding_mask"))
+    # a (B, S) key_padding_mask is the layer's second input
+    kpm = kpm if isinstance(kpm, Val) and kpm.dmap == (0, 1) and kpm.spec.shape == q.spec.shape[:1] else None
+    if (_arg(fxn, 3, "key_padding_mask") is not None and kpm is None) or _arg(fxn, 5, "attn_mask") is not None:
         st.warnings.append(f"{path}: attention masks are not modelled")
     own()
     need = bool(_arg(fxn, 4, "need_weights", True))
@@ -1400,12 +1406,13 @@ def _map_mha(st, fxn, mod, path, own):
     out = _single(st, fxn, "MultiHeadAttention", {"num_heads": mod.num_heads, "dropout": float(mod.dropout),
                                                   "bias": mod.in_proj_bias is not None,
                                                   "kernel": "math" if need else "fused",
-                                                  "need_weights": need}, [q], q.dmap)
+                                                  "need_weights": need, "batch_first": bool(mod.batch_first)},
+                  [q] + ([kpm] if kpm else []), q.dmap)
     return Multi([out, Other()])
 
 
 def _map_transformer_encoder(st, fxn, mod, path, x):
-    """nn.TransformerEncoder / EncoderLayer (batch_first) as the layers their forward runs:
+    """nn.TransformerEncoder / EncoderLayer (either batch_first) as the layers their forward runs:
     self-attention through scaled_dot_product_attention (need_weights=False), dropouts, residual
     adds, layer norms (before or after, per norm_first) and the feed-forward block."""
     nn = st.torch.nn
@@ -1414,7 +1421,9 @@ def _map_transformer_encoder(st, fxn, mod, path, x):
         layers, final = list(mod.layers), mod.norm
     else:
         layers, final = [mod], None
-    if not layers or any(not lay.self_attn.batch_first for lay in layers):
+    # batch_first=False (the default) runs the same ops on the real (L, B, E)
+    firsts = {bool(lay.self_attn.batch_first) for lay in layers}
+    if len(firsts) != 1 or x.dmap != ((0, 1, 2) if firsts == {True} else (1, 0, 2)):
         return None
     if _arg(fxn, 1, "mask") is not None or _arg(fxn, 2, "src_key_padding_mask") is not None:
         st.warnings.append(f"{path}: attention masks are not modelled")
@@ -1428,7 +1437,7 @@ def _map_transformer_encoder(st, fxn, mod, path, x):
         act_t = "GELU" if (act is F.gelu or isinstance(act, nn.GELU)) else "ReLU"
         sa = lay.self_attn
         mha = {"num_heads": sa.num_heads, "dropout": float(sa.dropout), "bias": sa.in_proj_bias is not None,
-               "kernel": "fused", "need_weights": False}
+               "kernel": "fused", "need_weights": False, "batch_first": bool(sa.batch_first)}
 
         def hold(arg, until):
             # _sa_block(x) / _ff_block(x) are method calls: their argument lives until they return
@@ -1466,7 +1475,7 @@ def _map_transformer_encoder(st, fxn, mod, path, x):
             x = norm(add("Add", {}, [x, ff_block(x)], f"{pre}.add_1"), "norm2")
         # eval + no_grad runs the whole layer as aten._transformer_encoder_layer_fwd when PyTorch's
         # fast-path conditions hold (an odd head count, an unusual activation or unequal eps do not)
-        fast = (sa.in_proj_bias is not None and sa._qkv_same_embed_dim and sa.num_heads % 2 == 0
+        fast = (sa.batch_first and sa.in_proj_bias is not None and sa._qkv_same_embed_dim and sa.num_heads % 2 == 0
                 and (act is F.relu or act is F.gelu or isinstance(act, (nn.ReLU, nn.GELU)))
                 and lay.norm1.eps == lay.norm2.eps)
         for nid in set(st.design.nodes) - before:

@@ -13,6 +13,9 @@ def _mha_shape(c):
         raise LayerError("inputs", f"expects (tokens, embed_dim) per sample, got {fmt(x.shape)}")
     if not c["head_dim"] and x.shape[1] % c["num_heads"]:
         raise LayerError("num_heads", f"{c['num_heads']} does not divide embed_dim {x.shape[1]}")
+    if len(c.inputs) > 1 and c.inputs[1].shape != (x.shape[0],):
+        raise LayerError("inputs", f"key_padding_mask {fmt(c.inputs[1].shape)} does not fit ({x.shape[0]},) "
+                                   "per sample")
     return [TensorSpec(x.shape)]
 
 
@@ -101,6 +104,30 @@ def _mha_stages(m, s, saved_ix, pix, gq_made, dropout):
     return st
 
 
+def _mha_grads(m):
+    """The query gets a gradient; a key_padding_mask none."""
+    return ["new"] + [None] * (len(m.in_shapes) - 1)
+
+
+def _seq_first_eval_mem(m, out, avg, s, probs, fm=0, merged=0):
+    """Eval without grad, batch_first=False: the fast path _native_multi_head_attention needs
+    batch_first, so multi_head_attention_forward runs op by op (measured: benchmarks/mha_sweep.py).
+    in_proj's mm and its out-of-place bias add (each 3 x the input) exist at once, then the packed
+    .contiguous() copy beside the projection; the packed q, k, v are locals alive to the end. Math
+    kernel: the scores beside their softmax, then the probabilities with the bmm output and its
+    (L*B, E) copy for out_proj; fused: SDPA's output. The output projection writes beside them.
+    A key_padding_mask adds its float copy ``fm`` throughout, its merged copy after in_proj."""
+    moments = [6 * s]
+    if m.props["kernel"] == "math":
+        moments += [3 * s + 2 * probs, 3 * s + probs + 2 * s, 3 * s + probs + s + out.nbytes]
+    else:
+        moments += [3 * s + 2 * s, 3 * s + s + out.nbytes]
+    final = 3 * s + out.nbytes + (probs if m.props["kernel"] == "math" else 0) + sum(t.nbytes for t in avg)
+    peak = max(moments[0], max(moments[1:]) + merged, final + merged) + fm
+    return OpMem(outputs=[out], out_dtypes=[out.dtype], temps=[T(peak - out.nbytes, "uint8", "multi_head_attention_"
+                 "forward's largest moment (no fast path: batch_first=False)")], grad_in=_mha_grads(m))
+
+
 def _mha_mem(m):
     """nn.MultiheadAttention(batch_first=True) self-attention as multi_head_attention_forward
     runs it (torch/nn/functional.py). Training: the batch-first input is a transposed view, so
@@ -122,8 +149,16 @@ def _mha_mem(m):
     s = T(bne, dt).nbytes
     out = T(bne, dt, "output")
     avg = [T(b * n * n, dt, "head-averaged weights")] if m.props["need_weights"] else []
+    # key_padding_mask: _canonical_mask makes a float (B, S) copy at the start; after in_proj it is
+    # merged into attn_mask as a (B * heads, 1, S) copy (reshape of an expand), a local to the end
+    kpm = len(m.in_shapes) > 1
+    fmask = [T(b * n, dt, "key_padding_mask as float (_canonical_mask)")] if kpm else []
+    merged = T(b * h * n, dt, "key_padding_mask merged into attn_mask (B * heads, 1, S)") if kpm else None
+    fm = sum(t.nbytes for t in fmask)
     if not m.records and not m.training:
-        return OpMem(outputs=[out], out_dtypes=[dt], temps=avg, grad_in=["new"])
+        if m.props.get("batch_first", True):  # the fast path takes the float (B, S) mask itself
+            return OpMem(outputs=[out], out_dtypes=[dt], temps=avg + fmask, grad_in=_mha_grads(m))
+        return _seq_first_eval_mem(m, out, avg, s, bhnn * T(1, dt).nbytes, fm, merged.nbytes if kpm else 0)
     # (B, L, E).transpose(1, 0) is not contiguous (unless B or L is 1: there linear reads the view
     # itself and this rule is one input copy high; modelled alike so the step stays affine in the
     # batch, engine/batch_curve.py)
@@ -131,7 +166,7 @@ def _mha_mem(m):
     qkv = T(3 * bne, dt, "packed q, k, v (contiguous (3, L, B, E))")
     # in_proj: the matmul of the copied input (then its bias added out of place: mm + add, or
     # addmm), then the packed .contiguous() copy beside it
-    in_proj = s + 6 * s
+    in_proj = s + 6 * s + fm
     p = m.props["dropout"] if m.training else 0.0
     # on the CPU the fused kernel takes no dropout: with dropout in training SDPA falls back to
     # its math path (q and k both scaled, scores, softmax, noise, dropped probabilities)
@@ -160,17 +195,23 @@ def _mha_mem(m):
             saved.append(T(bne, dt, "attention output laid out for out_proj"))
             ix["o_copy"] = [len(saved) - 1]
         moments = [in_proj]
+    fwd_only = fm
+    if kpm and math:  # baddbmm / the math path does not keep the mask
+        fwd_only += merged.nbytes
+    elif kpm:  # SDPA keeps its attn_mask with q, k, v
+        saved.append(merged)
+        ix["qkv"].append(len(saved) - 1)
     final = sum(t.nbytes for t in saved if isinstance(t, T)) + out.nbytes
     # the head-averaged weights are made last, beside everything kept; the other moments are earlier
-    peak = max(max(moments), final + sum(t.nbytes for t in avg))
+    peak = max(max(moments), final + fwd_only + sum(t.nbytes for t in avg))
     if not m.records:  # train-mode module under no_grad: nothing is kept, the largest moment counts
         return OpMem(outputs=[out], out_dtypes=[dt], temps=[T(peak - out.nbytes, "uint8", "the op's largest moment")],
-                     grad_in=["new"])
+                     grad_in=_mha_grads(m))
     temps = [T(peak - final, "uint8", "in_proj's matmul and bias add, the scores beside softmax, or the "
                                       "head-averaged weights")] if peak > final else []
     pix = {ps.name: k for k, ps in enumerate(m.params)}
     stages = _mha_stages(m, bne, ix, pix, 1 if math else 2, bool(p))
-    return OpMem(outputs=[out], out_dtypes=[dt], saved=saved, temps=temps, grad_in=["new"],
+    return OpMem(outputs=[out], out_dtypes=[dt], saved=saved, temps=temps, grad_in=_mha_grads(m),
                  bwd_stages=stages)
 
 
@@ -192,8 +233,11 @@ MultiHeadAttention = register(LayerType(
     props=(Prop("num_heads", "int", 8, min=1), Prop("dropout", "float", 0.0, min=0.0, max=1.0),
            Prop("bias", "bool", True), Prop("kernel", "choice", "math", choices=("math", "fused")),
            Prop("need_weights", "bool", True, doc="also return head-averaged attention weights"),
+           Prop("batch_first", "bool", True, doc="False: PyTorch's default sequence-first (L, B, E) layout; "
+                "the eval fast path then does not run"),
            Prop("head_dim", "int", 0, min=0, doc="width of each head's q / k / v (Keras key_dim); 0: embed_dim / heads"),
            IMPL),
+    min_inputs=1, max_inputs=2, input_names=("query", "key_padding_mask"),
     shape=_mha_shape, params=_mha_params, flops=_mha_flops, memory=_mha_mem,
     torch_ops=("MultiheadAttention",), aliases=("MultiheadAttention", "MHA"),
     search_words=("attention", "self-attention", "cross-attention", "transformer", "mha", "heads"),
