@@ -1,0 +1,47 @@
+"""PyTorch import: factory calls on traced sizes (``torch.zeros(x.shape[0], L)``, an LSTM's h0) trace
+under torch.fx instead of failing it and falling back to torch.export (which breaks modules such as
+nn.MultiheadAttention into generic ops)."""
+
+import pytest
+
+torch = pytest.importorskip("torch")
+nn = torch.nn
+
+from memdesigner.importers.torch_fx import from_module
+
+
+class _H0Attention(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lstm = nn.LSTM(8, 32, num_layers=2, batch_first=True)
+        self.att = nn.MultiheadAttention(32, 4, batch_first=True)
+
+    def forward(self, x):
+        h0 = torch.zeros(2, x.size(0), 32, device=x.device)
+        c0 = torch.full((2, x.shape[0], 32), 0.5)
+        y, _ = self.lstm(x, (h0, c0))
+        y, _ = self.att(y, y, y)
+        # a traced size first: PyTorch's argument parser rejected fx's Proxy there (TypeError)
+        return y + torch.ones(x.shape[0], 10, 32, device=x.device)
+
+
+def test_factories_on_traced_sizes_keep_the_modules_whole():
+    d = from_module(_H0Attention(), (10, 8))
+    types = [n.type for n in d.nodes.values()]
+    assert "LSTM" in types and "MultiHeadAttention" in types  # torch.export would break the attention up
+    gens = {n.props["op"]: n.props for n in d.nodes.values() if n.type == "Generic"}
+    assert set(gens) == {"zeros", "ones", "full"}
+    # per sample: h0 and c0 are (layers=2, 32) float32 = 256 B; the ones tensor (10, 32) = 1,280 B
+    assert gens["zeros"]["out_shape"] == (2, 32) and gens["full"]["out_shape"] == (2, 32)
+    assert gens["ones"]["out_shape"] == (10, 32)
+    assert all(g["dtype"] == "float" and g["params"] == 0 for g in gens.values())
+
+
+def test_factories_on_traced_sizes_trace_with_fx_not_export():
+    from memdesigner.importers.torch_fx import _trace
+
+    gm = _trace(torch, _H0Attention(), torch.zeros(2, 10, 8))
+    targets = [n.target for n in gm.graph.nodes if n.op == "call_function"]
+    # torch.fx's own calls (torch.export would give aten.zeros.default and break the modules up)
+    assert torch.zeros in targets and torch.ones in targets and torch.full in targets
+    assert [n.target for n in gm.graph.nodes if n.op == "call_module"] == ["lstm", "att"]
