@@ -6,6 +6,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 nn = torch.nn
+F = torch.nn.functional
 
 from memdesigner.importers.torch_fx import from_module
 
@@ -45,3 +46,43 @@ def test_factories_on_traced_sizes_trace_with_fx_not_export():
     # torch.fx's own calls (torch.export would give aten.zeros.default and break the modules up)
     assert torch.zeros in targets and torch.ones in targets and torch.full in targets
     assert [n.target for n in gm.graph.nodes if n.op == "call_module"] == ["lstm", "att"]
+
+
+class _SmoothedLoss(nn.Module):
+    """Returns its own loss on labels made from the batch index (a device-less factory)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(16, 10)
+
+    def forward(self, x):
+        target = torch.arange(x.shape[0]) % 10
+        return F.cross_entropy(self.fc(x), target, label_smoothing=0.1)
+
+
+class _CausalMask(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(16, 16)
+
+    def forward(self, x):
+        t = x.shape[1]
+        att = torch.einsum("bqd,bkd->bqk", self.fc(x), x)
+        return att.masked_fill(torch.triu(torch.ones(t, t, dtype=torch.bool), 1), float("-inf")).softmax(-1)
+
+
+def test_device_less_factories_propagate_on_meta():
+    # the meta module's shape propagation made torch.arange / torch.ones CPU tensors beside meta
+    # activations ("Tensor on device meta is not on the expected device cpu!"): the import failed
+    from memdesigner.importers.torch_fx import build_module
+
+    m, _ = build_module(lambda: (_SmoothedLoss(), (16,)))
+    d = from_module(m, (16,))
+    gens = {n.props["op"]: n.props for n in d.nodes.values() if n.type == "Generic"}
+    assert "Linear" in [n.type for n in d.nodes.values()]
+    assert gens["arange"]["out_shape"] == (1,) and gens["arange"]["dtype"] == "int64"  # one label per sample
+    m, _ = build_module(lambda: (_CausalMask(), (8, 16)))
+    d = from_module(m, (8, 16))
+    gens = {n.props["op"]: n.props for n in d.nodes.values() if n.type == "Generic"}
+    assert gens["ones"]["batch_free"] is True and gens["ones"]["out_elems"] == 8 * 8  # (t, t) bool: 64 B once
+    assert gens["masked_fill"]["out_shape"] == (8, 8)

@@ -478,7 +478,10 @@ def _propagate(torch, gm, x):
     real = any(p.device.type != "meta" for p in gm.parameters()) or \
         any(b.device.type != "meta" for b in gm.buffers())
     if not real:
-        ShapeProp(gm).propagate(x)
+        # factories without a device (torch.arange(x.shape[0]), torch.ones(t, t)) make meta tensors
+        # too: a CPU one beside the meta activations fails the op that mixes them
+        with torch.device("meta"):
+            ShapeProp(gm).propagate(x)
         return
     from torch._subclasses.fake_tensor import FakeTensorMode
 
