@@ -86,3 +86,28 @@ def test_device_less_factories_propagate_on_meta():
     gens = {n.props["op"]: n.props for n in d.nodes.values() if n.type == "Generic"}
     assert gens["ones"]["batch_free"] is True and gens["ones"]["out_elems"] == 8 * 8  # (t, t) bool: 64 B once
     assert gens["masked_fill"]["out_shape"] == (8, 8)
+
+
+class _PaddedMask(nn.Module):
+    """Item assignment on a traced tensor (fx cannot trace it) with a device-less factory."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(16, 16)
+
+    def forward(self, x):
+        keep = torch.ones(x.shape[:2], dtype=torch.bool)
+        keep[:, -2:] = False
+        return self.fc(x) * keep.unsqueeze(-1)
+
+
+def test_export_fallback_makes_device_less_factories_on_the_module_device():
+    # torch.export ran the meta module with a CPU mask: "found at least two devices, cpu and meta"
+    from memdesigner.importers.torch_fx import build_module
+
+    m, _ = build_module(lambda: (_PaddedMask(), (8, 16)))
+    d = from_module(m, (8, 16))
+    types = [n.type for n in d.nodes.values()]
+    assert "Linear" in types
+    ones = [n.props for n in d.nodes.values() if n.type == "Generic" and n.props["op"] == "ones"]
+    assert len(ones) == 1 and ones[0]["dtype"] == "bool" and ones[0]["out_shape"] == (8,)  # 8 B a sample
