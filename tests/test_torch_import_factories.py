@@ -89,7 +89,7 @@ def test_device_less_factories_propagate_on_meta():
 
 
 class _PaddedMask(nn.Module):
-    """Item assignment on a traced tensor (fx cannot trace it) with a device-less factory."""
+    """Control flow on a shape (fx cannot trace it: torch.export) with a device-less factory."""
 
     def __init__(self):
         super().__init__()
@@ -97,7 +97,8 @@ class _PaddedMask(nn.Module):
 
     def forward(self, x):
         keep = torch.ones(x.shape[:2], dtype=torch.bool)
-        keep[:, -2:] = False
+        if x.shape[1] > 4:
+            keep = keep.logical_not()
         return self.fc(x) * keep.unsqueeze(-1)
 
 
@@ -111,3 +112,25 @@ def test_export_fallback_makes_device_less_factories_on_the_module_device():
     assert "Linear" in types
     ones = [n.props for n in d.nodes.values() if n.type == "Generic" and n.props["op"] == "ones"]
     assert len(ones) == 1 and ones[0]["dtype"] == "bool" and ones[0]["out_shape"] == (8,)  # 8 B a sample
+
+
+class _MaskedAttention(nn.Module):
+    """A key_padding_mask made by item assignment (fx's Proxy had no __setitem__: torch.export)."""
+
+    def __init__(self):
+        super().__init__()
+        self.att = nn.MultiheadAttention(16, 4, batch_first=True)
+
+    def forward(self, x):
+        pad = torch.zeros(x.shape[:2], dtype=torch.bool)
+        pad[:, -2:] = True
+        return self.att(x, x, x, key_padding_mask=pad)[0]
+
+
+def test_item_assignment_traces_with_fx_and_keeps_the_attention_whole():
+    from memdesigner.importers.torch_fx import build_module
+
+    m, _ = build_module(lambda: (_MaskedAttention(), (8, 16)))
+    d = from_module(m, (8, 16))
+    assert [n.type for n in d.nodes.values()] == ["Input", "Generic", "MultiHeadAttention"]
+    assert next(n for n in d.nodes.values() if n.type == "Generic").props["out_shape"] == (8,)  # (B, 8) bool

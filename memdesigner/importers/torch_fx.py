@@ -433,13 +433,20 @@ def _factories_on_traced_sizes(torch):
 
     originals = {name: getattr(torch, name) for name in _FACTORIES}
 
+    import operator
+
+    def setitem(self, key, value):  # pad[:, -4:] = True on a traced mask: one in-place call node
+        self.tracer.create_proxy("call_function", operator.setitem, (self, key, value), {})
+
     @contextlib.contextmanager
     def patched():
         for name, fn in originals.items():
             setattr(torch, name, wrap(fn))
+        Proxy.__setitem__ = setitem
         try:
             yield
         finally:
+            del Proxy.__setitem__
             for name, fn in originals.items():
                 setattr(torch, name, fn)
     return patched()
