@@ -11,11 +11,12 @@ def export_graph_module(torch, module, fx_err, example):
     if example.device != dev:  # a real module: a small real batch (2 samples) to export with
         example = (torch.zeros(example.shape, dtype=example.dtype, device=dev) if not example.is_floating_point()
                    else torch.randn(example.shape, dtype=example.dtype, device=dev))
-    try:  # a symbolic batch lets the graph run again at another batch size (characterising ops)
-        batch = torch.export.Dim("batch", min=2)
-        ep = torch.export.export(module, (example,), dynamic_shapes=({0: batch},), strict=False)
-    except Exception:  # noqa: BLE001 - the model specialises on its batch size
-        ep = torch.export.export(module, (example,), strict=False)
+    with torch.device(dev):  # device-less factories in forward (torch.zeros(ids.shape)) on the module's device
+        try:  # a symbolic batch lets the graph run again at another batch size (characterising ops)
+            batch = torch.export.Dim("batch", min=2)
+            ep = torch.export.export(module, (example,), dynamic_shapes=({0: batch},), strict=False)
+        except Exception:  # noqa: BLE001 - the model specialises on its batch size
+            ep = torch.export.export(module, (example,), strict=False)
     gm = ep.module()
     for n in gm.graph.nodes:
         n.meta.pop("tensor_meta", None)

@@ -396,6 +396,62 @@ def _custom_functions_as_calls(torch):
     return patched()
 
 
+_FACTORIES = ("zeros", "ones", "full", "empty", "rand", "randn", "randint", "arange", "eye", "tensor")
+
+
+def _factories_on_traced_sizes(torch):
+    """While fx traces, ``torch.zeros(x.shape[0], L, device=x.device)`` (an LSTM's h0, a mask)
+    becomes one call node: fx's Proxy cannot stand in a size list, so PyTorch's argument parser
+    rejects it ("zeros() takes 1 positional argument but 2 were given") and the import would fall
+    back to torch.export, which breaks modules such as nn.MultiheadAttention into generic ops."""
+    import contextlib
+
+    Proxy = torch.fx.Proxy
+
+    def traced(a) -> bool:
+        if isinstance(a, Proxy):
+            return True
+        if isinstance(a, (tuple, list)):
+            return any(traced(b) for b in a)
+        return False
+
+    def wrap(original):
+        def factory(*args, **kwargs):
+            for a in (*args, *kwargs.values()):
+                if traced(a):
+                    tracer = next(_proxies(a)).tracer
+                    return tracer.create_proxy("call_function", original, args, kwargs)
+            return original(*args, **kwargs)
+        return factory
+
+    def _proxies(a):
+        if isinstance(a, Proxy):
+            yield a
+        elif isinstance(a, (tuple, list)):
+            for b in a:
+                yield from _proxies(b)
+
+    originals = {name: getattr(torch, name) for name in _FACTORIES}
+
+    import operator
+
+    def setitem(self, key, value):  # pad[:, -4:] = True on a traced mask: one in-place call node
+        self.tracer.create_proxy("call_function", operator.setitem, (self, key, value), {})
+
+    @contextlib.contextmanager
+    def patched():
+        for name, fn in originals.items():
+            setattr(torch, name, wrap(fn))
+        Proxy.__setitem__ = setitem
+        try:
+            yield
+        finally:
+            del Proxy.__setitem__
+            for name, fn in originals.items():
+                setattr(torch, name, fn)
+    return patched()
+
+
 def _trace(torch, module, example=None):
     import torch.fx
 
@@ -404,7 +460,7 @@ def _trace(torch, module, example=None):
         tracer = _tracer(torch)
         tracer.record_stack_traces = True
         tracer.proxy_buffer_attributes = True  # self.mask[:t, :t] with a traced t
-        with _custom_functions_as_calls(torch):
+        with _custom_functions_as_calls(torch), _factories_on_traced_sizes(torch):
             graph = tracer.trace(module)
         return torch.fx.GraphModule(tracer.root, graph, type(module).__name__)
     except Exception as fx_err:  # noqa: BLE001 - data-dependent control flow and friends
@@ -429,7 +485,10 @@ def _propagate(torch, gm, x):
     real = any(p.device.type != "meta" for p in gm.parameters()) or \
         any(b.device.type != "meta" for b in gm.buffers())
     if not real:
-        ShapeProp(gm).propagate(x)
+        # factories without a device (torch.arange(x.shape[0]), torch.ones(t, t)) make meta tensors
+        # too: a CPU one beside the meta activations fails the op that mixes them
+        with torch.device("meta"):
+            ShapeProp(gm).propagate(x)
         return
     from torch._subclasses.fake_tensor import FakeTensorMode
 
