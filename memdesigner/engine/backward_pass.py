@@ -5,7 +5,6 @@ parameter gradients, autocast's casts), freeing what the op saved; fan-ins sum t
 from __future__ import annotations
 
 import math
-from itertools import chain
 
 from memdesigner.engine.checkpoint_rerun import rerun_segment
 from memdesigner.engine.compiled_rule import G_ALIAS, G_STAGE, G_T, op_table
@@ -193,8 +192,13 @@ def run_backward(sim, r) -> None:
             for sid in tmp:
                 decref(sid)
             # what the op saved, then its incoming gradients (decref inlined: the refcounts, the
-            # _release hook)
-            for sid in (chain(saved_of.pop(nid, _NONE), g_out) if k_ > 1 else saved_of.pop(nid, _NONE)):
+            # _release hook); the popped list is this op's own, so the gradients join it
+            sv = saved_of.pop(nid, None)
+            if sv is None:
+                sv = g_out
+            else:
+                sv += g_out
+            for sid in sv:
                 if sid is not None:
                     x = rcl[sid] - 1
                     rcl[sid] = x
@@ -210,21 +214,6 @@ def run_backward(sim, r) -> None:
                                 mem.slack -= rnd - 1
                         else:
                             free(sid)
-            if k_ == 1:  # the one incoming gradient (the loop above, for it)
-                x = rcl[g0] - 1
-                rcl[g0] = x
-                if x == 0:
-                    if lean:  # _release(), inlined
-                        nb = nbl[g0]
-                        mem.cur -= nb
-                        mem.rcur -= rnbl[g0]
-                        by[catl[g0]] -= nb
-                        if g0 in exact:
-                            mem.slack -= rnbl[g0] - nb
-                        elif nb and rnd > 1:
-                            mem.slack -= rnd - 1
-                    else:
-                        free(g0)
             # each input's new gradient (GradBlock.grads: its place in the block, or the outgoing
             # gradient itself), summed into the one already there (a fan-in)
             for i, at, view_nb in gb.grads:
