@@ -1461,11 +1461,14 @@ def _map_mha(st, fxn, mod, path, own):
         st.warnings.append(f"{path}: attention masks are not modelled")
     own()
     need = bool(_arg(fxn, 4, "need_weights", True))
+    am = _arg(fxn, 5, "attn_mask")
+    am_meta = _tmeta(am) if hasattr(am, "meta") else None
     # need_weights=False takes scaled_dot_product_attention (no L x L matrix kept)
     out = _single(st, fxn, "MultiHeadAttention", {"num_heads": mod.num_heads, "dropout": float(mod.dropout),
                                                   "bias": mod.in_proj_bias is not None,
                                                   "kernel": "math" if need else "fused",
-                                                  "need_weights": need, "batch_first": bool(mod.batch_first)},
+                                                  "need_weights": need, "batch_first": bool(mod.batch_first),
+                                                  "float_mask": bool(am_meta and am_meta[1].is_floating_point)},
                   [q] + ([kpm] if kpm else []), q.dmap)
     return Multi([out, Other()])
 

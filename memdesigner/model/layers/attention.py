@@ -110,8 +110,10 @@ def _mha_grads(m):
 
 
 def _seq_first_eval_mem(m, out, avg, s, probs, fm=0, merged=0):
-    """Eval without grad, batch_first=False: the fast path _native_multi_head_attention needs
-    batch_first, so multi_head_attention_forward runs op by op (measured: benchmarks/mha_sweep.py).
+    """Eval without grad, batch_first=False or a float attn_mask: the fast path
+    _native_multi_head_attention needs batch_first and a bool (or no) mask, so
+    multi_head_attention_forward runs op by op on the (L, B, E) transposed view either way
+    (measured: benchmarks/mha_sweep.py; the (L, L) mask joins baddbmm as a broadcast view).
     in_proj's mm and its out-of-place bias add (each 3 x the input) exist at once, then the packed
     .contiguous() copy beside the projection; the packed q, k, v are locals alive to the end. Math
     kernel: the scores beside their softmax, then the probabilities with the bmm output and its
@@ -139,7 +141,7 @@ def _mha_mem(m):
     SDPA keeps its output and a float32 logsumexp; on the CPU its output has q's layout, so
     out_proj reads it without a copy. The backward runs node by node (``_mha_stages``).
     Eval without grad: the fast path _native_multi_head_attention makes only its output (and the
-    averaged weights)."""
+    averaged weights); batch_first=False or a float attn_mask runs op by op instead."""
     if keras(m) and not (m.training and m.props["dropout"]):
         return _keras_mha_mem(m)
     b, n, e = m.in_shapes[0]
@@ -156,7 +158,9 @@ def _mha_mem(m):
     merged = T(b * h * n, dt, "key_padding_mask merged into attn_mask (B * heads, 1, S)") if kpm else None
     fm = sum(t.nbytes for t in fmask)
     if not m.records and not m.training:
-        if m.props.get("batch_first", True):  # the fast path takes the float (B, S) mask itself
+        # the fast path takes the float (B, S) mask itself; a float attn_mask turns it off
+        # (MultiheadAttention.forward: "floating-point masks are not supported for fast path")
+        if m.props.get("batch_first", True) and not m.props.get("float_mask", False):
             return OpMem(outputs=[out], out_dtypes=[dt], temps=avg + fmask, grad_in=_mha_grads(m))
         return _seq_first_eval_mem(m, out, avg, s, bhnn * T(1, dt).nbytes, fm, merged.nbytes if kpm else 0)
     # (B, L, E).transpose(1, 0) is not contiguous (unless B or L is 1: there linear reads the view
@@ -235,6 +239,8 @@ MultiHeadAttention = register(LayerType(
            Prop("need_weights", "bool", True, doc="also return head-averaged attention weights"),
            Prop("batch_first", "bool", True, doc="False: PyTorch's default sequence-first (L, B, E) layout; "
                 "the eval fast path then does not run"),
+           Prop("float_mask", "bool", False, doc="a floating-point attn_mask is passed: the eval fast path "
+                "does not run"),
            Prop("head_dim", "int", 0, min=0, doc="width of each head's q / k / v (Keras key_dim); 0: embed_dim / heads"),
            IMPL),
     min_inputs=1, max_inputs=2, input_names=("query", "key_padding_mask"),
