@@ -165,16 +165,22 @@ def _lstm_mem(m):
     h_n = T(L * d * b * h, dt, "h_n (stacked final hidden states)")
     if not m.records:
         # without grad (measured, oneDNN): a batch-first input is copied time-major only when the
-        # transposed view is not contiguous (batch and length both > 1). The final h and c of every
-        # layer are stacked into h_n and c_n while the last layer's tensors still live; the earlier
-        # layers' outputs are gone by then, so the stacks raise the peak only where those were
-        # smaller (one layer: by both stacks)
+        # transposed view is not contiguous (batch and length both > 1). Every layer's final h and c
+        # live to the end. A layer's output is freed once the next layer ran, so only the last
+        # layer's input (the previous layer's output) lives beside the last layer. Bidirectional
+        # (mkldnn_impl): each direction runs apart and their outputs (T,B,H each) are cat into the
+        # layer output, so the last layer's direction outputs live beside the cat, through the
+        # h_n and c_n stacks; the stacks come once the previous layer's output is gone, so they
+        # raise the peak only where it was smaller (one layer: by both stacks)
+        cpu = m.backend != "cuda"
         temps = ([x_tm] if b > 1 and t > 1 else []) + states
         for layer in range(L):
             temps += [T(d * b * h, dt, f"layer {layer} h_n"), T(d * b * h, dt, f"layer {layer} c_n")]
-            if layer < L - 1 or not rs:
+            if (layer == L - 2 if cpu else layer < L - 1) or (layer == L - 1 and not rs):
                 temps.append(outs[layer])
-        stacks = 2 * L * d * b * h - (L - 1) * t * b * d * h
+        if cpu and d == 2:
+            temps.append(T(t * b * d * h, dt, f"layer {L - 1} direction outputs (the cat's inputs)"))
+        stacks = 2 * L * d * b * h - (min(L - 1, 1) if cpu else L - 1) * t * b * d * h
         if stacks > 0:
             temps.append(T(stacks, dt, "h_n and c_n stacks beside the last layer's tensors"))
         return amp_casts(m, OpMem(outputs=[last_out, h_n], out_dtypes=[dt, dt], temps=temps, grad_in=["new"],
