@@ -16,10 +16,9 @@ from dataclasses import dataclass, field
 from PySide6.QtCore import QObject, QTimer, Signal
 
 from memdesigner._qt import worker
-from memdesigner._qt.idle_gc import promote_survivors
 from memdesigner.engine.devices import Device
 from memdesigner.engine.estimate import estimate, peak_for_batch
-from memdesigner.engine.gc_pause import gc_paused
+from memdesigner.engine.gc_pause import gc_paused, promote_survivors
 from memdesigner.engine.settings import Settings
 from memdesigner.model.analysis import Analysis, analyze
 from memdesigner.model.design import Design

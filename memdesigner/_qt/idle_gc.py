@@ -65,19 +65,6 @@ class IdleCollector(QObject):
         return True
 
 
-def promote_survivors() -> None:
-    """Move every tracked object to the oldest generation (gc.freeze then gc.unfreeze: two list
-    splices) and reset the young counts. For the end of work done with the collector paused (a
-    file read, an estimate on the worker): paused, Python still counts the allocations, so the
-    next allocation anywhere — often the UI thread's — started a young collection over all that
-    the work made and kept (a 10,000-layer design or its report: ~50 ms) that finds nothing.
-    They are still seen by full collections. Not done when something else froze objects
-    (unfreeze would thaw those too)."""
-    if gc.get_freeze_count() == 0:
-        gc.freeze()
-        gc.unfreeze()
-
-
 def _release(*_) -> None:
     """The last collector is gone: Python's own thresholds again."""
     global _live

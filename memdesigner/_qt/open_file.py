@@ -14,10 +14,9 @@ import superqt.utils  # noqa: F401  (the worker's; first imported at start-up, n
 from PySide6.QtWidgets import QMessageBox
 
 from memdesigner._qt import worker
-from memdesigner._qt.idle_gc import promote_survivors
 from memdesigner._qt.layout import needs_layout, positions
 from memdesigner._qt.opened_settings import opened_settings
-from memdesigner.engine.gc_pause import gc_paused
+from memdesigner.engine.gc_pause import gc_paused, promote_survivors
 from memdesigner.io.design_file import DesignFileError, load_design
 from memdesigner.text import first_line
 

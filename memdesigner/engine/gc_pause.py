@@ -30,7 +30,16 @@ def gc_paused(promote: bool = False):
     try:
         yield
     finally:
-        if promote and gc.get_freeze_count() == 0:
-            gc.freeze()
-            gc.unfreeze()
+        if promote:
+            promote_survivors()
         gc.enable()
+
+
+def promote_survivors() -> None:
+    """Move every tracked object to the oldest generation (gc.freeze then gc.unfreeze: two list
+    splices) and reset the young counts; for the end of work done with the collector paused (an
+    estimate, a file read on the window's worker). Full collections still see them. Not done
+    when something else froze objects (unfreeze would thaw those too)."""
+    if gc.get_freeze_count() == 0:
+        gc.freeze()
+        gc.unfreeze()

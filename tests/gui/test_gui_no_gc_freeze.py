@@ -1,7 +1,7 @@
 """Opening a design must not leave objects frozen (gc.freeze): frozen objects are never collected,
 so every File -> Open kept the previous design and its canvas items alive (~86 MB per 1,000
 opens). (A freeze undone at once, to move what paused work made to the oldest generation, is
-fine: idle_gc.promote_survivors.)"""
+fine: engine.gc_pause.promote_survivors.)"""
 
 import gc
 import weakref
