@@ -272,7 +272,7 @@ def run_backward(sim, r) -> None:
         si = seg_of.get(nid) if seg_of else None
         if si is not None and si not in recomputed:
             # entering a checkpointed segment from its end: rerun its forward with grad
-            recomputed[si] = rerun_segment(mem, sim.rows, segments[si], seg_live.get(si, ()), nid)
+            recomputed[si] = rerun_segment(mem, sim.table.recompute, segments[si], seg_live.get(si, ()), nid)
         rsid = recomputed[si].pop(nid, None) if si is not None else None
         tmp = [alloc(nb, K, 1, what) for nb, what in c.bwd_temps]
         done_params = _NONE

@@ -75,7 +75,9 @@ def run_forward(sim, r) -> None:
     if fast and (fused_inner or input_grads_at is not None or tp is not None):
         special = special | (fused_inner or set()) | ({input_grads_at} if input_grads_at is not None else set()) \
             | (set(tp.fwd_allreduce) if tp is not None else set())
-    rows = sim.rows
+    table = sim.table
+    ran = table.ops.append  # per op: its compiled rule, or (activation bytes, kept bytes) (engine/row_table.py)
+    recompute = table.recompute
     rcl, free = mem.rc, mem._release
     # a plain live set with no capture and no trace: the fast path runs alloc() and event() inline
     lean = mem.__class__ is LiveSet and mem.capture is None and mem.trace is None and mem.events is not None
@@ -235,9 +237,7 @@ def run_forward(sim, r) -> None:
                             mem.slack -= rnd - 1
                     else:
                         free(sid)
-            row = rows[nid]
-            row["activation_bytes"] = c.new_bytes
-            row["kept_bytes"] = c.kept
+            ran(c)  # (its row: c.new_bytes, c.kept)
             continue
         if fs is not None:
             fs.where = ("forward", nid)
@@ -400,14 +400,12 @@ def run_forward(sim, r) -> None:
                 if hk in held:
                     held.discard(hk)
                     decref(val_sid[hk[1]])
-        row = sim.rows[nid]
-        row["activation_bytes"] = out_bytes
-        row["kept_bytes"] = kept
+        ran((out_bytes, kept))
         if ckpt:
             # checkpointed: nothing is kept now; backward recomputes the segment first
             release_all(mem, saved_of.pop(nid, []))
             last = nid == segments[seg_of[nid]][-1]
-            row["recompute"] = kept + (0 if last else out_bytes)
+            recompute[nid] = kept + (0 if last else out_bytes)
             if layerwise:
                 # non-reentrant checkpoint: the recomputation keeps only what the layer's ops
                 # save (their extras and the saved outputs of its own ops); the rest dies
@@ -425,14 +423,14 @@ def run_forward(sim, r) -> None:
                 for j, o in enumerate(op.outputs):
                     if isinstance(o, T):
                         new_out[(nid, j)] = 0 if hidden else nbytes(o)
-                row["recompute"] = kept
+                recompute[nid] = kept
         if fs is not None:
             fs.after_op(mem, nid, position[nid])
     if layerwise:
         for si, savers in layer_saved.items():
             for key, saver in savers.items():
                 if key in new_out and key[0] in seg_of and seg_of[key[0]] == si:
-                    sim.rows[saver]["recompute"] += new_out[key]
+                    recompute[saver] += new_out[key]
     if fs is not None:
         fs.forward_end(mem)
     sim.fwd_end_bytes = mem.cur  # what the forward leaves alive for backward (and its output)
