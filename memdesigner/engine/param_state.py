@@ -4,6 +4,8 @@ the gradients earlier micro-steps accumulated. Also the per-layer parameter rows
 
 from __future__ import annotations
 
+from operator import attrgetter
+
 from memdesigner.engine import distributed, fsdp, optim_state, param_order, tensor_parallel
 from memdesigner.engine.compiled_rule import FLOATS, settings_id
 from memdesigner.engine.live_set import A, G, K, O, W
@@ -88,6 +90,37 @@ def _layer_sums(params: list, pdtype: str, bits: int | None, rnd: int, opt: str,
     return pb, bb, n_p, n_nt, n_rg, w, wr, st, sr, pg, entries, row
 
 
+_PARAMS = attrgetter("params")
+_BITS = attrgetter("bits")
+_TIED = attrgetter("tied")
+
+
+def _placed_reads(infos: dict, nodes: dict) -> tuple | None:
+    """What place_weights' loop reads per op without FSDP, for every node (a superset of the run's
+    order, read in C): its parameter list (the analysis hands the same list until the layer
+    changes) and bit width; None when some node has tied parameters."""
+    if any(map(_TIED, nodes.values())):
+        return None
+    return list(map(_PARAMS, infos.values())), list(map(_BITS, nodes.values()))
+
+
+def _placed_memo(st, lsid: int, reads: tuple | None) -> tuple | None:
+    """The loop's results kept by _keep_placed for these settings, if it read the same."""
+    if reads is None:
+        return None
+    hit = st.__dict__.get("_placed", {}).get(lsid)
+    if hit is not None and hit[0] == reads[0] and hit[1] == reads[1]:  # (identical lists compare in C)
+        return hit[2]
+    return None
+
+
+def _keep_placed(st, lsid: int, reads: tuple, results: tuple) -> None:
+    memo = st.__dict__.setdefault("_placed", {})
+    if len(memo) > 8:
+        memo.clear()
+    memo[lsid] = (*reads, results)
+
+
 def place_weights(sim, r) -> None:
     """Allocates what the step holds from its start; sets the parameter facts on ``sim`` (rows,
     totals, trainable tensors, the data-parallel plan) and the optimizer facts on ``r``."""
@@ -121,7 +154,11 @@ def place_weights(sim, r) -> None:
     sim.table = table = RowTable(order)
     row_app = table.base.append  # per op: its parameter row (shared, never written: engine/row_table.py)
     lsid = settings_id(("layer sums", pdtype, rnd, opt, master, s.backend))  # what _layer_sums reads of them
-    for nid in order:
+    # without FSDP and tied parameters the loop below reads only each op's parameter list and bit
+    # width: its results are kept on the graph's structure for the next run with the same ones
+    reads = _placed_reads(infos, nodes) if fs is None else None
+    placed = _placed_memo(r.st, lsid, reads)
+    for nid in order if placed is None else ():
         params = infos[nid].params
         if not params:
             row_app(_ZERO_ROW)
@@ -202,6 +239,15 @@ def place_weights(sim, r) -> None:
         t_rg += n_rg
         t_pb += pb
         t_bb += bb
+    if placed is not None:
+        (weights_total, weights_r, state_total, state_r, paged_total, shapes, trainable, pnames, table.base,
+         t_p, t_nt, t_rg, t_pb, t_bb) = placed
+        sim.trainable_shapes = shapes
+    elif reads is not None:
+        shapes, trainable, pnames, table.base = tuple(shapes), tuple(trainable), tuple(pnames), tuple(table.base)
+        sim.trainable_shapes = shapes
+        _keep_placed(r.st, lsid, reads, (weights_total, weights_r, state_total, state_r, paged_total, shapes,
+                                         trainable, pnames, table.base, t_p, t_nt, t_rg, t_pb, t_bb))
     sim.totals = (t_p, t_nt, t_rg, t_pb, t_bb)  # over all valid nodes: params, non-trainable, requiring
     # grad, parameter bytes, buffer bytes
     if fs is not None:

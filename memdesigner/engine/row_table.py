@@ -21,7 +21,7 @@ class RowTable:
 
     def __init__(self, order: list):
         self.order = order
-        self.base: list[dict] = []
+        self.base: list[dict] | tuple = []  # (a tuple when kept for the next run: engine/param_state.py)
         self.ops: list = []
         self.recompute: dict[str, int] = {}
 
