@@ -100,9 +100,10 @@ def run_backward(sim, r) -> None:
     # parallelism, gradient accumulation or with shared (tied) parameters; not a multi-stage op
     fast = fs is None and not seg_of and not amp and tp is None and not accum and not st.has_tied
     alloc, incref, decref = mem.alloc, mem.incref, mem.decref
-    # a plain live set with no capture and no trace: the fast path runs alloc() and event() inline
+    # a plain live set with no capture and no trace: the fast path runs alloc() and event() inline,
+    # without the rounding slack (LiveSet.slack: only a trace reads it)
     lean = mem.__class__ is LiveSet and mem.capture is None and mem.trace is None and mem.events is not None
-    nbl, by, rnbl, catl, exact = mem.nb, mem.by, mem.rnb, mem.cat, mem.exact
+    nbl, by, rnbl, catl = mem.nb, mem.by, mem.rnb, mem.cat
     # (no labels: a lean run has no capture to read them, LiveSet.what)
     nb_app, rnb_app, cat_app, rc_app = nbl.append, mem.rnb.append, mem.cat.append, rcl.append
     nb_ext, rnb_ext, cat_ext, rc_ext = nbl.extend, mem.rnb.extend, mem.cat.extend, rcl.extend
@@ -141,7 +142,6 @@ def run_backward(sim, r) -> None:
                     nb_app(nb)
                     if rnd > 1 and nb:
                         rn = -(-nb // rnd) * rnd
-                        mem.slack += rnd - 1
                     else:
                         rn = nb
                     rnb_app(rn)
@@ -164,10 +164,7 @@ def run_backward(sim, r) -> None:
                     rc_ext(gb.ones)
                     mem.cur += gb.nb_sum
                     mem.rcur += gb.rn_sum
-                    mem.slack += gb.slack
                     by[G] += gb.nb_sum
-                    if gb.pgrad_at is not None:
-                        exact.add(base + gb.pgrad_at)
             else:
                 for i, nb, what in zip(gb.inputs, gb.nbs, gb.labels):  # (the input gradients)
                     alloc(nb, G, 1, what or (vkey[keys[i]][0], "gradient"))
@@ -208,10 +205,6 @@ def run_backward(sim, r) -> None:
                             mem.cur -= nb
                             mem.rcur -= rnbl[sid]
                             by[catl[sid]] -= nb
-                            if sid in exact:
-                                mem.slack -= rnbl[sid] - nb
-                            elif nb and rnd > 1:
-                                mem.slack -= rnd - 1
                         else:
                             free(sid)
             # each input's new gradient (GradBlock.grads: its place in the block, or the outgoing
@@ -234,7 +227,6 @@ def run_backward(sim, r) -> None:
                     nb_app(nb)
                     if rnd > 1 and nb:
                         rn = -(-nb // rnd) * rnd
-                        mem.slack += rnd - 1
                     else:
                         rn = nb
                     rnb_app(rn)
@@ -263,10 +255,6 @@ def run_backward(sim, r) -> None:
                             mem.cur -= nb
                             mem.rcur -= rnbl[sid]
                             by[catl[sid]] -= nb
-                            if sid in exact:
-                                mem.slack -= rnbl[sid] - nb
-                            elif nb and rnd > 1:
-                                mem.slack -= rnd - 1
             continue
         op = c.op
         si = seg_of.get(nid) if seg_of else None

@@ -79,9 +79,10 @@ def run_forward(sim, r) -> None:
     ran = table.ops.append  # per op: its compiled rule, or (activation bytes, kept bytes) (engine/row_table.py)
     recompute = table.recompute
     rcl, free = mem.rc, mem._release
-    # a plain live set with no capture and no trace: the fast path runs alloc() and event() inline
+    # a plain live set with no capture and no trace: the fast path runs alloc() and event() inline,
+    # without the rounding slack (LiveSet.slack: only a trace reads it)
     lean = mem.__class__ is LiveSet and mem.capture is None and mem.trace is None and mem.events is not None
-    nbl, rnd, by, rnbl, catl, exact = mem.nb, mem.round, mem.by, mem.rnb, mem.cat, mem.exact
+    nbl, rnd, by, rnbl, catl = mem.nb, mem.round, mem.by, mem.rnb, mem.cat
     # (no labels: a lean run has no capture to read them, LiveSet.what)
     nb_app, rnb_app, cat_app, rc_app = nbl.append, mem.rnb.append, mem.cat.append, rcl.append
     nb_ext, rnb_ext, cat_ext, rc_ext = nbl.extend, mem.rnb.extend, mem.cat.extend, rcl.extend
@@ -123,7 +124,6 @@ def run_forward(sim, r) -> None:
                     nb_app(nb)
                     if rnd > 1 and nb:
                         rn = -(-nb // rnd) * rnd
-                        mem.slack += rnd - 1
                     else:
                         rn = nb
                     rnb_app(rn)
@@ -145,7 +145,6 @@ def run_forward(sim, r) -> None:
                     rc_ext(blk.ones)
                     mem.cur += blk.nb_sum
                     mem.rcur += blk.rn_sum
-                    mem.slack += blk.slack
                     by[A] += blk.nb_sum
             else:
                 for nb, what in zip(blk.nbs, blk.labels):
@@ -231,10 +230,6 @@ def run_forward(sim, r) -> None:
                         mem.cur -= nb
                         mem.rcur -= rnbl[sid]
                         by[catl[sid]] -= nb
-                        if sid in exact:
-                            mem.slack -= rnbl[sid] - nb
-                        elif nb and rnd > 1:
-                            mem.slack -= rnd - 1
                     else:
                         free(sid)
             ran(c)  # (its row: c.new_bytes, c.kept)
