@@ -24,11 +24,11 @@ def run_loss(sim, r) -> None:
     # -- loss --------------------------------------------------------------------------
     loss_sids = []
     grads: dict[tuple, int] = {}
-    for nid in order:
+    for nid in filter(sinks.__contains__, order):  # (outputs no op reads: the only candidates)
         if has_loss_node and not (nodes[nid].output and nodes[nid].type != "Loss"):
             continue
         key = st.base[nid]  # its first output
-        if nid in sinks and an.nodes[nid].outputs and val_sid[key] is not None and val_spec[key][2]:
+        if an.nodes[nid].outputs and val_sid[key] is not None and val_spec[key][2]:
             ldt = val_spec[key][1]
             loss_sids.append(mem.alloc(DTYPE_BYTES[ldt], A, 1, "loss = out.mean()"))
             grads[key] = None  # filled in backward
