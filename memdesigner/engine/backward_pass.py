@@ -110,21 +110,21 @@ def run_backward(sim, r) -> None:
     ev_app = mem.events.append if mem.events is not None else None
     events = mem.events
     ins_l, base_l, nout_l = op_table(st)
-    for nid, keys, b, k_ in zip(reversed(order), reversed(ins_l), reversed(base_l), reversed(nout_l)):
+    for nid, keys, b, k_, name in zip(reversed(order), reversed(ins_l), reversed(base_l), reversed(nout_l),
+                                      reversed(r.names)):
         if fs is not None:
             fs.where = ("backward", nid)
             fs.before_backward_op(mem, nid, fcats)
         c = ctx_of.get(nid)  # (the ops that recorded for backward)
         if c is None:
             continue
-        node = nodes[nid]
         if k_ == 1:
             g0 = grads_pop(b, None)
             g_out = (g0,)
         else:
             g_out = [grads_pop(v, None) for v in range(b, b + k_)]
             g0 = next((g for g in g_out if g is not None), None)
-        if loss_node_ones and node.type == "Loss":
+        if loss_node_ones and nodes[nid].type == "Loss":
             g0 = ones
             g_out = (ones,)
             mem.incref(ones)
@@ -183,9 +183,9 @@ def run_backward(sim, r) -> None:
                     mem.peak = cur
                     mem.peak_by = by_
                     mem.peak_at = ("backward", nid)
-                ev_app(_tuple_new(Event, ("backward", nid, node.name, cur, by_, rcur)))
+                ev_app(_tuple_new(Event, ("backward", nid, name, cur, by_, rcur)))
             else:
-                mem.event("backward", nid, node.name)
+                mem.event("backward", nid, name)
             for sid in tmp:
                 decref(sid)
             # what the op saved, then its incoming gradients (decref inlined: the refcounts, the
@@ -256,6 +256,7 @@ def run_backward(sim, r) -> None:
                             mem.rcur -= rnbl[sid]
                             by[catl[sid]] -= nb
             continue
+        node = nodes[nid]
         op = c.op
         si = seg_of.get(nid) if seg_of else None
         if si is not None and si not in recomputed:

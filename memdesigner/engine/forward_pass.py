@@ -5,6 +5,8 @@ input and notes what its rerun will make again."""
 
 from __future__ import annotations
 
+from operator import attrgetter
+
 from memdesigner.engine.checkpoint_segments import checkpoint_segments
 from memdesigner.engine.compiled_rule import NONE as _NONE
 from memdesigner.engine.compiled_rule import (
@@ -22,6 +24,8 @@ from memdesigner.engine.compiled_rule import (
 from memdesigner.engine.live_set import A, Event, K, LiveSet, _tuple_new, release_all
 from memdesigner.model.design import GC_HELD
 from memdesigner.model.oprules import In, MemCtx, Out, T
+
+_NAME = attrgetter("name")
 
 
 def run_forward(sim, r) -> None:
@@ -88,8 +92,8 @@ def run_forward(sim, r) -> None:
     nb_ext, rnb_ext, cat_ext, rc_ext = nbl.extend, mem.rnb.extend, mem.cat.extend, rcl.extend
     ev_app = mem.events.append if mem.events is not None else None
     ins_l, base_l, _ = op_table(st)
-    for nid, oid, keys, v0 in zip(order, op_ids(design, an, order), ins_l, base_l):
-        node = nodes[nid]
+    names = r.names = list(map(_NAME, map(nodes.__getitem__, order)))  # (the events' labels, read in C)
+    for nid, oid, keys, v0, name in zip(order, op_ids(design, an, order), ins_l, base_l, names):
         mkey = (skey, oid, val_key[keys[0]]) if len(keys) == 1 else (skey, oid, tuple([val_key[k] for k in keys]))
         c = rules.get(mkey)
         if c is not None:
@@ -98,7 +102,7 @@ def run_forward(sim, r) -> None:
             info = an_nodes[nid]
             props, outputs, params = info.props, info.outputs, info.params
             specs = [val_spec[k] for k in keys]
-            lt = node.layer
+            lt = nodes[nid].layer
             m = MemCtx(
                 props=props, in_shapes=[sp[0] for sp in specs], in_dtypes=[sp[1] for sp in specs],
                 out_shapes=[(batch,) + o.shape for o in outputs], out_kinds=[o.kind for o in outputs],
@@ -171,9 +175,9 @@ def run_forward(sim, r) -> None:
                     mem.peak = cur
                     mem.peak_by = by_
                     mem.peak_at = ("forward", nid)
-                ev_app(_tuple_new(Event, ("forward", nid, node.name, cur, by_, rcur)))
+                ev_app(_tuple_new(Event, ("forward", nid, name, cur, by_, rcur)))
             else:
-                mem.event("forward", nid, node.name)
+                mem.event("forward", nid, name)
             for sid in tmp_sids:
                 decref(sid)
             if records:
@@ -234,6 +238,7 @@ def run_forward(sim, r) -> None:
                         free(sid)
             ran(c)  # (its row: c.new_bytes, c.kept)
             continue
+        node = nodes[nid]
         if fs is not None:
             fs.where = ("forward", nid)
             fs.before_op(mem, nid, position[nid], fcats, any(val_spec[k][2] for k in keys))
