@@ -46,7 +46,7 @@ def run_backward(sim, r) -> None:
     dtype, amp, batch, rnd = r.dtype, r.amp, r.batch, r.rnd
     fs, tp, carried, fcats, accum = r.fs, r.tp, r.carried, r.fcats, r.accum
     base_of, n_out, vkey, has_loss_node = st.base, st.n_out, st.vkey, st.has_loss_node
-    val_spec, saved_of, ctx_of = r.val_spec, r.saved_of, r.ctx_of
+    val_spec, saved_at, ctx_at = r.val_spec, r.saved_at, r.ctx_at  # (per op by its place in the order)
     held_outputs, seg_of, segments, seg_inputs, seg_live = r.held_outputs, r.seg_of, r.segments, r.seg_inputs, r.seg_live
     input_grads_at, loss_sids, grads = r.input_grads_at, r.loss_sids, r.grads
     # -- backward ----------------------------------------------------------------------
@@ -110,12 +110,12 @@ def run_backward(sim, r) -> None:
     ev_app = mem.events.append if mem.events is not None else None
     events = mem.events
     ins_l, base_l, nout_l = op_table(st)
-    for nid, keys, b, k_, name in zip(reversed(order), reversed(ins_l), reversed(base_l), reversed(nout_l),
-                                      reversed(r.names)):
+    for place, nid, keys, b, k_, name in zip(range(len(order) - 1, -1, -1), reversed(order), reversed(ins_l),
+                                         reversed(base_l), reversed(nout_l), reversed(r.names)):
         if fs is not None:
             fs.where = ("backward", nid)
             fs.before_backward_op(mem, nid, fcats)
-        c = ctx_of.get(nid)  # (the ops that recorded for backward)
+        c = ctx_at[place]  # (the ops that recorded for backward)
         if c is None:
             continue
         if k_ == 1:
@@ -129,7 +129,8 @@ def run_backward(sim, r) -> None:
             g_out = (ones,)
             mem.incref(ones)
         if g0 is None:  # no gradient reached this op's outputs
-            release_all(mem, saved_of.pop(nid, []))
+            release_all(mem, saved_at[place] or ())
+            saved_at[place] = None
             continue
         if fast and not c.stages:
             # the general path below, less what this op has no part in
@@ -190,7 +191,8 @@ def run_backward(sim, r) -> None:
                 decref(sid)
             # what the op saved, then its incoming gradients (decref inlined: the refcounts, the
             # _release hook); the popped list is this op's own, so the gradients join it
-            sv = saved_of.pop(nid, None)
+            sv = saved_at[place]
+            saved_at[place] = None
             if sv is None:
                 sv = g_out
             else:
@@ -270,7 +272,7 @@ def run_backward(sim, r) -> None:
             done_params = set()
             # a multi-layer op (stacked LSTM) runs its backward layer by layer: each stage
             # makes that layer's gradients, then releases what that layer kept
-            sv = saved_of.get(nid, [])
+            sv = saved_at[place] or []
             for temps_, pidx, release in c.stages:
                 st_tmp = [mem.alloc(nb, G, 1, what) for nb, what in temps_]
                 done_params.update(pidx)
@@ -323,9 +325,10 @@ def run_backward(sim, r) -> None:
             recomputed[si] = {}
             for sid in seg_inputs.pop(si, []):
                 mem.decref(sid)
-        for sid in saved_of.pop(nid, _NONE):
+        for sid in saved_at[place] or _NONE:
             if sid is not None:
                 decref(sid)
+        saved_at[place] = None
         for g in g_out:
             if g is not None:
                 decref(g)
@@ -375,12 +378,13 @@ def run_backward(sim, r) -> None:
     leaf_v = base_of[input_grads_at] if input_grads_at in base_of and n_out[input_grads_at] else -1
     for k, g in grads.items():
         if g is not None:
-            if k == leaf_v and input_grads_at not in ctx_of:
+            if k == leaf_v and ctx_at[st.position[input_grads_at]] is None:
                 held_outputs.append(g)  # that leaf's .grad: it lives as long as the leaf
             else:
                 mem.decref(g)
-    for sv in saved_of.values():
-        release_all(mem, sv)
+    for sv in saved_at:
+        if sv is not None:
+            release_all(mem, sv)
     if fs is not None:  # the root's final callback runs inside backward(): ones_like(loss) is alive
         fs.where = ("backward", None)
         fs.backward_end(mem, fcats)

@@ -5,6 +5,7 @@ input and notes what its rerun will make again."""
 
 from __future__ import annotations
 
+from itertools import count
 from operator import attrgetter
 
 from memdesigner.engine.checkpoint_segments import checkpoint_segments
@@ -40,8 +41,10 @@ def run_forward(sim, r) -> None:
     # that spec's number (compiled_rule.spec_id), for the rule cache's key
     val_spec: list = [None] * nv
     val_key: list = [None] * nv
-    saved_of: dict[str, list[int]] = {}
-    ctx_of: dict[str, CompiledRule] = {}  # the ops that recorded for backward: their compiled rule (and .op)
+    # per op, by its place in the order (a list, not a dict by node: no hashing, no probing), for the
+    # ops that recorded for backward: the storages it saved, and its compiled rule (and .op)
+    saved_at: list = [None] * len(order)
+    ctx_at: list = [None] * len(order)
     cast_cache: dict[tuple, int] = {}  # (node, param index) -> sid (autocast weight cache)
     held_outputs: list[int] = []
     segments, seg_of, layerwise = checkpoint_segments(s, order, nodes, st.in_edges)
@@ -93,7 +96,7 @@ def run_forward(sim, r) -> None:
     ev_app = mem.events.append if mem.events is not None else None
     ins_l, base_l, _ = op_table(st)
     names = r.names = list(map(_NAME, map(nodes.__getitem__, order)))  # (the events' labels, read in C)
-    for nid, oid, keys, v0, name in zip(order, op_ids(design, an, order), ins_l, base_l, names):
+    for place, nid, oid, keys, v0, name in zip(count(), order, op_ids(design, an, order), ins_l, base_l, names):
         mkey = (skey, oid, val_key[keys[0]]) if len(keys) == 1 else (skey, oid, tuple([val_key[k] for k in keys]))
         c = rules.get(mkey)
         if c is not None:
@@ -195,8 +198,8 @@ def run_forward(sim, r) -> None:
                         sv.append(base + x)
                     else:
                         sv.append(None)  # a parameter: kept anyway (no autocast copy: not plain)
-                saved_of[nid] = sv
-                ctx_of[nid] = c
+                saved_at[place] = sv
+                ctx_at[place] = c
                 grads_here = 1
             else:  # (decref inlined below: the live set's refcounts, its _release hook)
                 for sid in range(base + blk.n_outs, base + len(blk.nbs)):  # its extras: nothing keeps them
@@ -343,8 +346,8 @@ def run_forward(sim, r) -> None:
                     sv.append(cast_sid[x])
                 else:
                     sv.append(None)  # a parameter: kept anyway
-            saved_of[nid] = sv
-            ctx_of[nid] = c
+            saved_at[place] = sv
+            ctx_at[place] = c
         else:
             for sid in extra_sids.values():
                 decref(sid)
@@ -403,7 +406,8 @@ def run_forward(sim, r) -> None:
         ran((out_bytes, kept))
         if ckpt:
             # checkpointed: nothing is kept now; backward recomputes the segment first
-            release_all(mem, saved_of.pop(nid, []))
+            release_all(mem, saved_at[place] or ())
+            saved_at[place] = None
             last = nid == segments[seg_of[nid]][-1]
             recompute[nid] = kept + (0 if last else out_bytes)
             if layerwise:
@@ -435,6 +439,6 @@ def run_forward(sim, r) -> None:
         fs.forward_end(mem)
     sim.fwd_end_bytes = mem.cur  # what the forward leaves alive for backward (and its output)
     sim.phase_peaks["forward"] = mem.ppeak
-    r.val_sid, r.val_spec, r.saved_of, r.ctx_of = val_sid, val_spec, saved_of, ctx_of
+    r.val_sid, r.val_spec, r.saved_at, r.ctx_at = val_sid, val_spec, saved_at, ctx_at
     r.cast_cache, r.held_outputs, r.seg_of, r.segments = cast_cache, held_outputs, seg_of, segments
     r.seg_inputs, r.seg_live, r.input_grads_at = seg_inputs, seg_live, input_grads_at
