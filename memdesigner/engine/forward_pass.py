@@ -29,6 +29,17 @@ from memdesigner.model.oprules import In, MemCtx, Out, T
 _NAME = attrgetter("name")
 
 
+def _ordinary(st, special: set) -> list:
+    """Per op of the order: not in ``special`` (the fast path may run it); for the structure's
+    own set kept on it, so that a run tests no node id against the set."""
+    if special is not st.special:
+        return [n not in special for n in st.order]
+    memo = st.__dict__.get("_ordinary")
+    if memo is None:
+        memo = st.__dict__["_ordinary"] = [n not in special for n in st.order]
+    return memo
+
+
 def run_forward(sim, r) -> None:
     """Runs every valid op once; leaves on ``r`` what the loss and backward read."""
     s, design, an, mem, nodes, order, st = r.s, r.design, r.an, r.mem, r.nodes, r.order, r.st
@@ -96,7 +107,8 @@ def run_forward(sim, r) -> None:
     ev_app = mem.events.append if mem.events is not None else None
     ins_l, base_l, _ = op_table(st)
     names = r.names = list(map(_NAME, map(nodes.__getitem__, order)))  # (the events' labels, read in C)
-    for place, nid, oid, keys, v0, name in zip(count(), order, op_ids(design, an, order), ins_l, base_l, names):
+    for place, nid, oid, keys, v0, name, ordinary in zip(count(), order, op_ids(design, an, order), ins_l, base_l,
+                                                        names, _ordinary(st, special)):
         mkey = (skey, oid, val_key[keys[0]]) if len(keys) == 1 else (skey, oid, tuple([val_key[k] for k in keys]))
         c = rules.get(mkey)
         if c is not None:
@@ -120,7 +132,7 @@ def run_forward(sim, r) -> None:
         if not c.affine:
             sim.affine = False
         records = c.records
-        if fast and c.plain and nid not in special:
+        if fast and c.plain and ordinary:
             # the general path below, less what this op has no part in
             if not c.temps:
                 tmp_sids = _NONE
