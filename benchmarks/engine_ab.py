@@ -1,9 +1,11 @@
 """One estimate's CPU time, this engine against another checkout's, alternating in one run: two
 worker processes (one per checkout) take turns, so a load spike on the shared machine hits both.
 
-    python benchmarks/engine_ab.py --against /path/to/old/checkout [--layers 1000,10000] [--rounds 15]
+    python benchmarks/engine_ab.py --against /path/to/old/checkout [--layers 1000,10000] [--rounds 15] [--read]
 
 Prints median and p95 milliseconds (process CPU time) per design size and mode, before and after.
+``--read``: each timed estimate also reads the report's timeline and layer rows (as the window's
+worker and ``--format json`` do), which an engine may build only when first read.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+READ = "--read" in sys.argv
 MODES = {"inference": dict(mode="inference", batch=32), "train_adam": dict(mode="train", batch=32, optimizer="adam")}
 
 
@@ -37,14 +40,17 @@ def _worker() -> None:
         out = []
         for _ in range(int(reps)):
             t0 = time.process_time()
-            md.estimate(d, **kw)
+            rep = md.estimate(d, **kw)
+            if READ:
+                rep.timeline, rep.layers  # noqa: B018
+            del rep
             out.append((time.process_time() - t0) * 1000)
         print(json.dumps(out), flush=True)
 
 
 def _start(root: str) -> subprocess.Popen:
     env = dict(os.environ, PYTHONPATH=str(Path(root).resolve()))
-    return subprocess.Popen([sys.executable, __file__, "--worker"], env=env, cwd=root, stdin=subprocess.PIPE,
+    return subprocess.Popen([sys.executable, __file__, "--worker", *(["--read"] if READ else [])], env=env, cwd=root, stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, text=True)
 
 
@@ -64,6 +70,7 @@ def main() -> None:
     ap.add_argument("--against", help="the other checkout")
     ap.add_argument("--layers", default="1000,10000")
     ap.add_argument("--rounds", type=int, default=15, help="alternations per size and mode")
+    ap.add_argument("--read", action="store_true", help="also read each report's timeline and layer rows")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.worker:

@@ -95,3 +95,26 @@ def test_a_field_edited_in_place_is_seen_by_the_graph_structure():
         return next(e.bytes for e in rep.timeline if e.label == "loss")
     # two outputs, two losses: one more fp32 scalar (out.mean() of the ReLU's value) at that moment
     assert loss_moment(after) - loss_moment(before) == 4
+
+
+def test_weights_placed_again_when_a_bit_width_or_a_layer_changes():
+    """A run without FSDP or tied parameters keeps its weight placement on the graph's structure for
+    the next run over the same parameter lists and bit widths: a bit width set in place (not through
+    Design.set_bits) or an edited layer places them again. fc1 at 4 bits: its 64 x 256 weight packs
+    into 8,192 B instead of 65,536 (the bias stays fp32), 57,344 B less; fc2 with 16 outputs: 256 x 8
+    more weights and 8 more biases, fp32 (8,224 B)."""
+    kw = dict(mode="train", batch=32, optimizer="adam")
+    d = _mlp()
+    first = md.estimate(d, **kw)
+    assert md.estimate(d, **kw).param_bytes == first.param_bytes
+    d.nodes["fc1"].bits = 4
+    packed = md.estimate(d, **kw)
+    assert first.param_bytes - packed.param_bytes == 57_344
+    d.set_prop("fc2", "out_features", 16)
+    wider = md.estimate(d, **kw)
+    assert wider.param_bytes - packed.param_bytes == 8_224
+    fresh = _mlp()
+    fresh.nodes["fc1"].bits = 4
+    fresh.set_prop("fc2", "out_features", 16)
+    assert json.dumps(wider.to_dict(), sort_keys=True, default=str) == json.dumps(
+        md.estimate(fresh, **kw).to_dict(), sort_keys=True, default=str)

@@ -24,11 +24,11 @@ def run_loss(sim, r) -> None:
     # -- loss --------------------------------------------------------------------------
     loss_sids = []
     grads: dict[tuple, int] = {}
-    for nid in order:
+    for nid in filter(sinks.__contains__, order):  # (outputs no op reads: the only candidates)
         if has_loss_node and not (nodes[nid].output and nodes[nid].type != "Loss"):
             continue
         key = st.base[nid]  # its first output
-        if nid in sinks and an.nodes[nid].outputs and val_sid[key] is not None and val_spec[key][2]:
+        if an.nodes[nid].outputs and val_sid[key] is not None and val_spec[key][2]:
             ldt = val_spec[key][1]
             loss_sids.append(mem.alloc(DTYPE_BYTES[ldt], A, 1, "loss = out.mean()"))
             grads[key] = None  # filled in backward
@@ -46,7 +46,7 @@ def run_backward(sim, r) -> None:
     dtype, amp, batch, rnd = r.dtype, r.amp, r.batch, r.rnd
     fs, tp, carried, fcats, accum = r.fs, r.tp, r.carried, r.fcats, r.accum
     base_of, n_out, vkey, has_loss_node = st.base, st.n_out, st.vkey, st.has_loss_node
-    val_spec, saved_of, ctx_of = r.val_spec, r.saved_of, r.ctx_of
+    val_spec, saved_at, ctx_at = r.val_spec, r.saved_at, r.ctx_at  # (per op by its place in the order)
     held_outputs, seg_of, segments, seg_inputs, seg_live = r.held_outputs, r.seg_of, r.segments, r.seg_inputs, r.seg_live
     input_grads_at, loss_sids, grads = r.input_grads_at, r.loss_sids, r.grads
     # -- backward ----------------------------------------------------------------------
@@ -100,35 +100,37 @@ def run_backward(sim, r) -> None:
     # parallelism, gradient accumulation or with shared (tied) parameters; not a multi-stage op
     fast = fs is None and not seg_of and not amp and tp is None and not accum and not st.has_tied
     alloc, incref, decref = mem.alloc, mem.incref, mem.decref
-    # a plain live set with no capture and no trace: the fast path runs alloc() and event() inline
+    # a plain live set with no capture and no trace: the fast path runs alloc() and event() inline,
+    # without the rounding slack (LiveSet.slack: only a trace reads it)
     lean = mem.__class__ is LiveSet and mem.capture is None and mem.trace is None and mem.events is not None
-    nbl, by, rnbl, catl, exact = mem.nb, mem.by, mem.rnb, mem.cat, mem.exact
+    nbl, by, rnbl, catl = mem.nb, mem.by, mem.rnb, mem.cat
     # (no labels: a lean run has no capture to read them, LiveSet.what)
     nb_app, rnb_app, cat_app, rc_app = nbl.append, mem.rnb.append, mem.cat.append, rcl.append
     nb_ext, rnb_ext, cat_ext, rc_ext = nbl.extend, mem.rnb.extend, mem.cat.extend, rcl.extend
     ev_app = mem.events.append if mem.events is not None else None
     events = mem.events
     ins_l, base_l, nout_l = op_table(st)
-    for nid, keys, b, k_ in zip(reversed(order), reversed(ins_l), reversed(base_l), reversed(nout_l)):
+    for place, nid, keys, b, k_, name in zip(range(len(order) - 1, -1, -1), reversed(order), reversed(ins_l),
+                                         reversed(base_l), reversed(nout_l), reversed(r.names)):
         if fs is not None:
             fs.where = ("backward", nid)
             fs.before_backward_op(mem, nid, fcats)
-        c = ctx_of.get(nid)  # (the ops that recorded for backward)
+        c = ctx_at[place]  # (the ops that recorded for backward)
         if c is None:
             continue
-        node = nodes[nid]
         if k_ == 1:
             g0 = grads_pop(b, None)
             g_out = (g0,)
         else:
             g_out = [grads_pop(v, None) for v in range(b, b + k_)]
             g0 = next((g for g in g_out if g is not None), None)
-        if loss_node_ones and node.type == "Loss":
+        if loss_node_ones and nodes[nid].type == "Loss":
             g0 = ones
             g_out = (ones,)
             mem.incref(ones)
         if g0 is None:  # no gradient reached this op's outputs
-            release_all(mem, saved_of.pop(nid, []))
+            release_all(mem, saved_at[place] or ())
+            saved_at[place] = None
             continue
         if fast and not c.stages:
             # the general path below, less what this op has no part in
@@ -141,7 +143,6 @@ def run_backward(sim, r) -> None:
                     nb_app(nb)
                     if rnd > 1 and nb:
                         rn = -(-nb // rnd) * rnd
-                        mem.slack += rnd - 1
                     else:
                         rn = nb
                     rnb_app(rn)
@@ -164,10 +165,7 @@ def run_backward(sim, r) -> None:
                     rc_ext(gb.ones)
                     mem.cur += gb.nb_sum
                     mem.rcur += gb.rn_sum
-                    mem.slack += gb.slack
                     by[G] += gb.nb_sum
-                    if gb.pgrad_at is not None:
-                        exact.add(base + gb.pgrad_at)
             else:
                 for i, nb, what in zip(gb.inputs, gb.nbs, gb.labels):  # (the input gradients)
                     alloc(nb, G, 1, what or (vkey[keys[i]][0], "gradient"))
@@ -186,14 +184,15 @@ def run_backward(sim, r) -> None:
                     mem.peak = cur
                     mem.peak_by = by_
                     mem.peak_at = ("backward", nid)
-                ev_app(_tuple_new(Event, ("backward", nid, node.name, cur, by_, rcur)))
+                ev_app(_tuple_new(Event, ("backward", nid, name, cur, by_, rcur)))
             else:
-                mem.event("backward", nid, node.name)
+                mem.event("backward", nid, name)
             for sid in tmp:
                 decref(sid)
             # what the op saved, then its incoming gradients (decref inlined: the refcounts, the
             # _release hook); the popped list is this op's own, so the gradients join it
-            sv = saved_of.pop(nid, None)
+            sv = saved_at[place]
+            saved_at[place] = None
             if sv is None:
                 sv = g_out
             else:
@@ -208,10 +207,6 @@ def run_backward(sim, r) -> None:
                             mem.cur -= nb
                             mem.rcur -= rnbl[sid]
                             by[catl[sid]] -= nb
-                            if sid in exact:
-                                mem.slack -= rnbl[sid] - nb
-                            elif nb and rnd > 1:
-                                mem.slack -= rnd - 1
                         else:
                             free(sid)
             # each input's new gradient (GradBlock.grads: its place in the block, or the outgoing
@@ -234,7 +229,6 @@ def run_backward(sim, r) -> None:
                     nb_app(nb)
                     if rnd > 1 and nb:
                         rn = -(-nb // rnd) * rnd
-                        mem.slack += rnd - 1
                     else:
                         rn = nb
                     rnb_app(rn)
@@ -263,16 +257,13 @@ def run_backward(sim, r) -> None:
                             mem.cur -= nb
                             mem.rcur -= rnbl[sid]
                             by[catl[sid]] -= nb
-                            if sid in exact:
-                                mem.slack -= rnbl[sid] - nb
-                            elif nb and rnd > 1:
-                                mem.slack -= rnd - 1
             continue
+        node = nodes[nid]
         op = c.op
         si = seg_of.get(nid) if seg_of else None
         if si is not None and si not in recomputed:
             # entering a checkpointed segment from its end: rerun its forward with grad
-            recomputed[si] = rerun_segment(mem, sim.rows, segments[si], seg_live.get(si, ()), nid)
+            recomputed[si] = rerun_segment(mem, sim.table.recompute, segments[si], seg_live.get(si, ()), nid)
         rsid = recomputed[si].pop(nid, None) if si is not None else None
         tmp = [alloc(nb, K, 1, what) for nb, what in c.bwd_temps]
         done_params = _NONE
@@ -281,7 +272,7 @@ def run_backward(sim, r) -> None:
             done_params = set()
             # a multi-layer op (stacked LSTM) runs its backward layer by layer: each stage
             # makes that layer's gradients, then releases what that layer kept
-            sv = saved_of.get(nid, [])
+            sv = saved_at[place] or []
             for temps_, pidx, release in c.stages:
                 st_tmp = [mem.alloc(nb, G, 1, what) for nb, what in temps_]
                 done_params.update(pidx)
@@ -334,9 +325,10 @@ def run_backward(sim, r) -> None:
             recomputed[si] = {}
             for sid in seg_inputs.pop(si, []):
                 mem.decref(sid)
-        for sid in saved_of.pop(nid, _NONE):
+        for sid in saved_at[place] or _NONE:
             if sid is not None:
                 decref(sid)
+        saved_at[place] = None
         for g in g_out:
             if g is not None:
                 decref(g)
@@ -386,12 +378,13 @@ def run_backward(sim, r) -> None:
     leaf_v = base_of[input_grads_at] if input_grads_at in base_of and n_out[input_grads_at] else -1
     for k, g in grads.items():
         if g is not None:
-            if k == leaf_v and input_grads_at not in ctx_of:
+            if k == leaf_v and ctx_at[st.position[input_grads_at]] is None:
                 held_outputs.append(g)  # that leaf's .grad: it lives as long as the leaf
             else:
                 mem.decref(g)
-    for sv in saved_of.values():
-        release_all(mem, sv)
+    for sv in saved_at:
+        if sv is not None:
+            release_all(mem, sv)
     if fs is not None:  # the root's final callback runs inside backward(): ones_like(loss) is alive
         fs.where = ("backward", None)
         fs.backward_end(mem, fcats)

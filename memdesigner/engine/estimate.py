@@ -90,9 +90,9 @@ def _run(design: Design, an: Analysis, settings: Settings, dev: Device | None) -
     mem = sim.mem
     batch = settings.batch
     valid = sim.order  # the nodes without a problem, in order
-    rows = sim.rows  # (the report's lazy layer rows hold these, not the simulation and its live set)
     params, non_trainable, n_rg, pbytes, bbytes = sim.totals
     if settings.pipeline_parallel > 1:  # the busiest stage's simulation; the table covers every stage
+        rows = sim.rows
         valid = [nid for nid in an.order if an.nodes[nid].ok and nid in rows]
         params, non_trainable, n_rg, pbytes, bbytes = (
             sum(rows[n][k] for n in valid)
@@ -101,9 +101,11 @@ def _run(design: Design, an: Analysis, settings: Settings, dev: Device | None) -
     facts = _graph_facts(design, an, valid, el) if valid is sim.order else _graph_facts_of(design, an, valid, el)
     flops = facts[0] * batch
 
+    entries = sim.row_entries(valid)  # (the report's lazy layer rows hold these, not the simulation and its live set)
+
     def layer_rows():
         with gc_paused():  # 10,000 rows: collections set off mid-build would walk the whole heap, each
-            return _layer_rows(design, an, valid, rows, batch)
+            return _layer_rows(design, an, entries(), batch)
 
     # textbook lower bound: parameters + the largest pair of adjacent feature maps
     lower = batch * facts[1] + pbytes + bbytes
@@ -120,6 +122,7 @@ def _run(design: Design, an: Analysis, settings: Settings, dev: Device | None) -
         }
     warnings, unruled, traced = [], [], []
     if peak >= ABSURD_BYTES:
+        rows = sim.rows
         absurd = absurd_size_warning(peak, {nid: rows[nid] for nid in valid},
                                      {n: design.nodes[n].name for n in valid})
         if absurd:
@@ -142,23 +145,23 @@ def _run(design: Design, an: Analysis, settings: Settings, dev: Device | None) -
         issues=list(an.issues), warnings=warnings, device=device, unruled_ops=unruled, traced_ops=traced,
         runtime_overhead_bytes=dev.runtime_overhead_bytes if dev else 0, non_trainable_params=non_trainable,
         recompute_flops=sum(an.nodes[n].flops for n in sim.recomputed) * batch, per_rank=per_rank,
-        blocks=instance_totals(design, rows),
+        blocks=instance_totals(design, sim.rows) if getattr(design, "instances", None) else {},
         trainable_params=n_rg if n_rg != params else None,
         paged_optimizer_bytes=getattr(sim, "paged_optimizer_bytes", 0),
         rank_timelines=dict(getattr(sim, "rank_events", {})) if len(per_rank) > 1 else {},
     )
 
 
-def _layer_rows(design: Design, an: Analysis, valid: list, rows: dict, batch: int) -> list:
-    """The report's per-layer rows, in execution order."""
+def _layer_rows(design: Design, an: Analysis, entries, batch: int) -> list:
+    """The report's per-layer rows, in execution order, from the simulation's row entries
+    (Simulation.row_entries: node, parameter row, activation bytes, kept bytes)."""
     out = []
     app = out.append
     infos, nodes = an.nodes, design.nodes
     channels_last = design.channels_last
-    for nid in valid:
+    for nid, r, act, kept in entries:
         info = infos[nid]
         node = nodes[nid]
-        r = rows[nid]
         outputs = info.outputs
         if len(outputs) == 1 and not channels_last and not node.layout:  # shown as it is (model/shown_layout.py)
             shape = [batch, *outputs[0].shape]
@@ -169,7 +172,7 @@ def _layer_rows(design: Design, an: Analysis, valid: list, rows: dict, batch: in
             shape = [[batch, *o] for o in outs] if len(outs) > 1 else [batch, *outs[0]]
         t = node.type
         guess = NOT_MODELLED if t == "Generic" and not info.props.get("traced") else ""
-        app(LayerRow(nid, node.name, t, shape, r["params"], r["param_bytes"], r["activation_bytes"], r["kept_bytes"],
+        app(LayerRow(nid, node.name, t, shape, r["params"], r["param_bytes"], act, kept,
                      info.flops * batch, r["non_trainable"], guess))
     return out
 

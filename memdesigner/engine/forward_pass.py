@@ -5,6 +5,9 @@ input and notes what its rerun will make again."""
 
 from __future__ import annotations
 
+from itertools import count
+from operator import attrgetter
+
 from memdesigner.engine.checkpoint_segments import checkpoint_segments
 from memdesigner.engine.compiled_rule import NONE as _NONE
 from memdesigner.engine.compiled_rule import (
@@ -23,6 +26,19 @@ from memdesigner.engine.live_set import A, Event, K, LiveSet, _tuple_new, releas
 from memdesigner.model.design import GC_HELD
 from memdesigner.model.oprules import In, MemCtx, Out, T
 
+_NAME = attrgetter("name")
+
+
+def _ordinary(st, special: set) -> list:
+    """Per op of the order: not in ``special`` (the fast path may run it); for the structure's
+    own set kept on it, so that a run tests no node id against the set."""
+    if special is not st.special:
+        return [n not in special for n in st.order]
+    memo = st.__dict__.get("_ordinary")
+    if memo is None:
+        memo = st.__dict__["_ordinary"] = [n not in special for n in st.order]
+    return memo
+
 
 def run_forward(sim, r) -> None:
     """Runs every valid op once; leaves on ``r`` what the loss and backward read."""
@@ -36,8 +52,10 @@ def run_forward(sim, r) -> None:
     # that spec's number (compiled_rule.spec_id), for the rule cache's key
     val_spec: list = [None] * nv
     val_key: list = [None] * nv
-    saved_of: dict[str, list[int]] = {}
-    ctx_of: dict[str, CompiledRule] = {}  # the ops that recorded for backward: their compiled rule (and .op)
+    # per op, by its place in the order (a list, not a dict by node: no hashing, no probing), for the
+    # ops that recorded for backward: the storages it saved, and its compiled rule (and .op)
+    saved_at: list = [None] * len(order)
+    ctx_at: list = [None] * len(order)
     cast_cache: dict[tuple, int] = {}  # (node, param index) -> sid (autocast weight cache)
     held_outputs: list[int] = []
     segments, seg_of, layerwise = checkpoint_segments(s, order, nodes, st.in_edges)
@@ -75,18 +93,22 @@ def run_forward(sim, r) -> None:
     if fast and (fused_inner or input_grads_at is not None or tp is not None):
         special = special | (fused_inner or set()) | ({input_grads_at} if input_grads_at is not None else set()) \
             | (set(tp.fwd_allreduce) if tp is not None else set())
-    rows = sim.rows
+    table = sim.table
+    ran = table.ops.append  # per op: its compiled rule, or (activation bytes, kept bytes) (engine/row_table.py)
+    recompute = table.recompute
     rcl, free = mem.rc, mem._release
-    # a plain live set with no capture and no trace: the fast path runs alloc() and event() inline
+    # a plain live set with no capture and no trace: the fast path runs alloc() and event() inline,
+    # without the rounding slack (LiveSet.slack: only a trace reads it)
     lean = mem.__class__ is LiveSet and mem.capture is None and mem.trace is None and mem.events is not None
-    nbl, rnd, by, rnbl, catl, exact = mem.nb, mem.round, mem.by, mem.rnb, mem.cat, mem.exact
+    nbl, rnd, by, rnbl, catl = mem.nb, mem.round, mem.by, mem.rnb, mem.cat
     # (no labels: a lean run has no capture to read them, LiveSet.what)
     nb_app, rnb_app, cat_app, rc_app = nbl.append, mem.rnb.append, mem.cat.append, rcl.append
     nb_ext, rnb_ext, cat_ext, rc_ext = nbl.extend, mem.rnb.extend, mem.cat.extend, rcl.extend
     ev_app = mem.events.append if mem.events is not None else None
     ins_l, base_l, _ = op_table(st)
-    for nid, oid, keys, v0 in zip(order, op_ids(design, an, order), ins_l, base_l):
-        node = nodes[nid]
+    names = r.names = list(map(_NAME, map(nodes.__getitem__, order)))  # (the events' labels, read in C)
+    for place, nid, oid, keys, v0, name, ordinary in zip(count(), order, op_ids(design, an, order), ins_l, base_l,
+                                                        names, _ordinary(st, special)):
         mkey = (skey, oid, val_key[keys[0]]) if len(keys) == 1 else (skey, oid, tuple([val_key[k] for k in keys]))
         c = rules.get(mkey)
         if c is not None:
@@ -95,7 +117,7 @@ def run_forward(sim, r) -> None:
             info = an_nodes[nid]
             props, outputs, params = info.props, info.outputs, info.params
             specs = [val_spec[k] for k in keys]
-            lt = node.layer
+            lt = nodes[nid].layer
             m = MemCtx(
                 props=props, in_shapes=[sp[0] for sp in specs], in_dtypes=[sp[1] for sp in specs],
                 out_shapes=[(batch,) + o.shape for o in outputs], out_kinds=[o.kind for o in outputs],
@@ -110,7 +132,7 @@ def run_forward(sim, r) -> None:
         if not c.affine:
             sim.affine = False
         records = c.records
-        if fast and c.plain and nid not in special:
+        if fast and c.plain and ordinary:
             # the general path below, less what this op has no part in
             if not c.temps:
                 tmp_sids = _NONE
@@ -121,7 +143,6 @@ def run_forward(sim, r) -> None:
                     nb_app(nb)
                     if rnd > 1 and nb:
                         rn = -(-nb // rnd) * rnd
-                        mem.slack += rnd - 1
                     else:
                         rn = nb
                     rnb_app(rn)
@@ -143,7 +164,6 @@ def run_forward(sim, r) -> None:
                     rc_ext(blk.ones)
                     mem.cur += blk.nb_sum
                     mem.rcur += blk.rn_sum
-                    mem.slack += blk.slack
                     by[A] += blk.nb_sum
             else:
                 for nb, what in zip(blk.nbs, blk.labels):
@@ -170,9 +190,9 @@ def run_forward(sim, r) -> None:
                     mem.peak = cur
                     mem.peak_by = by_
                     mem.peak_at = ("forward", nid)
-                ev_app(_tuple_new(Event, ("forward", nid, node.name, cur, by_, rcur)))
+                ev_app(_tuple_new(Event, ("forward", nid, name, cur, by_, rcur)))
             else:
-                mem.event("forward", nid, node.name)
+                mem.event("forward", nid, name)
             for sid in tmp_sids:
                 decref(sid)
             if records:
@@ -190,8 +210,8 @@ def run_forward(sim, r) -> None:
                         sv.append(base + x)
                     else:
                         sv.append(None)  # a parameter: kept anyway (no autocast copy: not plain)
-                saved_of[nid] = sv
-                ctx_of[nid] = c
+                saved_at[place] = sv
+                ctx_at[place] = c
                 grads_here = 1
             else:  # (decref inlined below: the live set's refcounts, its _release hook)
                 for sid in range(base + blk.n_outs, base + len(blk.nbs)):  # its extras: nothing keeps them
@@ -229,16 +249,11 @@ def run_forward(sim, r) -> None:
                         mem.cur -= nb
                         mem.rcur -= rnbl[sid]
                         by[catl[sid]] -= nb
-                        if sid in exact:
-                            mem.slack -= rnbl[sid] - nb
-                        elif nb and rnd > 1:
-                            mem.slack -= rnd - 1
                     else:
                         free(sid)
-            row = rows[nid]
-            row["activation_bytes"] = c.new_bytes
-            row["kept_bytes"] = c.kept
+            ran(c)  # (its row: c.new_bytes, c.kept)
             continue
+        node = nodes[nid]
         if fs is not None:
             fs.where = ("forward", nid)
             fs.before_op(mem, nid, position[nid], fcats, any(val_spec[k][2] for k in keys))
@@ -343,8 +358,8 @@ def run_forward(sim, r) -> None:
                     sv.append(cast_sid[x])
                 else:
                     sv.append(None)  # a parameter: kept anyway
-            saved_of[nid] = sv
-            ctx_of[nid] = c
+            saved_at[place] = sv
+            ctx_at[place] = c
         else:
             for sid in extra_sids.values():
                 decref(sid)
@@ -400,14 +415,13 @@ def run_forward(sim, r) -> None:
                 if hk in held:
                     held.discard(hk)
                     decref(val_sid[hk[1]])
-        row = sim.rows[nid]
-        row["activation_bytes"] = out_bytes
-        row["kept_bytes"] = kept
+        ran((out_bytes, kept))
         if ckpt:
             # checkpointed: nothing is kept now; backward recomputes the segment first
-            release_all(mem, saved_of.pop(nid, []))
+            release_all(mem, saved_at[place] or ())
+            saved_at[place] = None
             last = nid == segments[seg_of[nid]][-1]
-            row["recompute"] = kept + (0 if last else out_bytes)
+            recompute[nid] = kept + (0 if last else out_bytes)
             if layerwise:
                 # non-reentrant checkpoint: the recomputation keeps only what the layer's ops
                 # save (their extras and the saved outputs of its own ops); the rest dies
@@ -425,18 +439,18 @@ def run_forward(sim, r) -> None:
                 for j, o in enumerate(op.outputs):
                     if isinstance(o, T):
                         new_out[(nid, j)] = 0 if hidden else nbytes(o)
-                row["recompute"] = kept
+                recompute[nid] = kept
         if fs is not None:
             fs.after_op(mem, nid, position[nid])
     if layerwise:
         for si, savers in layer_saved.items():
             for key, saver in savers.items():
                 if key in new_out and key[0] in seg_of and seg_of[key[0]] == si:
-                    sim.rows[saver]["recompute"] += new_out[key]
+                    recompute[saver] += new_out[key]
     if fs is not None:
         fs.forward_end(mem)
     sim.fwd_end_bytes = mem.cur  # what the forward leaves alive for backward (and its output)
     sim.phase_peaks["forward"] = mem.ppeak
-    r.val_sid, r.val_spec, r.saved_of, r.ctx_of = val_sid, val_spec, saved_of, ctx_of
+    r.val_sid, r.val_spec, r.saved_at, r.ctx_at = val_sid, val_spec, saved_at, ctx_at
     r.cast_cache, r.held_outputs, r.seg_of, r.segments = cast_cache, held_outputs, seg_of, segments
     r.seg_inputs, r.seg_live, r.input_grads_at = seg_inputs, seg_live, input_grads_at

@@ -51,8 +51,10 @@ class LiveSet:
         self.events: list | None = None  # the timeline; every moment that raises a peak lands in it
         self.label = str  # node id -> display label, for events a bare mark() has to create
         self.trace: list | None = None  # (live bytes, rounded bytes, rounding slack bound) at every mark
-        self.slack = 0  # the most that allocator rounding can add to the live tensors, whatever their sizes
-        self.exact: set = set()  # aggregates whose rounded size is given (alloc_exact)
+        # the most that allocator rounding can add to the live tensors, whatever their sizes: read
+        # with a trace only, so the passes' inline fast path (no trace) does not keep it
+        self.slack = 0
+        self.exact: set = set()  # aggregates whose rounded size is given (alloc_exact), for the slack
 
     def alloc(self, nbytes: int, cat: int, refs: int = 1, what="") -> int:
         nb = self.nb

@@ -4,6 +4,8 @@ Adafactor's factored temporaries; SGD and fused 8-bit kernels update in place)."
 
 from __future__ import annotations
 
+from operator import itemgetter
+
 from memdesigner.engine import optim_state, param_order
 from memdesigner.engine.live_set import Event, K
 
@@ -17,7 +19,7 @@ def run_optimizer_step(sim, r) -> None:
         sim.host_bytes += fs.host_grads
     elif opt in ("adam", "adamw"):
         if s.use_foreach:
-            total = sum(nb for _, nb, _ in local) * sf
+            total = sum(map(itemgetter(1), local)) * sf  # (each tensor's bytes, summed in C)
             t = mem.alloc(total, K, 1, "Adam step temporary: _foreach_sqrt of every exp_avg_sq")
             mem.event("optimizer_step", None, "adam (foreach)")
             mem.decref(t)

@@ -4,9 +4,12 @@ the gradients earlier micro-steps accumulated. Also the per-layer parameter rows
 
 from __future__ import annotations
 
+from operator import attrgetter
+
 from memdesigner.engine import distributed, fsdp, optim_state, param_order, tensor_parallel
 from memdesigner.engine.compiled_rule import FLOATS, settings_id
 from memdesigner.engine.live_set import A, G, K, O, W
+from memdesigner.engine.row_table import RowTable
 from memdesigner.units import DTYPE_BYTES
 
 INFLIGHT = "<in-flight micro-batches>"  # carried storage freed when backward ends (engine/pipeline_parallel.py)
@@ -83,8 +86,39 @@ def _layer_sums(params: list, pdtype: str, bits: int | None, rnd: int, opt: str,
                 st += mb
                 sr += mb if rnd <= 1 else -(-mb // rnd) * rnd
     row = {"params": n_p, "non_trainable": n_nt, "param_bytes": pb, "buffer_bytes": bb, "activation_bytes": 0,
-           "kept_bytes": 0, "requires_grad": n_rg}  # the layer's row as place_weights starts it (copied)
+           "kept_bytes": 0, "requires_grad": n_rg}  # the layer's parameter row (shared: engine/row_table.py)
     return pb, bb, n_p, n_nt, n_rg, w, wr, st, sr, pg, entries, row
+
+
+_PARAMS = attrgetter("params")
+_BITS = attrgetter("bits")
+_TIED = attrgetter("tied")
+
+
+def _placed_reads(infos: dict, nodes: dict) -> tuple | None:
+    """What place_weights' loop reads per op without FSDP, for every node (a superset of the run's
+    order, read in C): its parameter list (the analysis hands the same list until the layer
+    changes) and bit width; None when some node has tied parameters."""
+    if any(map(_TIED, nodes.values())):
+        return None
+    return list(map(_PARAMS, infos.values())), list(map(_BITS, nodes.values()))
+
+
+def _placed_memo(st, lsid: int, reads: tuple | None) -> tuple | None:
+    """The loop's results kept by _keep_placed for these settings, if it read the same."""
+    if reads is None:
+        return None
+    hit = st.__dict__.get("_placed", {}).get(lsid)
+    if hit is not None and hit[0] == reads[0] and hit[1] == reads[1]:  # (identical lists compare in C)
+        return hit[2]
+    return None
+
+
+def _keep_placed(st, lsid: int, reads: tuple, results: tuple) -> None:
+    memo = st.__dict__.setdefault("_placed", {})
+    if len(memo) > 8:
+        memo.clear()
+    memo[lsid] = (*reads, results)
 
 
 def place_weights(sim, r) -> None:
@@ -116,12 +150,18 @@ def place_weights(sim, r) -> None:
     host_shards = 0
     sim.host_bytes = 0  # host RAM this rank needs for offloaded state (zero2/zero3 offload params)
     t_p = t_nt = t_rg = t_pb = t_bb = 0
-    infos, rows = an.nodes, sim.rows
+    infos = an.nodes
+    sim.table = table = RowTable(order)
+    row_app = table.base.append  # per op: its parameter row (shared, never written: engine/row_table.py)
     lsid = settings_id(("layer sums", pdtype, rnd, opt, master, s.backend))  # what _layer_sums reads of them
-    for nid in order:
+    # without FSDP and tied parameters the loop below reads only each op's parameter list and bit
+    # width: its results are kept on the graph's structure for the next run with the same ones
+    reads = _placed_reads(infos, nodes) if fs is None else None
+    placed = _placed_memo(r.st, lsid, reads)
+    for nid in order if placed is None else ():
         params = infos[nid].params
         if not params:
-            rows[nid] = _ZERO_ROW.copy()  # (a copy is 4x faster than a dict display)
+            row_app(_ZERO_ROW)
             continue
         bits = nodes[nid].bits
         tied = nodes[nid].tied
@@ -142,7 +182,7 @@ def place_weights(sim, r) -> None:
                 shapes.append(shape)
                 trainable.append((nid, tb, numel))
                 pnames.append(pname)
-            rows[nid] = row.copy()
+            row_app(row)
             t_p += n_p
             t_nt += n_nt
             t_rg += n_rg
@@ -192,13 +232,22 @@ def place_weights(sim, r) -> None:
                     mb = numel * 4
                     state_total += mb
                     state_r += mb if rnd <= 1 else -(-mb // rnd) * rnd
-        rows[nid] = {"params": n_p, "non_trainable": n_nt, "param_bytes": pb, "buffer_bytes": bb,
-                     "activation_bytes": 0, "kept_bytes": 0, "requires_grad": n_rg}
+        row_app({"params": n_p, "non_trainable": n_nt, "param_bytes": pb, "buffer_bytes": bb,
+                 "activation_bytes": 0, "kept_bytes": 0, "requires_grad": n_rg})
         t_p += n_p
         t_nt += n_nt
         t_rg += n_rg
         t_pb += pb
         t_bb += bb
+    if placed is not None:
+        (weights_total, weights_r, state_total, state_r, paged_total, shapes, trainable, pnames, table.base,
+         t_p, t_nt, t_rg, t_pb, t_bb) = placed
+        sim.trainable_shapes = shapes
+    elif reads is not None:
+        shapes, trainable, pnames, table.base = tuple(shapes), tuple(trainable), tuple(pnames), tuple(table.base)
+        sim.trainable_shapes = shapes
+        _keep_placed(r.st, lsid, reads, (weights_total, weights_r, state_total, state_r, paged_total, shapes,
+                                         trainable, pnames, table.base, t_p, t_nt, t_rg, t_pb, t_bb))
     sim.totals = (t_p, t_nt, t_rg, t_pb, t_bb)  # over all valid nodes: params, non-trainable, requiring
     # grad, parameter bytes, buffer bytes
     if fs is not None:

@@ -18,6 +18,7 @@ from memdesigner.engine.forward_pass import run_forward
 from memdesigner.engine.live_set import CATS, A, Event, G, K, LiveSet, O, W
 from memdesigner.engine.optimizer_step import run_optimizer_step
 from memdesigner.engine.param_state import _FACTS, INFLIGHT, _param_bytes, _param_facts, place_weights
+from memdesigner.engine.row_table import RowTable
 from memdesigner.engine.settings import Settings
 from memdesigner.engine.sim_structure import Structure, scope_holds, structure_of
 from memdesigner.model.analysis import Analysis
@@ -59,10 +60,33 @@ class Simulation:
         self.rounding = rounding
         self.events: list[Event] = []
         self.phase_peaks = {"forward": 0, "backward": 0, "optimizer_step": 0}
-        self.rows: dict[str, dict] = {}
+        self.table: RowTable | None = None  # the per-layer rows, compact (set by place_weights)
+        self._rows: dict[str, dict] | None = None
         self.recomputed: list[str] = []
         self.affine = True  # every size is a + b·batch (see OpMem.affine)
         self.gc_holds = True  # outputs kept_until GC_HELD live to the end of the step
+
+    @property
+    def rows(self) -> dict[str, dict]:
+        """node -> its row (params, non_trainable, param_bytes, buffer_bytes, activation_bytes,
+        kept_bytes, requires_grad; recompute under checkpointing), built when first read."""
+        if self._rows is None:
+            self._rows = self.table.as_dict() if self.table is not None else {}
+        return self._rows
+
+    @rows.setter
+    def rows(self, rows: dict[str, dict]) -> None:
+        self._rows = rows
+
+    def row_entries(self, valid: list):
+        """A function yielding (node, parameter row, activation bytes, kept bytes) for the nodes
+        of ``valid``, in order, that holds the rows and not the simulation: the compact table
+        itself while ``valid`` is the run's order and no rows dict was set (a pipeline's busiest
+        stage gets every stage's rows as dicts)."""
+        if self._rows is None and valid is self.order:
+            return self.table.entries
+        rows = self.rows
+        return lambda: ((n, rows[n], rows[n]["activation_bytes"], rows[n]["kept_bytes"]) for n in valid)
 
     def _new_mem(self) -> LiveSet:
         """The live set; a subclass may log every allocation (memdesigner.snapshot.writer)."""
