@@ -1,0 +1,81 @@
+"""Canvas items of layers a bulk delete took out, kept for its undo (and a paste's redo).
+
+Putting a kept item back into the scene costs about 2 µs; building it again costs ~15-30 µs for a
+layer card and ~15-20 µs for an edge (their Python and C++ halves, the port layout, the route).
+The undo of a 1,000-layer delete rebuilt ~2,000 items in slices, 60-80 ms of UI-thread work in a
+row; with the items kept it is a few milliseconds inside the undo itself.
+
+A kept layer item is only given back for the very Node object it was made for (an undo puts the
+same objects back; a new layer with the same id gets a new card), and the scene brings what can
+have changed meanwhile (name, position, wired inputs, orientation, zoom level) up to date.
+"""
+
+from __future__ import annotations
+
+SHELF_ITEMS = 25_000  # at most this many kept items (a whole 10,000-layer design); the oldest go first
+
+
+class ItemShelf:
+    """Items off the canvas, by node id (with the Node they show) and by edge."""
+
+    def __init__(self, limit: int = SHELF_ITEMS):
+        self.limit = limit
+        self._nodes: dict = {}  # node id -> (Node, NodeItem, what it showed: see keep)
+        self._edges: dict = {}  # Edge -> (EdgeItem, vertical when kept)
+
+    def __len__(self) -> int:
+        return len(self._nodes) + len(self._edges)
+
+    def keep(self, node_items, edge_items, vertical: bool, detail: bool) -> list:
+        """Keep ``node_items`` [(Node, NodeItem)] and ``edge_items`` [EdgeItem] as the scene had them
+        (``vertical``: its port orientation, ``detail``: ports shown). Each card remembers what it
+        showed — (name, position, wired inputs, vertical, detail) — so an undo that finds all of it
+        unchanged puts it back as it is. Returns the items let go to stay under the limit, oldest
+        first, for the scene to release in slices."""
+        nodes, edges = self._nodes, self._edges
+        for node, item in node_items:
+            nodes.pop(node.id, None)  # (a re-kept id goes to the young end)
+            nodes[node.id] = (node, item, (node.name, node.pos, item.n_connected, vertical, detail))
+        for item in edge_items:
+            edges.pop(item.edge, None)
+            edges[item.edge] = (item, vertical)
+        gone = []
+        while len(nodes) + len(edges) > self.limit:
+            if edges:
+                gone.append(edges.pop(next(iter(edges)))[0])
+            if nodes and len(nodes) + len(edges) > self.limit:
+                gone.append(nodes.pop(next(iter(nodes)))[1])
+        return gone
+
+    def has_node(self, node) -> bool:
+        entry = self._nodes.get(node.id)
+        return entry is not None and entry[0] is node
+
+    def count(self, nodes) -> int:
+        """How many of ``nodes`` have their cards kept here."""
+        return sum(map(self.has_node, nodes))
+
+    def take_node(self, node):
+        """(item, what it showed when kept) made for this very Node object, or None: another
+        object's card is never given back."""
+        entry = self._nodes.pop(node.id, None)
+        if entry is None or entry[0] is not node:
+            if entry is not None:
+                self._nodes[node.id] = entry  # another object of that id: left for its own undo
+            return None
+        return entry[1], entry[2]
+
+    def take_edge(self, edge, src_item, dst_item):
+        """(item, vertical when kept) of ``edge`` if it joins these very layer items, or None."""
+        entry = self._edges.get(edge)
+        if entry is None or entry[0].src_item is not src_item or entry[0].dst_item is not dst_item:
+            return None
+        del self._edges[edge]
+        return entry
+
+    def drop(self) -> list:
+        """Forget everything kept (another design opened); returns the items to release, edges
+        first (each holds its two cards)."""
+        gone = [e[0] for e in self._edges.values()] + [e[1] for e in self._nodes.values()]
+        self._nodes, self._edges = {}, {}
+        return gone
