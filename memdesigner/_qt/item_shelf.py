@@ -1,9 +1,11 @@
-"""Canvas items of layers a bulk delete took out, kept for its undo (and a paste's redo).
+"""Canvas items of layers a bulk delete took out, kept — hidden, still in the scene and its index —
+for its undo (and a paste's redo).
 
-Putting a kept item back into the scene costs about 2 µs; building it again costs ~15-30 µs for a
-layer card and ~15-20 µs for an edge (their Python and C++ halves, the port layout, the route).
-The undo of a 1,000-layer delete rebuilt ~2,000 items in slices, 60-80 ms of UI-thread work in a
-row; with the items kept it is a few milliseconds inside the undo itself.
+Showing a kept item again costs well under a microsecond and its registration a few; building it
+again costs ~15-30 µs for a layer card and ~15-20 µs for an edge (their Python and C++ halves, the
+port layout, the route), and taking an item out of the scene index and back in 3-40 µs more. The
+undo of a 1,000-layer delete rebuilt ~2,000 items in slices, 60-80 ms of UI-thread work in a row;
+with the items kept it is a few milliseconds inside the undo itself.
 
 A kept layer item is only given back for the very Node object it was made for (an undo puts the
 same objects back; a new layer with the same id gets a new card), and the scene brings what can
@@ -21,7 +23,9 @@ class ItemShelf:
     def __init__(self, limit: int = SHELF_ITEMS):
         self.limit = limit
         self._nodes: dict = {}  # node id -> (Node, NodeItem, what it showed: see keep)
-        self._edges: dict = {}  # Edge -> (EdgeItem, vertical when kept)
+        # id(Edge) -> (EdgeItem, vertical when kept): an undo puts the very Edge objects back, and
+        # id() is a C call where an Edge's hash is Python (three per edge were ~20 % of an undo)
+        self._edges: dict = {}
 
     def __len__(self) -> int:
         return len(self._nodes) + len(self._edges)
@@ -31,14 +35,15 @@ class ItemShelf:
         (``vertical``: its port orientation, ``detail``: ports shown). Each card remembers what it
         showed — (name, position, wired inputs, vertical, detail) — so an undo that finds all of it
         unchanged puts it back as it is. Returns the items let go to stay under the limit, oldest
-        first, for the scene to release in slices."""
+        first, for the scene to take out and release in slices."""
         nodes, edges = self._nodes, self._edges
         for node, item in node_items:
             nodes.pop(node.id, None)  # (a re-kept id goes to the young end)
             nodes[node.id] = (node, item, (node.name, node.pos, item.n_connected, vertical, detail))
         for item in edge_items:
-            edges.pop(item.edge, None)
-            edges[item.edge] = (item, vertical)
+            key = id(item.edge)  # (the item holds its Edge: the id stays its own while kept)
+            edges.pop(key, None)
+            edges[key] = (item, vertical)
         gone = []
         while len(nodes) + len(edges) > self.limit:
             if edges:
@@ -66,16 +71,18 @@ class ItemShelf:
         return entry[1], entry[2]
 
     def take_edge(self, edge, src_item, dst_item):
-        """(item, vertical when kept) of ``edge`` if it joins these very layer items, or None."""
-        entry = self._edges.get(edge)
-        if entry is None or entry[0].src_item is not src_item or entry[0].dst_item is not dst_item:
+        """(item, vertical when kept) of this very Edge object if it joins these very layer items,
+        or None (an equal Edge made anew gets a new item)."""
+        entry = self._edges.get(id(edge))
+        if entry is None or entry[0].edge is not edge or entry[0].src_item is not src_item \
+                or entry[0].dst_item is not dst_item:
             return None
-        del self._edges[edge]
+        del self._edges[id(edge)]
         return entry
 
     def drop(self) -> list:
-        """Forget everything kept (another design opened); returns the items to release, edges
-        first (each holds its two cards)."""
+        """Forget everything kept (another design opened); returns the items to take out of the
+        scene and release, edges first (each holds its two cards)."""
         gone = [e[0] for e in self._edges.values()] + [e[1] for e in self._nodes.values()]
         self._nodes, self._edges = {}, {}
         return gone

@@ -72,6 +72,7 @@ class GraphScene(PutBack, QGraphicsScene):
         self._batch = 1
         self.jobs = SlicedRunner(self)
         self.shelf = ItemShelf()  # items of deleted layers, put back by the delete's undo
+        self._made_items = False  # new items built since the last build ended (they need the last result)
         self._scale = 1.0
         self._detail = True  # ports shown (zoomed in enough to use them)
         self._overview = False  # edges drawn as one batch of lines (zoomed far out, big design)
@@ -113,7 +114,8 @@ class GraphScene(PutBack, QGraphicsScene):
         self._content = None
         for job in ("build", "result", "route", "orientation"):  # queued removals still run
             self.jobs.cancel(job)
-        old = list(self.nodes.values()) + list(self.edges.values())
+        # (the shelf's items are another design's: never asked for again; hidden in the scene)
+        old = list(self.nodes.values()) + list(self.edges.values()) + self.shelf.drop()
         if len(old) <= SYNC_ITEMS and not self.jobs.has("remove"):
             self.clear()
             old = []
@@ -133,7 +135,6 @@ class GraphScene(PutBack, QGraphicsScene):
         self._want_selected = set()
         self._cover(self.content_rect())  # (a scene-rect change rebuilds the index: before the items)
         self._add_many(list(self.design.nodes.values()), list(self.design.edges))
-        old += self.shelf.drop()  # (another design: its kept items are never asked for)
         if old:
             self.jobs.add("remove", self._remove_steps(old), now=False)
 
@@ -207,8 +208,9 @@ class GraphScene(PutBack, QGraphicsScene):
             self._want_selected = set()
             self.selectionChanged.emit()
         self.update()
-        if self._result is not None:  # the estimate that arrived while items were still missing
-            self.apply_result(*self._result)
+        made, self._made_items = self._made_items, False
+        if self._result is not None and made:  # the estimate that arrived while items were still missing
+            self.apply_result(*self._result)  # (items put back from the shelf show what they showed)
 
     @property
     def building(self) -> bool:
@@ -219,6 +221,7 @@ class GraphScene(PutBack, QGraphicsScene):
         self.jobs.finish()
 
     def _add_node_item(self, node, n_connected: int = 0):
+        self._made_items = True
         item = NodeItem(node, n_connected)
         item._labeler = self
         if self.vertical:
@@ -254,6 +257,7 @@ class GraphScene(PutBack, QGraphicsScene):
             return
         if refresh:
             dst.set_connected_inputs(len(self._adj_in(e.dst)) + 1)
+        self._made_items = True
         item = EdgeItem(e, src, dst)
         item._labeler = self
         if self._overview:
@@ -300,9 +304,9 @@ class GraphScene(PutBack, QGraphicsScene):
     def _remove_many(self, nodes, edges):
         """One pass for a bulk delete, with selection signals held back: removing selected items
         one by one announced a selection change (and rebuilt the inspector) per item. A big one
-        hides its items at once (3 µs each) and takes them out of the scene index in slices
-        (40 µs each: 0.9 s for a 10,000-layer design). The items are kept on the shelf for the
-        delete's undo."""
+        hides its items at once (0.3 µs each) and keeps them, hidden in the scene, on the shelf
+        for its undo (_qt/item_shelf.py): taking them out of the scene index cost 3-40 µs each
+        (0.9 s for a 10,000-layer design), putting them back in as much again."""
         was = self.signalsBlocked()
         self.blockSignals(True)
         self._selection = None
@@ -313,7 +317,7 @@ class GraphScene(PutBack, QGraphicsScene):
                 kept_nodes = [(n, self.nodes[n.id]) for n in nodes]
                 self.nodes, self.edges, self._adj = {}, {}, {}
                 self._overview_dirty()
-                self._hide_and_remove(kept_nodes, kept_edges)
+                self._shelve(kept_nodes, kept_edges)
                 return
             kept_nodes, kept_edges, touched = [], [], set()
             for e in edges:
@@ -334,38 +338,28 @@ class GraphScene(PutBack, QGraphicsScene):
                     dst.set_connected_inputs(len(self._adj_in(nid)))
                     self._refresh_edges(nid)
             self._overview_dirty()
-            self._hide_and_remove(kept_nodes, kept_edges)
+            self._shelve(kept_nodes, kept_edges)
         finally:
             self.blockSignals(was)
             self.selectionChanged.emit()
 
-    def _hide_and_remove(self, kept_nodes, kept_edges):
-        """Off the canvas and onto the shelf (items the shelf lets go are released in slices)."""
-        gone = kept_edges + [item for _, item in kept_nodes]
+    def _shelve(self, kept_nodes, kept_edges):
+        """Hidden (in C: a hidden item is deselected too, none comes back selected) and onto the
+        shelf; what the shelf lets go leaves the scene in slices."""
+        deque(map(_HIDE, kept_edges), maxlen=0)
+        deque(map(_HIDE, [item for _, item in kept_nodes]), maxlen=0)
         released = self.shelf.keep(kept_nodes, kept_edges, self.vertical, self._detail)
-        deque(map(_HIDE, gone), maxlen=0)  # (a hidden item is deselected too: none comes back selected)
-        if len(gone) <= SYNC_ITEMS:
-            deque(map(self.removeItem, gone), maxlen=0)
-        else:
-            self.jobs.add("remove", self._remove_steps(gone), now=False)
         if released:
             self.jobs.add("remove", self._remove_steps(released), now=False)
 
-    def _live(self, item) -> bool:
-        """On the canvas for its layer or edge (put back from the shelf by an undo)."""
-        if isinstance(item, NodeItem):
-            return self.nodes.get(item.node_id) is item
-        return self.edges.get(item.edge) is item
-
     def _remove_steps(self, items):
         """Each item is let go right after it leaves the scene, so its C++ side is deleted inside
-        the slice (unless the shelf keeps it): holding the list to the end freed 22,000 items in
-        one 60-110 ms turn. An item an undo put back meanwhile stays."""
+        the slice: holding the list to the end freed 22,000 items in one 60-110 ms turn."""
         items.reverse()
         k = 0
         while items:
             item = items.pop()
-            if item.scene() is self and not self._live(item):
+            if item.scene() is self:
                 self.removeItem(item)
             item = None
             k += 1

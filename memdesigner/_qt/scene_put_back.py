@@ -100,13 +100,16 @@ class PutBack:
         self._into_scene(back, hidden=self._overview)
 
     def _into_scene(self, items, hidden: bool = False):
-        """Kept items into the scene (those the removal slices have not taken out yet are still
-        in it, hidden) and shown, by C loops; then indexed, so no later turn takes them all in."""
+        """Kept items shown again, by a C loop (they stayed in the scene and its index, hidden).
+        One that is not in the scene (another path took it out) is added and indexed now, so no
+        later turn takes them all in."""
         if not items:
             return
-        deque(map(self.addItem, [it for it in items if it.scene() is not self]), maxlen=0)
+        out = [it for it in items if it.scene() is not self]
+        if out:
+            deque(map(self.addItem, out), maxlen=0)
+            self.items(_PROBE)
         deque(map(_HIDE if hidden else _SHOW, items), maxlen=0)
-        self.items(_PROBE)
 
     def _readd_node_item(self, item, node, n_connected: int):
         """A kept card back on the canvas, brought up to date with its node and the scene (what a
