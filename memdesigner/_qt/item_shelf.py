@@ -14,7 +14,9 @@ have changed meanwhile (name, position, wired inputs, orientation, zoom level) u
 
 from __future__ import annotations
 
-SHELF_ITEMS = 25_000  # at most this many kept items (a whole 10,000-layer design); the oldest go first
+# at most this many kept items, or the last delete's if it had more (a whole 10,000-layer design:
+# 22,000); the oldest go first. Kept items are hidden but still in the scene and its index.
+SHELF_ITEMS = 5_000
 
 
 class ItemShelf:
@@ -22,10 +24,11 @@ class ItemShelf:
 
     def __init__(self, limit: int = SHELF_ITEMS):
         self.limit = limit
-        self._nodes: dict = {}  # node id -> (Node, NodeItem, what it showed: see keep)
-        # id(Edge) -> (EdgeItem, vertical when kept): an undo puts the very Edge objects back, and
-        # id() is a C call where an Edge's hash is Python (three per edge were ~20 % of an undo)
+        self._nodes: dict = {}  # node id -> (Node, NodeItem, what it showed: see keep, batch)
+        # id(Edge) -> (EdgeItem, vertical when kept, batch): an undo puts the very Edge objects back,
+        # and id() is a C call where an Edge's hash is Python (three per edge were ~20 % of an undo)
         self._edges: dict = {}
+        self._batch = 0  # which delete kept an entry: the oldest deletes' entries go first
 
     def __len__(self) -> int:
         return len(self._nodes) + len(self._edges)
@@ -36,19 +39,27 @@ class ItemShelf:
         showed — (name, position, wired inputs, vertical, detail) — so an undo that finds all of it
         unchanged puts it back as it is. Returns the items let go to stay under the limit, oldest
         first, for the scene to take out and release in slices."""
-        nodes, edges = self._nodes, self._edges
+        nodes, edges, gone = self._nodes, self._edges, []
+        self._batch += 1
+        batch = self._batch
         for node, item in node_items:
-            nodes.pop(node.id, None)  # (a re-kept id goes to the young end)
-            nodes[node.id] = (node, item, (node.name, node.pos, item.n_connected, vertical, detail))
+            old = nodes.pop(node.id, None)  # (a re-kept id goes to the young end)
+            if old is not None and old[1] is not item:
+                gone.append(old[1])  # another card of that id: it can never come back now
+            nodes[node.id] = (node, item, (node.name, node.pos, item.n_connected, vertical, detail), batch)
         for item in edge_items:
             key = id(item.edge)  # (the item holds its Edge: the id stays its own while kept)
-            edges.pop(key, None)
-            edges[key] = (item, vertical)
-        gone = []
-        while len(nodes) + len(edges) > self.limit:
-            if edges:
+            old = edges.pop(key, None)
+            if old is not None and old[0] is not item:
+                gone.append(old[0])
+            edges[key] = (item, vertical, batch)
+        limit = max(self.limit, len(node_items) + len(edge_items))
+        while len(nodes) + len(edges) > limit:
+            oldest_node = next(iter(nodes.values()), None)
+            oldest_edge = next(iter(edges.values()), None)
+            if oldest_edge is not None and (oldest_node is None or oldest_edge[2] <= oldest_node[3]):
                 gone.append(edges.pop(next(iter(edges)))[0])
-            if nodes and len(nodes) + len(edges) > self.limit:
+            else:
                 gone.append(nodes.pop(next(iter(nodes)))[1])
         return gone
 
@@ -78,7 +89,7 @@ class ItemShelf:
                 or entry[0].dst_item is not dst_item:
             return None
         del self._edges[id(edge)]
-        return entry
+        return entry[0], entry[1]
 
     def drop(self) -> list:
         """Forget everything kept (another design opened); returns the items to take out of the

@@ -348,9 +348,12 @@ class GraphScene(PutBack, QGraphicsScene):
         shelf; what the shelf lets go leaves the scene in slices."""
         deque(map(_HIDE, kept_edges), maxlen=0)
         deque(map(_HIDE, [item for _, item in kept_nodes]), maxlen=0)
-        released = self.shelf.keep(kept_nodes, kept_edges, self.vertical, self._detail)
-        if released:
-            self.jobs.add("remove", self._remove_steps(released), now=False)
+        self.release(self.shelf.keep(kept_nodes, kept_edges, self.vertical, self._detail))
+
+    def release(self, items):
+        """Items that will never be shown again: out of the scene and freed, in slices."""
+        if items:
+            self.jobs.add("remove", self._remove_steps(list(items)), now=False)
 
     def _remove_steps(self, items):
         """Each item is let go right after it leaves the scene, so its C++ side is deleted inside

@@ -62,6 +62,8 @@ class PutBack:
             nid = n.id
             kept = shelf.take_node(n) if nid not in self.nodes and mine.get(nid) is n else None
             if kept is None or kept[0].type_name != n.type:
+                if kept is not None:  # (its type changed: a new card, this one goes)
+                    self.release([kept[0]])
                 rest.append(n)
                 continue
             item, showed = kept

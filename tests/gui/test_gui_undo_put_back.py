@@ -6,7 +6,7 @@ changed while the items were off the canvas. Timings live in benchmarks/gui_late
 from PySide6.QtCore import QPointF
 
 from memdesigner._qt.item_shelf import ItemShelf
-from memdesigner.model.design import Design, Node
+from memdesigner.model.design import Design, Edge, Node
 from tests.gui.gui_helpers import load
 
 
@@ -129,7 +129,12 @@ class _Card:
         self.n_connected = n_connected
 
 
-def test_the_shelf_gives_a_card_back_only_for_its_own_node_and_stays_under_its_limit():
+class _Line:
+    def __init__(self, edge):
+        self.edge, self.src_item, self.dst_item = edge, None, None
+
+
+def test_the_shelf_gives_a_card_back_only_for_its_own_node_and_lets_the_oldest_go():
     shelf = ItemShelf(limit=3)
     a, a_twin, b = Node("a", "Linear"), Node("a", "Linear"), Node("b", "ReLU")
     card_a, card_b = _Card(1), _Card()
@@ -140,8 +145,24 @@ def test_the_shelf_gives_a_card_back_only_for_its_own_node_and_stays_under_its_l
     assert shelf.take_node(a) is None  # given back once
     c, d_, e = Node("c", "Linear"), Node("d", "Linear"), Node("e", "Linear")
     gone = shelf.keep([(c, _Card()), (d_, _Card()), (e, _Card())], [], vertical=False, detail=True)
-    assert gone == [card_b] and len(shelf) == 3  # the oldest let go (for the scene to release)
+    assert gone == [card_b] and len(shelf) == 3  # the oldest delete's let go (for the scene to release)
+    card_c2 = _Card()
+    assert shelf.keep([(Node("c", "Linear"), card_c2)], [], vertical=False, detail=True) != [card_c2]
     assert len(shelf.drop()) == 3 and len(shelf) == 0
+
+
+def test_the_shelf_keeps_the_last_delete_whole_even_past_its_limit():
+    shelf = ItemShelf(limit=2)
+    old = Node("old", "Linear")
+    shelf.keep([(old, _Card())], [], vertical=False, detail=True)
+    big = [(Node(f"n{i}", "Linear"), _Card()) for i in range(4)]
+    lines = [_Line(Edge(f"n{i}", f"n{i + 1}")) for i in range(3)]
+    gone = shelf.keep(big, lines, vertical=False, detail=True)
+    assert len(gone) == 1 and len(shelf) == 7  # only the older delete's card went
+    assert shelf.count([n for n, _ in big]) == 4
+    equal = Edge("n0", "n1")  # equal, but not the Edge object the delete took out: a new item
+    assert shelf.take_edge(equal, None, None) is None
+    assert shelf.take_edge(lines[0].edge, None, None) == (lines[0], False)
 
 
 def test_an_export_after_a_delete_frames_what_is_left_not_the_kept_items(window, qtbot):
