@@ -7,93 +7,118 @@ port layout, the route), and taking an item out of the scene index and back in 3
 undo of a 1,000-layer delete rebuilt ~2,000 items in slices, 60-80 ms of UI-thread work in a row;
 with the items kept it is a few milliseconds inside the undo itself.
 
-A kept layer item is only given back for the very Node object it was made for (an undo puts the
-same objects back; a new layer with the same id gets a new card), and the scene brings what can
-have changed meanwhile (name, position, wired inputs, orientation, zoom level) up to date.
+A delete is kept as it came (its Node objects in the design's order, their cards, its edge items):
+nothing per item at delete time, where a 10,000-layer delete is one UI-thread turn. Its undo puts
+back the very same Node objects in the same order, which is one identity comparison per node; any
+other restore looks cards up by node id (and a card is only ever given back for the very Node
+object it was made for).
 """
 
 from __future__ import annotations
 
+from operator import is_
+
 # at most this many kept items, or the last delete's if it had more (a whole 10,000-layer design:
-# 22,000); the oldest go first. Kept items are hidden but still in the scene and its index.
+# 22,000); the oldest deletes go first. Kept items are hidden but still in the scene and its index.
 SHELF_ITEMS = 5_000
 
 
+class Kept:
+    """One delete's items: ``nodes`` (Node objects, as the design listed them), ``cards`` (their
+    items, None where a node had none yet), ``edges`` (edge items); the scene's port orientation
+    and zoom level (ports shown) then."""
+
+    __slots__ = ("nodes", "cards", "edges", "vertical", "detail", "_ids")
+
+    def __init__(self, nodes, cards, edges, vertical: bool, detail: bool):
+        self.nodes, self.cards, self.edges = list(nodes), list(cards), list(edges)
+        self.vertical, self.detail = vertical, detail
+        self._ids: dict | None = None  # node id -> place, made when a restore asks by id
+
+    def __len__(self) -> int:
+        return len(self.cards) - self.cards.count(None) + len(self.edges)
+
+    def items(self) -> list:
+        """Its items, edges first (each holds its two cards)."""
+        return self.edges + [c for c in self.cards if c is not None]
+
+    def place(self, node) -> int | None:
+        if self._ids is None:
+            self._ids = {n.id: k for k, n in enumerate(self.nodes)}
+        k = self._ids.get(node.id)
+        return k if k is not None and self.nodes[k] is node and self.cards[k] is not None else None
+
+
 class ItemShelf:
-    """Items off the canvas, by node id (with the Node they show) and by edge."""
+    """The kept deletes, oldest first."""
 
     def __init__(self, limit: int = SHELF_ITEMS):
         self.limit = limit
-        self._nodes: dict = {}  # node id -> (Node, NodeItem, what it showed: see keep, batch)
-        # id(Edge) -> (EdgeItem, vertical when kept, batch): an undo puts the very Edge objects back,
-        # and id() is a C call where an Edge's hash is Python (three per edge were ~20 % of an undo)
-        self._edges: dict = {}
-        self._batch = 0  # which delete kept an entry: the oldest deletes' entries go first
+        self._kept: list[Kept] = []
 
     def __len__(self) -> int:
-        return len(self._nodes) + len(self._edges)
+        return sum(map(len, self._kept))
 
-    def keep(self, node_items, edge_items, vertical: bool, detail: bool) -> list:
-        """Keep ``node_items`` [(Node, NodeItem)] and ``edge_items`` [EdgeItem] as the scene had them
-        (``vertical``: its port orientation, ``detail``: ports shown). Each card remembers what it
-        showed — (name, position, wired inputs, vertical, detail) — so an undo that finds all of it
-        unchanged puts it back as it is. Returns the items let go to stay under the limit, oldest
-        first, for the scene to take out and release in slices."""
-        nodes, edges, gone = self._nodes, self._edges, []
-        self._batch += 1
-        batch = self._batch
-        for node, item in node_items:
-            old = nodes.pop(node.id, None)  # (a re-kept id goes to the young end)
-            if old is not None and old[1] is not item:
-                gone.append(old[1])  # another card of that id: it can never come back now
-            nodes[node.id] = (node, item, (node.name, node.pos, item.n_connected, vertical, detail), batch)
-        for item in edge_items:
-            key = id(item.edge)  # (the item holds its Edge: the id stays its own while kept)
-            old = edges.pop(key, None)
-            if old is not None and old[0] is not item:
-                gone.append(old[0])
-            edges[key] = (item, vertical, batch)
-        limit = max(self.limit, len(node_items) + len(edge_items))
-        while len(nodes) + len(edges) > limit:
-            oldest_node = next(iter(nodes.values()), None)
-            oldest_edge = next(iter(edges.values()), None)
-            if oldest_edge is not None and (oldest_node is None or oldest_edge[2] <= oldest_node[3]):
-                gone.append(edges.pop(next(iter(edges)))[0])
-            else:
-                gone.append(nodes.pop(next(iter(nodes)))[1])
+    def __bool__(self) -> bool:
+        return bool(self._kept)
+
+    def keep(self, nodes, cards, edges, vertical: bool, detail: bool) -> list:
+        """Keep one delete's items as they are (see Kept). Returns the items of older deletes let
+        go to stay under the limit, for the scene to take out and release in slices."""
+        self._kept.append(Kept(nodes, cards, edges, vertical, detail))
+        gone = []
+        while len(self._kept) > 1 and len(self) > self.limit:
+            gone += self._kept.pop(0).items()
         return gone
 
-    def has_node(self, node) -> bool:
-        entry = self._nodes.get(node.id)
-        return entry is not None and entry[0] is node
+    def claim(self, nodes, edges) -> tuple:
+        """The kept items for a restore of ``nodes`` and ``edges`` (lists): (cards, edge items,
+        flags, left over). cards and edge items run parallel to ``nodes`` and ``edges`` (None:
+        nothing kept for it; an edge item is the one kept for that very Edge object, or None).
+        flags: (vertical, detail) of the scene when they were kept if they all come from one
+        delete restored whole — the undo of that delete, the common case — else None (then every
+        item is to be checked against the scene). left over: that delete's items the restore did
+        not ask for (to release)."""
+        whole = next((k for k in reversed(self._kept)
+                      if len(k.nodes) == len(nodes) and all(map(is_, k.nodes, nodes))), None)
+        if whole is not None:
+            self._kept.remove(whole)
+            by_edge = {id(it.edge): it for it in whole.edges}
+            items = [by_edge.pop(id(e), None) for e in edges]
+            items = [it if it is not None and it.edge is e else None for it, e in zip(items, edges)]
+            return whole.cards, items, (whole.vertical, whole.detail), list(by_edge.values())
+        cards = []
+        for n in nodes:
+            card = None
+            for k in reversed(self._kept):
+                place = k.place(n)
+                if place is not None:
+                    card, k.cards[place] = k.cards[place], None
+                    break
+            cards.append(card)
+        by_edge = {}
+        for k in self._kept:
+            by_edge.update((id(it.edge), (k, it)) for it in k.edges)
+        items = []
+        for e in edges:
+            found = by_edge.get(id(e))
+            if found is not None and found[1].edge is e:
+                found[0].edges.remove(found[1])
+                items.append(found[1])
+            else:
+                items.append(None)
+        self._kept = [k for k in self._kept if len(k.edges) or any(c is not None for c in k.cards)]
+        return cards, items, None, []
 
     def count(self, nodes) -> int:
-        """How many of ``nodes`` have their cards kept here."""
-        return sum(map(self.has_node, nodes))
-
-    def take_node(self, node):
-        """(item, what it showed when kept) made for this very Node object, or None: another
-        object's card is never given back."""
-        entry = self._nodes.pop(node.id, None)
-        if entry is None or entry[0] is not node:
-            if entry is not None:
-                self._nodes[node.id] = entry  # another object of that id: left for its own undo
-            return None
-        return entry[1], entry[2]
-
-    def take_edge(self, edge, src_item, dst_item):
-        """(item, vertical when kept) of this very Edge object if it joins these very layer items,
-        or None (an equal Edge made anew gets a new item)."""
-        entry = self._edges.get(id(edge))
-        if entry is None or entry[0].edge is not edge or entry[0].src_item is not src_item \
-                or entry[0].dst_item is not dst_item:
-            return None
-        del self._edges[id(edge)]
-        return entry[0], entry[1]
+        """How many of ``nodes`` (a list) have their cards kept here (cheap for an undo's)."""
+        if any(len(k.nodes) == len(nodes) and all(map(is_, k.nodes, nodes)) for k in self._kept):
+            return len(nodes)
+        return sum(1 for n in nodes if any(k.place(n) is not None for k in self._kept))
 
     def drop(self) -> list:
         """Forget everything kept (another design opened); returns the items to take out of the
-        scene and release, edges first (each holds its two cards)."""
-        gone = [e[0] for e in self._edges.values()] + [e[1] for e in self._nodes.values()]
-        self._nodes, self._edges = {}, {}
+        scene and release, edges first."""
+        gone = [it for k in self._kept for it in k.edges] + [c for k in self._kept for c in k.cards if c is not None]
+        self._kept = []
         return gone

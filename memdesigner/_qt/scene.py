@@ -314,12 +314,12 @@ class GraphScene(PutBack, QGraphicsScene):
             if len(nodes) == len(self.nodes) and all(n.id in self.nodes for n in nodes) \
                     and len(edges) == len(self.edges):  # everything (select all, delete): no bookkeeping
                 kept_edges = list(self.edges.values())
-                kept_nodes = [(n, self.nodes[n.id]) for n in nodes]
+                cards = list(map(self.nodes.get, [n.id for n in nodes]))
                 self.nodes, self.edges, self._adj = {}, {}, {}
                 self._overview_dirty()
-                self._shelve(kept_nodes, kept_edges)
+                self._shelve(nodes, cards, kept_edges)
                 return
-            kept_nodes, kept_edges, touched = [], [], set()
+            cards, kept_edges, touched = [], [], set()
             for e in edges:
                 item = self.edges.pop(e, None)
                 if item is not None:
@@ -328,27 +328,26 @@ class GraphScene(PutBack, QGraphicsScene):
                     kept_edges.append(item)
                     touched.add(e.dst)
             for n in nodes:
-                item = self.nodes.pop(n.id, None)
+                cards.append(self.nodes.pop(n.id, None))
                 self._adj.pop(n.id, None)
-                if item is not None:
-                    kept_nodes.append((n, item))
             for nid in touched:
                 dst = self.nodes.get(nid)
                 if dst is not None:
                     dst.set_connected_inputs(len(self._adj_in(nid)))
                     self._refresh_edges(nid)
             self._overview_dirty()
-            self._shelve(kept_nodes, kept_edges)
+            self._shelve(nodes, cards, kept_edges)
         finally:
             self.blockSignals(was)
             self.selectionChanged.emit()
 
-    def _shelve(self, kept_nodes, kept_edges):
+    def _shelve(self, nodes, cards, kept_edges):
         """Hidden (in C: a hidden item is deselected too, none comes back selected) and onto the
-        shelf; what the shelf lets go leaves the scene in slices."""
+        shelf as one delete (``cards`` parallel to ``nodes``, None where a node had no item);
+        what the shelf lets go leaves the scene in slices."""
         deque(map(_HIDE, kept_edges), maxlen=0)
-        deque(map(_HIDE, [item for _, item in kept_nodes]), maxlen=0)
-        self.release(self.shelf.keep(kept_nodes, kept_edges, self.vertical, self._detail))
+        deque(map(_HIDE, [c for c in cards if c is not None]), maxlen=0)
+        self.release(self.shelf.keep(nodes, cards, kept_edges, self.vertical, self._detail))
 
     def release(self, items):
         """Items that will never be shown again: out of the scene and freed, in slices."""

@@ -27,6 +27,8 @@ class PutBack:
         """Steps that put the shelf's items for ``nodes`` and ``edges`` back (a generator for the
         scene's sliced build: 10,000 layers are still more than one slice); ``rest`` receives the
         (nodes, edges) that need new items (none, for an undo whose items were all kept)."""
+        cards, items, flags, left = self.shelf.claim(nodes, edges)
+        self.release(left)
         have = self.edges
         live = bool(have)  # (the undo of select all + Delete: no edge is on the canvas, none is hashed)
         wired: dict[str, int] = {}  # each layer's inputs among these edges: its card's port layout
@@ -38,7 +40,7 @@ class PutBack:
         same: set = set()  # ids put back unchanged: an edge between two of them keeps its route
         rest_nodes: list = []
         for k in range(0, len(nodes), CHUNK):
-            self._put_back_nodes(nodes[k:k + CHUNK], wired, same, rest_nodes)
+            self._put_back_nodes(nodes[k:k + CHUNK], cards[k:k + CHUNK], wired, flags, same, rest_nodes)
             yield
         for nid, k in wired.items():  # a layer that stayed and gets inputs back: its ports first
             item = self.nodes.get(nid)
@@ -50,30 +52,34 @@ class PutBack:
                 self._overview_dirty()
         rest_edges: list = []
         for k in range(0, len(edges), CHUNK):
-            self._put_back_edges(edges[k:k + CHUNK], same, live, rest_edges)
+            self._put_back_edges(edges[k:k + CHUNK], items[k:k + CHUNK], same, flags, live, rest_edges)
             yield
         if self._overview:
             self.update()
         rest.extend((rest_nodes, rest_edges))
 
-    def _put_back_nodes(self, nodes, wired: dict, same: set, rest: list):
-        shelf, scene_now, mine, back = self.shelf, (self.vertical, self._detail), self.design.nodes, []
-        for n in nodes:
-            nid = n.id
-            kept = shelf.take_node(n) if nid not in self.nodes and mine.get(nid) is n else None
-            if kept is None or kept[0].type_name != n.type:
-                if kept is not None:  # (its type changed: a new card, this one goes)
-                    self.release([kept[0]])
+    def _put_back_nodes(self, nodes, cards, wired: dict, flags, same: set, rest: list):
+        """A card goes back as it is if it shows its node (name, position, wired inputs) and the
+        scene is as when it was kept (orientation, ports shown); else it is brought up to date."""
+        mine, live, back, unused = self.design.nodes, self.nodes, [], []
+        scene_same = flags == (self.vertical, self._detail)
+        for n, item in zip(nodes, cards):
+            if item is None:
                 rest.append(n)
                 continue
-            item, showed = kept
-            k = wired.get(nid, 0)
-            if showed != (n.name, n.pos, k, *scene_now):
-                self._readd_node_item(item, n, k)
+            nid = n.id
+            if nid in live or mine.get(nid) is not n or item.type_name != n.type:
+                unused.append(item)  # (on the canvas already, gone again, or not a card for it)
+                rest.append(n)
                 continue
-            self._node_item_added(item, n, quiet=True)
-            back.append(item)
-            same.add(nid)
+            k = wired.get(nid, 0)
+            if scene_same and item.n_connected == k and item.name == n.name and (item.x(), item.y()) == n.pos:
+                self._node_item_added(item, n, quiet=True)
+                back.append(item)
+                same.add(nid)
+            else:
+                self._readd_node_item(item, n, k)
+        self.release(unused)
         self._into_scene(back)
         want = self._want_selected  # (asked for while another build was still running)
         if want and any(it.node_id in want for it in back):
@@ -85,20 +91,25 @@ class PutBack:
             self.blockSignals(was)
             self._selection = None
 
-    def _put_back_edges(self, edges, same: set, live: bool, rest: list):
-        """Edges without a kept item (or already on the canvas) go to ``rest``."""
-        shelf, nodes, have, vertical, back = self.shelf, self.nodes, self.edges, self.vertical, []
-        for e in edges:
-            src, dst = nodes.get(e.src), nodes.get(e.dst)
-            kept = shelf.take_edge(e, src, dst) if src is not None and dst is not None \
-                and not (live and e in have) else None
-            if kept is None:
+    def _put_back_edges(self, edges, items, same: set, flags, live: bool, rest: list):
+        """An edge between two cards put back unchanged keeps its route; the others are routed
+        again where their ends moved. Edges without a kept item go to ``rest``."""
+        nodes, have, vertical, back, unused = self.nodes, self.edges, self.vertical, [], []
+        kept_vertical = flags[0] if flags is not None else not vertical  # (unknown: routed again)
+        for e, item in zip(edges, items):
+            if item is None:
                 rest.append(e)
-            elif kept[1] == vertical and e.src in same and e.dst in same:
-                self._edge_item_added(kept[0], quiet=True)
-                back.append(kept[0])
+                continue
+            if item.src_item is not nodes.get(e.src) or item.dst_item is not nodes.get(e.dst) \
+                    or (live and e in have):
+                unused.append(item)
+                rest.append(e)
+            elif kept_vertical == vertical and e.src in same and e.dst in same:
+                self._edge_item_added(item, quiet=True)
+                back.append(item)
             else:
-                self._readd_edge_item(*kept)
+                self._readd_edge_item(item, kept_vertical)
+        self.release(unused)
         self._into_scene(back, hidden=self._overview)
 
     def _into_scene(self, items, hidden: bool = False):

@@ -125,44 +125,43 @@ def test_an_undo_of_another_node_object_with_the_same_id_gets_a_new_card(window,
 
 
 class _Card:
-    def __init__(self, n_connected=0):
-        self.n_connected = n_connected
+    type_name = "Linear"
 
 
 class _Line:
     def __init__(self, edge):
-        self.edge, self.src_item, self.dst_item = edge, None, None
+        self.edge = edge
 
 
-def test_the_shelf_gives_a_card_back_only_for_its_own_node_and_lets_the_oldest_go():
+def test_the_shelf_gives_cards_back_only_for_their_own_nodes_and_lets_the_oldest_delete_go():
     shelf = ItemShelf(limit=3)
     a, a_twin, b = Node("a", "Linear"), Node("a", "Linear"), Node("b", "ReLU")
-    card_a, card_b = _Card(1), _Card()
-    assert shelf.keep([(a, card_a), (b, card_b)], [], vertical=False, detail=True) == []
-    assert shelf.count([a, a_twin, b]) == 2
-    assert shelf.take_node(a_twin) is None  # another object of the same id: never this card
-    assert shelf.take_node(a) == (card_a, ("a", (0.0, 0.0), 1, False, True))
-    assert shelf.take_node(a) is None  # given back once
-    c, d_, e = Node("c", "Linear"), Node("d", "Linear"), Node("e", "Linear")
-    gone = shelf.keep([(c, _Card()), (d_, _Card()), (e, _Card())], [], vertical=False, detail=True)
-    assert gone == [card_b] and len(shelf) == 3  # the oldest delete's let go (for the scene to release)
-    card_c2 = _Card()
-    assert shelf.keep([(Node("c", "Linear"), card_c2)], [], vertical=False, detail=True) != [card_c2]
+    card_a, card_b = _Card(), _Card()
+    e = Edge("a", "b")
+    line = _Line(e)
+    assert shelf.keep([a, b], [card_a, card_b], [line], vertical=True, detail=False) == []
+    assert shelf.count([a, b]) == 2 and shelf.count([a_twin]) == 0
+    # the undo of that delete: the same Node objects in the same order, its edge the same object
+    assert shelf.claim([a, b], [Edge("a", "b")]) == ([card_a, card_b], [None], (True, False), [line])
+    assert len(shelf) == 0  # given back once (the equal Edge made anew gets a new item)
+    shelf.keep([a, b], [card_a, card_b], [line], vertical=False, detail=True)
+    # another restore (a twin of a, then b alone): cards by id, only for their very own Node
+    assert shelf.claim([a_twin, b], [e]) == ([None, card_b], [line], None, [])
+    assert shelf.count([a]) == 1 and len(shelf) == 1
+    c, d_, e_ = Node("c", "Linear"), Node("d", "Linear"), Node("e", "Linear")
+    gone = shelf.keep([c, d_, e_], [_Card(), _Card(), _Card()], [], vertical=False, detail=True)
+    assert gone == [card_a] and len(shelf) == 3  # the oldest delete's let go (for the scene to release)
     assert len(shelf.drop()) == 3 and len(shelf) == 0
 
 
 def test_the_shelf_keeps_the_last_delete_whole_even_past_its_limit():
     shelf = ItemShelf(limit=2)
-    old = Node("old", "Linear")
-    shelf.keep([(old, _Card())], [], vertical=False, detail=True)
-    big = [(Node(f"n{i}", "Linear"), _Card()) for i in range(4)]
+    shelf.keep([Node("old", "Linear")], [_Card()], [], vertical=False, detail=True)
+    big = [Node(f"n{i}", "Linear") for i in range(4)]
     lines = [_Line(Edge(f"n{i}", f"n{i + 1}")) for i in range(3)]
-    gone = shelf.keep(big, lines, vertical=False, detail=True)
+    gone = shelf.keep(big, [_Card() for _ in big], lines, vertical=False, detail=True)
     assert len(gone) == 1 and len(shelf) == 7  # only the older delete's card went
-    assert shelf.count([n for n, _ in big]) == 4
-    equal = Edge("n0", "n1")  # equal, but not the Edge object the delete took out: a new item
-    assert shelf.take_edge(equal, None, None) is None
-    assert shelf.take_edge(lines[0].edge, None, None) == (lines[0], False)
+    assert shelf.count(big) == 4
 
 
 def test_an_export_after_a_delete_frames_what_is_left_not_the_kept_items(window, qtbot):
