@@ -83,9 +83,9 @@ class ItemShelf:
                       if len(k.nodes) == len(nodes) and all(map(is_, k.nodes, nodes))), None)
         if whole is not None:
             self._kept.remove(whole)
+            # by id(): a kept item holds its Edge, so no other live Edge has that id
             by_edge = {id(it.edge): it for it in whole.edges}
             items = [by_edge.pop(id(e), None) for e in edges]
-            items = [it if it is not None and it.edge is e else None for it, e in zip(items, edges)]
             return whole.cards, items, (whole.vertical, whole.detail), list(by_edge.values())
         cards = []
         for n in nodes:
@@ -102,7 +102,7 @@ class ItemShelf:
         items = []
         for e in edges:
             found = by_edge.get(id(e))
-            if found is not None and found[1].edge is e:
+            if found is not None:
                 found[0].edges.remove(found[1])
                 items.append(found[1])
             else:
