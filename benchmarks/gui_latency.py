@@ -1,7 +1,7 @@
 """GUI latency on big generated designs (offscreen Qt): how long the UI thread is busy per action.
 
 For each design size and shape (a long residual chain, a wide DAG of parallel branches) it runs
-the window's own code paths — open, select-all, delete, undo of it, paste, auto-layout, typing in
+the window's own code paths — open, select-all, delete, undo and redo of it, paste, auto-layout, typing in
 Batch, zoom and pan, property edits — and prints, per action, the median and p95 over repeats of
 
 - ``stall_ms``: the longest single UI-thread slice the action caused (its own call, or any event
@@ -363,6 +363,10 @@ def bench_size(app, n_nodes, shape, actions, repeats, profile=None, turns=None, 
         if "delete" in actions:
             record("delete", win.delete_selection)
             record("undo_delete", win.stack.undo)
+            record("redo_delete", win.stack.redo)  # (and back: the next actions need the design)
+            win.stack.undo()
+            h.wait_estimate()
+            h.wait(lambda: not win.scene.jobs.busy)
         if "paste" in actions:
             win.scene.select_nodes(list(d.nodes)[:100])
             win.copy()

@@ -19,7 +19,7 @@ def _scene_rect(scene) -> QRectF:
         scene.finish_pending()  # a big design's items are built in slices: all of them first
     rect = QRectF()
     for it in scene.items():
-        if it.parentItem() is None:
+        if it.parentItem() is None and it.isVisible():  # (a deleted layer's item is kept hidden for its undo)
             rect = rect.united(it.sceneBoundingRect())
     return rect.adjusted(-30, -30, 30, 30) if not rect.isNull() else QRectF(0, 0, 400, 300)
 

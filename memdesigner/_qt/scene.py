@@ -13,7 +13,9 @@ from memdesigner._qt import theme
 from memdesigner._qt.block_view import block_item_texts, block_key
 from memdesigner._qt.commands import AddEdgeCmd, MoveNodesCmd
 from memdesigner._qt.edge_item import EdgeItem, curve
+from memdesigner._qt.item_shelf import ItemShelf
 from memdesigner._qt.node_item import BLOCK_LOD, WIDTH, NodeItem, PortItem
+from memdesigner._qt.scene_put_back import PutBack
 from memdesigner._qt.sliced import SlicedRunner
 from memdesigner.model.design import Design, Edge
 from memdesigner.model.shown_layout import shown_shape
@@ -51,7 +53,7 @@ def shape_text(shape) -> str:
     return "×".join(str(d) for d in shape)
 
 
-class GraphScene(QGraphicsScene):
+class GraphScene(PutBack, QGraphicsScene):
     message = Signal(str)  # a short explanation for the status bar (e.g. a refused connection)
     block_open = Signal(str)  # a Block node was double-clicked
     layout_changed = Signal()  # layers added, removed or moved (the minimap redraws)
@@ -69,6 +71,8 @@ class GraphScene(QGraphicsScene):
         self._press_pos: dict[str, tuple] = {}
         self._batch = 1
         self.jobs = SlicedRunner(self)
+        self.shelf = ItemShelf()  # items of deleted layers, put back by the delete's undo
+        self._made_items = False  # new items built since the last build ended (they need the last result)
         self._scale = 1.0
         self._detail = True  # ports shown (zoomed in enough to use them)
         self._overview = False  # edges drawn as one batch of lines (zoomed far out, big design)
@@ -110,7 +114,8 @@ class GraphScene(QGraphicsScene):
         self._content = None
         for job in ("build", "result", "route", "orientation"):  # queued removals still run
             self.jobs.cancel(job)
-        old = list(self.nodes.values()) + list(self.edges.values())
+        # (the shelf's items are another design's: never asked for again; hidden in the scene)
+        old = list(self.nodes.values()) + list(self.edges.values()) + self.shelf.drop()
         if len(old) <= SYNC_ITEMS and not self.jobs.has("remove"):
             self.clear()
             old = []
@@ -135,18 +140,28 @@ class GraphScene(QGraphicsScene):
 
     def _add_many(self, nodes, edges):
         """Items for many nodes and edges; a big design is built in slices (the window paints and
-        takes input meanwhile). Small ones are done before this returns."""
-        big = len(nodes) + len(edges) > SYNC_ITEMS
+        takes input meanwhile). Small ones are done before this returns, and so are items put back
+        from the shelf (an undo of a delete, _qt/scene_put_back.py): those cost a tenth of a new one."""
+        kept = self.shelf.count(nodes) if self.shelf else 0
+        put_back = 2 * kept >= len(nodes) > 0
+        items = len(nodes) + len(edges)
+        # (a kept layer and its edges: about a tenth of the work of new ones)
+        big = (items - (kept * items // len(nodes)) * 9 // 10 if put_back else items) > SYNC_ITEMS
         if big and not self.building:
             self.building_changed.emit(True)
             self.message.emit(f"Building the canvas: {len(nodes):,} layers…")
-        self.jobs.add("build", self._build_steps(nodes, edges), self._built, now=True)
+        self.jobs.add("build", self._build_steps(nodes, edges, put_back), self._built, now=True)
         if not big:
             self.jobs.finish("build")
 
-    def _build_steps(self, nodes, edges):
+    def _build_steps(self, nodes, edges, put_back: bool = False):
         """Every step is small (a few items), so the runner can stop at its time budget anywhere:
-        the edge count and filtering of a 12,000-edge design were one 50 ms step."""
+        the edge count and filtering of a 12,000-edge design were one 50 ms step. put_back: most
+        items are on the shelf; they go back first, then what is missing is built."""
+        if put_back:
+            rest: list = []
+            yield from self.put_back_steps(list(nodes), list(edges), rest)
+            nodes, edges = rest
         wired: dict[str, int] = {}  # each layer's new inputs, known before its item: one port layout
         have = self.edges
         for k, e in enumerate(edges):
@@ -164,9 +179,12 @@ class GraphScene(QGraphicsScene):
                     self.items(_PROBE)
                 yield
         for nid, k in wired.items():  # a kept layer that gets inputs (undo, paste): its ports first,
-            item = self.nodes.get(nid)  # so each edge's curve is drawn once, to its port
+            item = self.nodes.get(nid)  # so each new edge's curve is drawn once, to its port
             if nid not in new and item is not None:
+                counts = item._counts
                 item.set_connected_inputs(len(self._adj_in(nid)) + k)
+                if item._counts != counts:  # its ports moved: the edges it already had follow
+                    self._refresh_edges(nid)
                 self._overview_dirty()  # (its card grew)
                 yield
         for i, e in enumerate(edges):
@@ -190,8 +208,9 @@ class GraphScene(QGraphicsScene):
             self._want_selected = set()
             self.selectionChanged.emit()
         self.update()
-        if self._result is not None:  # the estimate that arrived while items were still missing
-            self.apply_result(*self._result)
+        made, self._made_items = self._made_items, False
+        if self._result is not None and made:  # the estimate that arrived while items were still missing
+            self.apply_result(*self._result)  # (items put back from the shelf show what they showed)
 
     @property
     def building(self) -> bool:
@@ -202,16 +221,21 @@ class GraphScene(QGraphicsScene):
         self.jobs.finish()
 
     def _add_node_item(self, node, n_connected: int = 0):
+        self._made_items = True
         item = NodeItem(node, n_connected)
         item._labeler = self
         if self.vertical:
             item.set_vertical(True)
         if not self._detail:
             item.show_ports(False)
+        self.addItem(item)
+        return self._node_item_added(item, node)
+
+    def _node_item_added(self, item: NodeItem, node, quiet: bool = False):
+        """quiet: one of many put back at once (selected and repainted by the caller)."""
         self.nodes[node.id] = item
         self._adj[node.id] = set()
-        self.addItem(item)
-        if node.id in self._want_selected:
+        if node.id in self._want_selected and not quiet:
             was = self.signalsBlocked()
             self.blockSignals(True)  # one selection change when the build is done
             item.setSelected(True)
@@ -223,7 +247,7 @@ class GraphScene(QGraphicsScene):
                 path = self._blocks[0][item.family] = _rects_path()
             pos = node.pos
             path.addRect(pos[0], pos[1], WIDTH, item.height)
-        if self._overview:
+        if self._overview and not quiet:
             self.update()
         return item
 
@@ -233,21 +257,27 @@ class GraphScene(QGraphicsScene):
             return
         if refresh:
             dst.set_connected_inputs(len(self._adj_in(e.dst)) + 1)
+        self._made_items = True
         item = EdgeItem(e, src, dst)
         item._labeler = self
         if self._overview:
             item.setVisible(False)
+        self.addItem(item)
+        self._edge_item_added(item)
+        if refresh:
+            self._refresh_edges(e.dst)
+
+    def _edge_item_added(self, item: EdgeItem, quiet: bool = False):
+        """quiet: one of many put back at once (the caller repaints)."""
+        e = item.edge
         self.edges[e] = item
         self._adj[e.src].add(item)
         self._adj[e.dst].add(item)
-        self.addItem(item)
         if self._lines is not None:  # the overview's lines grow by one
             self._lines.moveTo(*item._a)
             self._lines.lineTo(*item._b)
-        if self._overview:
+        if self._overview and not quiet:
             self.update()
-        if refresh:
-            self._refresh_edges(e.dst)
 
     def _adj_in(self, nid):
         return [it for it in self._adj.get(nid, ()) if it.edge.dst == nid]
@@ -274,51 +304,55 @@ class GraphScene(QGraphicsScene):
     def _remove_many(self, nodes, edges):
         """One pass for a bulk delete, with selection signals held back: removing selected items
         one by one announced a selection change (and rebuilt the inspector) per item. A big one
-        hides its items at once (3 µs each) and takes them out of the scene index in slices
-        (40 µs each: 0.9 s for a 10,000-layer design)."""
+        hides its items at once (0.3 µs each) and keeps them, hidden in the scene, on the shelf
+        for its undo (_qt/item_shelf.py): taking them out of the scene index cost 3-40 µs each
+        (0.9 s for a 10,000-layer design), putting them back in as much again."""
         was = self.signalsBlocked()
         self.blockSignals(True)
         self._selection = None
         try:
             if len(nodes) == len(self.nodes) and all(n.id in self.nodes for n in nodes) \
                     and len(edges) == len(self.edges):  # everything (select all, delete): no bookkeeping
-                gone = list(self.edges.values()) + list(self.nodes.values())
+                kept_edges = list(self.edges.values())
+                cards = list(map(self.nodes.get, [n.id for n in nodes]))
                 self.nodes, self.edges, self._adj = {}, {}, {}
                 self._overview_dirty()
-                self._hide_and_remove(gone)
+                self._shelve(nodes, cards, kept_edges)
                 return
-            gone, touched = [], set()
+            cards, kept_edges, touched = [], [], set()
             for e in edges:
                 item = self.edges.pop(e, None)
                 if item is not None:
                     for nid in (e.src, e.dst):
                         self._adj.get(nid, set()).discard(item)
-                    gone.append(item)
+                    kept_edges.append(item)
                     touched.add(e.dst)
             for n in nodes:
-                item = self.nodes.pop(n.id, None)
+                cards.append(self.nodes.pop(n.id, None))
                 self._adj.pop(n.id, None)
-                if item is not None:
-                    gone.append(item)
             for nid in touched:
                 dst = self.nodes.get(nid)
                 if dst is not None:
                     dst.set_connected_inputs(len(self._adj_in(nid)))
                     self._refresh_edges(nid)
             self._overview_dirty()
-            self._hide_and_remove(gone)
+            self._shelve(nodes, cards, kept_edges)
         finally:
             self.blockSignals(was)
             self.selectionChanged.emit()
 
-    def _hide_and_remove(self, gone):
-        if len(gone) <= SYNC_ITEMS:
-            for item in gone:
-                self.removeItem(item)
-        else:
-            for item in gone:
-                item.setVisible(False)  # (a hidden item is deselected too)
-            self.jobs.add("remove", self._remove_steps(gone), now=False)
+    def _shelve(self, nodes, cards, kept_edges):
+        """Hidden (in C: a hidden item is deselected too, none comes back selected) and onto the
+        shelf as one delete (``cards`` parallel to ``nodes``, None where a node had no item);
+        what the shelf lets go leaves the scene in slices."""
+        deque(map(_HIDE, kept_edges), maxlen=0)
+        deque(map(_HIDE, [c for c in cards if c is not None]), maxlen=0)
+        self.release(self.shelf.keep(nodes, cards, kept_edges, self.vertical, self._detail))
+
+    def release(self, items):
+        """Items that will never be shown again: out of the scene and freed, in slices."""
+        if items:
+            self.jobs.add("remove", self._remove_steps(list(items)), now=False)
 
     def _remove_steps(self, items):
         """Each item is let go right after it leaves the scene, so its C++ side is deleted inside
