@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from memdesigner.importers import _torch_loss
+from memdesigner.importers._torch_held import drop_unbound, held_element
 from memdesigner.importers._torch_param_order import param_order
 from memdesigner.model import registry
 from memdesigner.model.blocks import fold_repeats
@@ -115,6 +116,7 @@ class _State:
     gm: Any = None
     generic_fx: dict = field(default_factory=dict)  # fx node -> [fx input node of each design input]
     call_tensors: dict = field(default_factory=dict)  # id(tensor) -> (Generic node id, index) its call owns
+    held: dict = field(default_factory=dict)  # nid -> tuple index: a module output only a Python name holds
 
 
 def _sanitize(name: str) -> str:
@@ -168,6 +170,7 @@ def from_module(module, input_shape, input_dtype: str = "float", name: str | Non
     _build(st, gm, input_shape, input_dtype, vocab)
     _trace_generics(st, gm, input_shape, input_dtype, max(vocab, 1))
     _python_locals(st, gm)
+    drop_unbound(st)
     _layout(st)
     _check_params(st)
     design.import_warnings = st.warnings
@@ -876,6 +879,23 @@ def _assigned_names(code: str) -> list:
     return names
 
 
+def _unpacked_names(code: str) -> list:
+    """``a, _ = self.attn(...)``: the name each element of a module call's tuple is bound to
+    (None where the target is no plain name); empty for any other statement."""
+    import ast
+
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return []
+    if len(tree.body) != 1 or not isinstance(tree.body[0], ast.Assign) or len(tree.body[0].targets) != 1:
+        return []
+    target, value = tree.body[0].targets[0], tree.body[0].value
+    if not isinstance(target, (ast.Tuple, ast.List)) or not _is_module_call(value):
+        return []
+    return [e.id if isinstance(e, ast.Name) else None for e in target.elts]
+
+
 def _is_module_call(value) -> bool:
     """``self.child(...)``: one call of a submodule, nothing chained after it (a chain such as
     ``self.qkv(x).unbind(0)`` binds views made by its last op instead)."""
@@ -925,6 +945,13 @@ def _python_locals(st: _State, gm) -> None:
         v = st.vals.get(fxn)
         nid = v.nid if isinstance(v, Val) else None
         chain = _forward_frames(fxn)
+        if nid in st.held:  # bound by its tuple position below, not the statement's last op
+            if chain:
+                key = chain[-1][:2]
+                runs = frames.get(key)
+                if runs and runs[-1][0] == chain[-1][2]:
+                    runs[-1][6][st.held[nid]] = nid
+            continue
         leaf = str(fxn.target) if fxn.op == "call_module" else None
         for k, (owner, file, line, code) in enumerate(chain):
             key = (owner, file)
@@ -946,15 +973,19 @@ def _python_locals(st: _State, gm) -> None:
                     last[5].append(nid)
                 last[4] = child
             else:
-                runs.append([line, code, nid, sig, child, [nid] if nid else []])
+                runs.append([line, code, nid, sig, child, [nid] if nid else [], {}])
             if nid:
                 frame_end[key] = nid
     for key, runs in frames.items():
         end = frame_end.get(key)
         bound: dict = {}  # name -> design node holding its value
-        for _line, code, last, _sig, _child, nids in runs:
+        for _line, code, last, _sig, _child, nids, held in runs:
             names = _assigned_names(code)
             values = [last] * len(names)
+            if held:  # a, _ = self.attn(x, x, x): the later names hold their own elements
+                elts = _unpacked_names(code)
+                extra = [(elts[i], h) for i, h in held.items() if i < len(elts) and elts[i]]
+                names, values = names + [n for n, _ in extra], values + [h for _, h in extra]
             per_item = _unpacked_per_item(code)
             if per_item and nids and len(nids) % len(per_item) == 0:
                 # q, k, v = (f(t) for t in (q, k, v)): each name gets the last op of its own item
@@ -1556,7 +1587,13 @@ def _map_transformer_encoder(st, fxn, mod, path, x):
 def _map_getitem(st, fxn, x, idx):
     if isinstance(x, Multi):
         if isinstance(idx, int) and -len(x.items) <= idx < len(x.items):
-            return x.items[idx]
+            item = x.items[idx]
+            if isinstance(item, Other) and fxn.args[0].op == "call_module":  # a, _ = self.attn(x, x, x)
+                first = x.items[0] if isinstance(x.items[0], Val) else None
+                held = held_element(st, fxn, first, idx % len(x.items), _tmeta(fxn), META_BATCH, _single)
+                if held is not None:
+                    x.items[idx] = item = held
+            return item
         return Other()
     if isinstance(x, (Other, ParamVal)) or x is None:
         return Other()
