@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from memdesigner.importers import _torch_loss
+from memdesigner.importers._torch_finfo import finfo_of_traced_dtypes
 from memdesigner.importers._torch_held import drop_unbound, held_element
 from memdesigner.importers._torch_param_order import param_order
 from memdesigner.model import registry
@@ -463,7 +464,7 @@ def _trace(torch, module, example=None):
         tracer = _tracer(torch)
         tracer.record_stack_traces = True
         tracer.proxy_buffer_attributes = True  # self.mask[:t, :t] with a traced t
-        with _custom_functions_as_calls(torch), _factories_on_traced_sizes(torch):
+        with _custom_functions_as_calls(torch), _factories_on_traced_sizes(torch), finfo_of_traced_dtypes(torch):
             graph = tracer.trace(module)
         return torch.fx.GraphModule(tracer.root, graph, type(module).__name__)
     except Exception as fx_err:  # noqa: BLE001 - data-dependent control flow and friends
