@@ -25,9 +25,11 @@ from pathlib import Path
 from typing import Any
 
 from memdesigner.importers import _torch_loss
+from memdesigner.importers._torch_coin_flips import coin_flips_run_everything
 from memdesigner.importers._torch_finfo import finfo_of_traced_dtypes
 from memdesigner.importers._torch_held import drop_unbound, held_element
 from memdesigner.importers._torch_param_order import param_order
+from memdesigner.importers._torch_root_call import one_input_forward
 from memdesigner.model import registry
 from memdesigner.model.blocks import fold_repeats
 from memdesigner.model.design import Design
@@ -138,6 +140,7 @@ def from_module(module, input_shape, input_dtype: str = "float", name: str | Non
     import torch
 
     input_shape = tuple(int(d) for d in input_shape)
+    _all_on_meta(torch, module)
     spec = getattr(module, "truth_input", None)
     vocab = 0
     if spec is not None and spec[0] == "tokens":
@@ -291,6 +294,16 @@ def build_module(fn, meta: bool = True):
         module, shape = built
         return module, (tuple(shape) if isinstance(shape, (tuple, list)) else shape)
     return built, None
+
+
+def _all_on_meta(torch, module) -> None:
+    """A module built on the meta device with a tensor some constructor put on the CPU anyway
+    (``nn.Parameter(torch.Tensor(n).uniform_())``: the legacy constructor ignores the device
+    context; Wav2Vec2's masked_spec_embed) goes wholly to meta: a CPU tensor among meta ones fails
+    every op that mixes them ("weight is on meta, different from other tensors on cpu")."""
+    tensors = list(module.parameters()) + list(module.buffers())
+    if any(t.device.type == "meta" for t in tensors) and any(t.device.type != "meta" for t in tensors):
+        module.to("meta")
 
 
 def load_factory_module(target: str, meta: bool = True):
@@ -464,7 +477,8 @@ def _trace(torch, module, example=None):
         tracer = _tracer(torch)
         tracer.record_stack_traces = True
         tracer.proxy_buffer_attributes = True  # self.mask[:t, :t] with a traced t
-        with _custom_functions_as_calls(torch), _factories_on_traced_sizes(torch), finfo_of_traced_dtypes(torch):
+        with _custom_functions_as_calls(torch), _factories_on_traced_sizes(torch), finfo_of_traced_dtypes(torch), \
+                one_input_forward(module), coin_flips_run_everything(torch):
             graph = tracer.trace(module)
         return torch.fx.GraphModule(tracer.root, graph, type(module).__name__)
     except Exception as fx_err:  # noqa: BLE001 - data-dependent control flow and friends
