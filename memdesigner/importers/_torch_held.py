@@ -6,7 +6,7 @@ rebound or ``forward`` returns, though nothing reads it. The MultiHeadAttention 
 weights only while it runs, so such an element becomes a node of its own beside the call's first
 output (an edge from it, for the order and the picture: it reads nothing): a new tensor of the
 traced shape that saves nothing and gets no gradient, whose lifetime the Python binding sets
-(torch_fx._python_locals). One no name binds is dropped again (drop_unbound)."""
+(_torch_locals._python_locals). One no name binds is dropped again (drop_unbound)."""
 
 from __future__ import annotations
 
