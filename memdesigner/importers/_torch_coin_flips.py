@@ -13,13 +13,19 @@ NEAR_ONE = 1.0 - 2.0 ** -24
 
 
 class CoinFlip(float):
-    """The draw: a Python number (comparisons give plain bools), readable as a 0-dim tensor is."""
+    """The draw: a Python number (comparisons give plain bools), readable as a 0-dim tensor is
+    (``.item()``, ``.to(device)``)."""
 
     def item(self):
         return float(self)
 
     def tolist(self):
         return float(self)
+
+    def to(self, *args, **kwargs):
+        return self
+
+    cpu = cuda = to
 
 
 @contextlib.contextmanager
