@@ -68,6 +68,7 @@ def graph_only(design):
     """The design without what an ONNX file cannot say: in-place ops and Python variables."""
     import copy
 
+    from memdesigner.importers._torch_held import is_held
     from memdesigner.model.blocks import expand
 
     d = copy.deepcopy(expand(design))  # folded repeats: their layers too
@@ -75,6 +76,8 @@ def graph_only(design):
         node.keep_until = ""
         if node.props.get("inplace"):
             d.set_prop(nid, "inplace", False)
+    for nid in [nid for nid, n in d.nodes.items() if is_held(n)]:  # a tuple element only a name held
+        d.remove_node(nid)
     return d
 
 

@@ -26,11 +26,14 @@ def _make(code):
 def _flat(design):
     """The design's graph without the source module's Python-frame annotations (expanded first:
     a folded block's layers keep theirs inside the definition)."""
+    from memdesigner.importers._torch_held import is_held
     from memdesigner.model.blocks import expand
 
     d = expand(design).copy()
     for n in d.nodes.values():
         n.scope = n.keep_until = ""
+    for nid in [nid for nid, n in d.nodes.items() if is_held(n)]:  # a tensor only a Python name held
+        d.remove_node(nid)
     return d
 
 
@@ -39,8 +42,8 @@ def _round_trip(design):
     m, shape = _make(code)()
     d2 = from_module(m, shape, name=design.name)
     # The graph round-trips exactly. Where the original module's own Python frames kept
-    # tensors alive (module calls, local variables: Node.scope / keep_until), the flat exported
-    # code has frames of its own, so compare the graphs without those annotations.
+    # tensors alive (module calls, local variables: Node.scope / keep_until, an output only a name
+    # holds), the flat exported code has frames of its own, so compare the graphs without those.
     flat1, flat2 = _flat(design), _flat(d2)
     for kw in SETTINGS:
         a = memdesigner.estimate(flat1, backend="cpu", **kw)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from operator import attrgetter
 
 from memdesigner.model.analysis import Analysis, graph_as_recorded
-from memdesigner.model.design import Design
+from memdesigner.model.design import GC_HELD, Design
 
 
 class Structure:
@@ -84,6 +84,8 @@ class Structure:
                     continue
                 if k > 1 and any(refs[b + j] for j in range(1, k)):
                     continue
+                if node.keep_until and node.keep_until != GC_HELD:
+                    continue  # a Python local nothing reads (``a, _ = attn(x, x, x)``): its name frees it
             sinks.add(n)
         self.has_loss_node = has_loss
         # inference of a fused group (TransformerEncoderLayer): every op but its last

@@ -3,7 +3,7 @@ aten._transformer_encoder_layer_fwd) exported as that module again, not as its e
 written op by op, the exported network would run the layers one by one in inference and use
 other memory than the design says.
 
-The importer (torch_fx._map_transformer_encoder) lays a layer out as
+The importer (_torch_map_modules._map_transformer_encoder) lays a layer out as
     norm_first:     LayerNorm, MHA, Dropout, Add, LayerNorm, Linear, act, Dropout, Linear, Dropout, Add
     norm_first off: MHA, Dropout, Add, LayerNorm, Linear, act, Dropout, Linear, Dropout, Add, LayerNorm
 and a group that is not exactly that (an edited design) is exported layer by layer.

@@ -152,6 +152,7 @@ def _insert_dels(fwd, marks, ins, var, keep, extra_reads=None):
 
 
 from memdesigner.exporters import _fused_encoder, _generic_call, _llm_export  # noqa: E402
+from memdesigner.importers._torch_held import is_held  # noqa: E402
 
 
 def _generic_call_code(nid, node, p, a, refs, ranks, model_input, tensor_attr, warnings):
@@ -414,7 +415,13 @@ def to_python(design: Design, class_name: str | None = None, layers: dict | None
             init.append(f"self.{a} = nn.MultiheadAttention({xs.shape[-1]}, {L('num_heads')}, dropout={L('dropout')}, "
                         f"bias={L('bias')}, batch_first=True)")
             v = new_var(nid)
-            fwd.append(f"{v}, _ = self.{a}({x}, {x}, {x}, need_weights={L('need_weights')})")
+            call = f"self.{a}({x}, {x}, {x}, need_weights={L('need_weights')})"
+            held = next((e.dst for e in design.edges if e.src == nid and is_held(nodes[e.dst])), None)
+            if held is None:  # the weights die with the call, as the design has it
+                fwd.append(f"{v} = {call}[0]")
+            else:  # an imported ``a, _ = self.attn(...)``: a name holds them to the end
+                w = var[(held, 0)] = _ident(attr[held], var_used, {"self", "torch", "nn", "F"})
+                fwd.append(f"{v}, {w} = {call}")
             continue
         elif t == "Flatten":
             line = f"torch.flatten({x}, {L('start_dim')})"
@@ -495,6 +502,8 @@ def to_python(design: Design, class_name: str | None = None, layers: dict | None
                 line = f"F.cross_entropy({x}, torch.zeros({x}.shape[0], dtype=torch.long, device={x}.device))"
             else:
                 line = f"F.mse_loss({x}, torch.zeros_like({x}))"
+        elif t == "Generic" and (nid, 0) in var and is_held(node):
+            continue  # bound where its call is written
         elif t == "Generic":
             n_init, names_before = len(init), dict(tensor_names)
             done = _generic_call_code(nid, node, p, a, [ref(nid, k) for k in range(len(ins[nid]))],
@@ -546,7 +555,8 @@ def to_python(design: Design, class_name: str | None = None, layers: dict | None
             sparam = target[len(src) + 1:]
             if src in attr and sparam and all(part.isidentifier() for part in (pname + "." + sparam).split(".")):
                 init.append(f"self.{attr[nid]}.{pname} = self.{attr[src]}.{sparam}")
-    sinks = [var[(nid, 0)] for nid in order if consumers[nid] == 0 and nodes[nid].type != "Input"]
+    sinks = [var[(nid, 0)] for nid in order if consumers[nid] == 0 and nodes[nid].type != "Input"
+             and not is_held(nodes[nid])]
     fwd = _insert_dels(fwd, marks, ins, var, set(sinks), extra_reads)
     ret = sinks[0] if len(sinks) == 1 else "(" + ", ".join(sinks) + ("," if len(sinks) == 1 else "") + ")"
     if not sinks:

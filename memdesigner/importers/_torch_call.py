@@ -188,7 +188,7 @@ class CallEncoder:
             out["dmap"] = list(v.dmap)
         tm = a.meta.get("tensor_meta")
         real = tuple(int(d) for d in tm.shape) if tm is not None and hasattr(tm, "shape") else None
-        from memdesigner.importers.torch_fx import META_BATCH
+        from memdesigner.importers._torch_values import META_BATCH
 
         if real is None:
             raise _NoCall(f"{v.nid}: no traced shape")
@@ -201,7 +201,7 @@ class CallEncoder:
         return out
 
     def _tensor(self, a):
-        from memdesigner.importers.torch_fx import _get_attr
+        from memdesigner.importers._torch_nodes import _get_attr
 
         t = _get_attr(self.st.gm, a.target)
         if not isinstance(t, self.torch.Tensor):

@@ -55,8 +55,8 @@ def loss_kind(name: str, opts: dict, x, target) -> str | None:
 
 
 def map_loss(st, fxn, name: str, x, target, opts: dict, single):
-    """The Loss node for this call (single: torch_fx._single), or None to import it as Generic."""
-    from memdesigner.importers.torch_fx import Val
+    """The Loss node for this call (single: _torch_nodes._single), or None to import it as Generic."""
+    from memdesigner.importers._torch_values import Val
 
     if not (isinstance(x, Val) and isinstance(target, Val)):
         return None
