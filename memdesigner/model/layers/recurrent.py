@@ -78,14 +78,31 @@ def onednn_lstm_workspace(t: int, b: int, i: int, h: int) -> int:
     return sum(_rup(p, 4096) for p in parts)
 
 
-def _keras_rnn_mem(gates: int, per_step: int):
+def _moments(stages: list) -> list:
+    """bwd_stages in which every stage is one moment: an empty stage after each frees its temps
+    before the next stage allocates (the engine frees a stage's temps after the next one's)."""
+    out = []
+    for st in stages:
+        out += [st, ([], [], [])]
+    return out
+
+
+def _keras_rnn_mem(gates: int):
     """Keras 3's LSTM / GRU on the torch backend's CPU path (``_fallback_lstm`` / ``_fallback_gru``):
     one matmul of the whole (time-major copy of the) input with the kernel, a separate bias add
-    (x_proj, T x B x gates*H, alive until backward), then a Python loop over the steps whose
-    gate activations autograd keeps (``per_step`` x B x H each step), and a torch.stack of the
-    step outputs. A reverse direction (Bidirectional) first flips its input (a copy). In backward
-    every step's ``x_proj[t]`` gradient is a full-size select_backward: the running sum, the new
-    one and the sum's result (3 x T x B x gates*H) meet."""
+    (x_proj, T x B x gates*H, a local alive to the end of the call, kept by no one), then a
+    Python loop over the steps and a torch.stack of the step outputs. A reverse direction
+    (Bidirectional) first flips its input (a copy) and runs after the forward one.
+
+    Training (measured with the truth harness, Keras 3.15.1): every step keeps gates*H + 7*H
+    values per sample (LSTM: z = x_proj[t] + h @ U, held through the sigmoids' ``_keras_logits``,
+    three sigmoids, two tanh, the new c and h; GRU reset_after=True: h_proj, two sigmoids, tanh,
+    1 - z, three adds), the last step's h (and c) kept by no later step. Backward walks each
+    direction's steps back, the reverse direction first: every step's ``x_proj[t]`` gradient is
+    a full-size select_backward, so from the second step back the running sum, the new one and
+    their sum (3 x T x B x gates*H) meet beside the recurrent kernel's gradient (and a GRU's
+    (2, 3H) bias gradient), the last two steps gone; the kernel's (and an LSTM's bias) gradient
+    lands after the walk, from x_proj's matmul."""
     def rule(m):
         b, t, i = m.in_shapes[0]
         h = m.props["hidden_size"]
@@ -105,21 +122,50 @@ def _keras_rnn_mem(gates: int, per_step: int):
             if d == 2:
                 temps.append(T(t * b * h if rs else b * h, dt, "forward direction's output"))
             return OpMem(outputs=[out, h_n], out_dtypes=[dt, dt], temps=temps, grad_in=["new"], late_outputs=(0, 1))
+        bh = b * h
+        if gates == 3 and m.props["rnn_bias"] == "single":
+            return _keras_gru_cell_loop_mem(m, b, t, i, h, d, rs, dt, out, h_n, states)
+        last = 2 if gates == 4 else 1  # the last step's h and c (LSTM) or h (GRU)
+        kept = (gates + 7) * t - last
+        tail = min(2 * (gates + 7), kept)
         saved = [states]
-        temps = []
-        for direction in range(d):
-            if direction:
-                temps.append(T(t * b * i, dt, "input flipped for go_backwards"))
-            saved += [T(t * b * i, dt, f"direction {direction}: time-major copy of the input"),
-                      T(t * b * g, dt, f"direction {direction}: x_proj"),
-                      T(per_step * t * b * h, dt, f"direction {direction}: every step's gate activations")]
-            if not rs:
-                temps.append(T(t * b * h, dt, "stacked step outputs (only the last is returned)"))
-        if bias:
-            temps.append(T(t * b * g, dt, "matmul output before the bias add"))
-        bwd = [T(3 * t * b * g, dt, "x_proj gradient: select_backward's full-size gradients and their sum")]
+        # the op's moment is the end of the last direction's call: its x_proj, its last h and c (kept
+        # by no step; without return_sequences the h's are the output) and its stacked outputs
+        # (bidirectional: beside the forward direction's, their concatenation is made after them)
+        temps = [T(t * b * g, dt, "x_proj of the running direction (a local to the end of its call)"),
+                 T((last if rs else last - 1) * bh, dt, "the last step's h and c, kept by no step")]
+        if rs and d == 2:
+            temps.append(T(t * b * h * d, dt, "the directions' stacked outputs (concatenated into the output)"))
+        elif not rs:
+            temps.append(T(t * b * h, dt, "stacked step outputs (only the last is returned)"))
+        if d == 2:
+            temps.append(T(t * b * i, dt, "input flipped for go_backwards"))
+        ix = {}
+        for k in range(d):
+            saved += [T(t * b * i, dt, f"direction {k}: time-major copy of the input"),
+                      T((kept - tail) * bh, dt, f"direction {k}: every step's gate values"),
+                      T(tail * bh, dt, f"direction {k}: the last two steps' gate values")]
+            ix[k] = (len(saved) - 3, len(saved) - 2, len(saved) - 1)
+        tpd = _tensors_per_direction(m.props)
+        stages = []
+        for k in reversed(range(d)):
+            x_tm, main, last2 = ix[k]
+            # Bidirectional flips the reverse direction's sequence output back into time order: its
+            # incoming gradient is flipped too (a copy), alive through that direction's walk
+            held = [T(t * b * h, dt, "the reverse output's gradient, flipped")] if k and rs else []
+            p0 = k * tpd  # weight_ih (kernel), weight_hh (recurrent kernel), biases
+            walk_params = [p0 + 1] + ([p0 + 2, p0 + 3] if bias and tpd == 4 else [])
+            late_params = [p0] + ([p0 + 2] if bias and tpd == 3 else [])
+            step_temps = (2 if gates == 4 else gates + 1) * bh  # LSTM: two B*H; GRU: a (B, 3H) cat and one
+            stages.append((list(held), [], [last2]))  # the first two steps back free their values
+            stages.append((held + [T(3 * t * b * g, dt, f"direction {k}: x_proj gradient: select_backward's "
+                                                        "full-size gradients and their sum"),
+                                   T(step_temps, dt, f"direction {k}: a step's gate gradients")], walk_params, []))
+            stages.append((held + [T(t * b * g, dt, f"direction {k}: x_proj gradient")], [], [main]))
+            stages.append(([T(t * b * g, dt, f"direction {k}: x_proj gradient")], late_params,
+                           [x_tm] + ([0] if k == 0 else [])))
         return OpMem(outputs=[out, h_n], out_dtypes=[dt, dt], saved=saved, temps=temps, grad_in=["new"],
-                     bwd_temps=bwd, late_outputs=(1,))
+                     bwd_stages=_moments(stages), late_outputs=(0, 1) if rs and d == 2 else (1,))
     return rule
 
 
@@ -132,10 +178,37 @@ def _inter_layer_dropout(m) -> bool:
     return bool(m.training and m.props.get("dropout", 0.0) and m.props["num_layers"] > 1 and m.backend != "cuda")
 
 
-# per step, as measured alive when backward starts: LSTM sigmoid x3, tanh x2, the new h (the new c
-# mostly not: 9 of 20 steps' were left); GRU its h_proj (3H, kept by r * h_h), z, r and 1 - z
-_keras_lstm_mem = _keras_rnn_mem(4, 6)
-_keras_gru_mem = _keras_rnn_mem(3, 6)
+def _keras_gru_cell_loop_mem(m, b, t, i, h, d, rs, dt, out, h_n, states):
+    """Keras 3's GRU(reset_after=False) in training: no fused fallback, Keras's generic ``rnn`` loop
+    runs GRUCell.call once per step and once more before the loop (measured, Keras 3.15.1): each
+    call projects its input slice itself (freed with the call) and keeps about 8 x B x H values
+    (two sigmoids, tanh, 1 - z, r * h and the adds), no time-major copy. Backward walks the steps
+    back accumulating the shared weights' gradients as it goes: the recurrent kernel's
+    slice_backward, the running sum and the new one (three (H, 3H)) beside the kernel's and the
+    bias's running sums, the last step and a half gone."""
+    bh = b * h
+    kept = 8 * t + 3
+    tail = min(11, kept)
+    saved = [states, In(0)]  # each step's projection keeps its input slice (a view of the input)
+    for k in range(d):
+        saved += [T((kept - tail) * bh, dt, f"direction {k}: every step's gate values"),
+                  T(tail * bh, dt, f"direction {k}: the last steps' gate values")]
+    temps = [] if rs else [T(t * b * h, dt, "stacked step outputs (only the last is returned)")]
+    if d == 2:
+        temps.append(T(t * b * i, dt, "input flipped for go_backwards"))
+    tpd = _tensors_per_direction(m.props)
+    stages = []
+    for k in reversed(range(d)):
+        stages.append(([], [], [3 + 2 * k]))
+        stages.append(([T(2 * h * 3 * h, dt, f"direction {k}: recurrent kernel gradient contribution and sum"),
+                        T(4 * bh, dt, f"direction {k}: a step's gate gradients")],
+                       list(range(k * tpd, (k + 1) * tpd)), [2 + 2 * k] + ([0, 1] if k == 0 else [])))
+    return OpMem(outputs=[out, h_n], out_dtypes=[dt, dt], saved=saved, temps=temps, grad_in=["new"],
+                 bwd_stages=_moments(stages), late_outputs=(1,))
+
+
+_keras_lstm_mem = _keras_rnn_mem(4)
+_keras_gru_mem = _keras_rnn_mem(3)
 
 
 def _lstm_mem(m):
@@ -263,15 +336,6 @@ def _gru_step_kept(t: int) -> int:
     two clones, the new gate and the new hidden state (hidden - new_gate, then mul_/add_ in
     place); the last step's hidden state is kept by no later step."""
     return 7 * t - 1
-
-
-def _moments(stages: list) -> list:
-    """bwd_stages in which every stage is one moment: an empty stage after each frees its temps
-    before the next stage allocates (the engine frees a stage's temps after the next one's)."""
-    out = []
-    for st in stages:
-        out += [st, ([], [], [])]
-    return out
 
 
 def _gru_train_mem(m, b, t, i0, h, d, L, dt):
