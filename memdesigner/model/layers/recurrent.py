@@ -311,7 +311,8 @@ def _gru_inference_moments(b, t, i0, h, d, L, bias) -> int:
     forward direction's projection, list and stack live while the reverse projection is made
     (then the forward projection is freed); the layer ends with both lists, both stacks, the
     reverse projection and their cat (the layer's output). The previous layer's output is the
-    next layer's input while it runs. The zero initial state h0 lives throughout."""
+    next layer's input while it runs, every earlier layer's final hidden states wait for the
+    h_n stack. The zero initial state h0 lives throughout."""
     p, s_ = t * b * 3 * h, t * b * h
     worst = 0
     for layer in range(L):
@@ -323,10 +324,13 @@ def _gru_inference_moments(b, t, i0, h, d, L, bias) -> int:
             proj = p
         out_l = t * b * d * h
         if d == 1:
-            moments = [proj, p + s_ + out_l]  # the stack of the list is the layer's output
+            # the last step (its hidden gates' addmm, new gate and new h beside the list), then the
+            # stack of the list, the layer's output (the step is higher only below 4 steps)
+            moments = [proj, p + s_ + 4 * b * h, p + s_ + out_l]
         else:
             moments = [proj, p + 2 * s_ + proj, p + 4 * s_ + out_l]
-        worst = max(worst, prev + max(moments))
+        # every earlier layer's final hidden states wait for the h_n stack at the end (measured)
+        worst = max(worst, prev + layer * d * b * h + max(moments))
     return worst + L * d * b * h  # h0: zeros(num_layers * directions, B, H), alive all along
 
 
