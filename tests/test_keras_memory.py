@@ -80,6 +80,17 @@ CASES = [
      _seq((20, 16), _l("LSTM", "r", units=32)), "inference", 201_224),
     ("Keras GRU on CPU: x_proj and its bias add meet",
      _seq((20, 16), _l("GRU", "r", units=32)), "inference", 153_352),
+    # training: x_proj is kept by no one (a local); each step keeps gates*H + 7*H values; the walk back
+    # meets three full-size x_proj gradients beside the recurrent kernel's gradient only
+    ("Keras LSTM training: per-step values, x_proj not kept, the kernel gradient after the walk",
+     _seq((20, 16), _l("LSTM", "r", units=32, return_sequences=True)), "train", 553_488),
+    ("Keras GRU training: per-step h_proj and gate values, the (2, 3H) bias gradient in the walk",
+     _seq((20, 16), _l("GRU", "r", units=32, return_sequences=True)), "train", 466_448),
+    ("Keras Bidirectional LSTM training: the reverse output's flipped gradient during its walk",
+     _seq((20, 16), {"class_name": "Bidirectional", "config": {"name": "bi", "layer": {
+         "class_name": "LSTM", "config": {"name": "r", "units": 16, "return_sequences": True}}}}), "train", 440_856),
+    ("Keras GRU(reset_after=False) training: the generic cell loop, no x_proj",
+     _seq((20, 16), _l("GRU", "r", units=24, return_sequences=True, reset_after=False)), "train", 198_992),
 ]
 
 
@@ -110,7 +121,7 @@ def test_eight_models_within_measured(key):
     d = load_keras_json(FIX / f"{name}.json")
     est = memdesigner.estimate(d, mode=mode, batch=8, optimizer=opt, backend="cpu").peak_bytes
     truth = MEASURED[key]["peak_overall"]
-    assert abs(est - truth) <= 0.021 * truth, (est, truth)
+    assert abs(est - truth) <= 0.013 * truth, (est, truth)
 
 
 def test_merge_layer_inputs_wait_for_the_garbage_collector():

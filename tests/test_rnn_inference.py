@@ -40,3 +40,30 @@ def test_recurrent_inference_matches_the_measurement(key):
         module, shape = hm.MODELS[name]()
     est = memdesigner.estimate(from_module(module, shape), mode="inference", batch=batch, backend="cpu")
     assert est.peak_bytes == rec["peak_overall"] == MEASURED[key]
+
+
+class Gru(torch.nn.Module):
+    def __init__(self, i, h, layers, bi):
+        super().__init__()
+        self.rnn = torch.nn.GRU(i, h, layers, bidirectional=bi, batch_first=True)
+
+    def forward(self, x):
+        return self.rnn(x)[0]
+
+
+# (I, H, layers, bidirectional, T, B) -> peak measured without grad (truth harness, torch 2.14.1 CPU)
+GRU_MEASURED = {
+    (32, 32, 2, True, 10, 64): 1_158_144,  # every earlier layer's final h waits for the h_n stack (was -1.41 %)
+    (32, 64, 2, False, 20, 8): 447_488,  # the same, one direction (was -0.46 %)
+    (16, 64, 1, False, 1, 8): 81_920,  # one step: its hidden gates, new gate and h beside the projection (was -7.5 %)
+}
+
+
+@pytest.mark.parametrize("case", sorted(GRU_MEASURED), ids=str)
+def test_gru_inference_moments_as_measured(case):
+    i, h, layers, bi, t, b = case
+    with torch.device("meta"):
+        module = Gru(i, h, layers, bi)
+    module.eval()
+    est = memdesigner.estimate(from_module(module, (t, i)), mode="inference", batch=b, backend="cpu")
+    assert est.peak_bytes == GRU_MEASURED[case]

@@ -192,7 +192,9 @@ def _map_mha(st, fxn, mod, path, own):
                                                   "bias": mod.in_proj_bias is not None,
                                                   "kernel": "math" if need else "fused",
                                                   "need_weights": need, "batch_first": bool(mod.batch_first),
-                                                  "float_mask": bool(am_meta and am_meta[1].is_floating_point)},
+                                                  "float_mask": bool(am_meta and am_meta[1].is_floating_point),
+                                                  "bool_mask": bool(am_meta and am_meta[1] == st.torch.bool
+                                                                    and len(am_meta[0]) == 2)},
                   [q] + ([kpm] if kpm else []), q.dmap)
     return Multi([out, Other()])
 

@@ -156,6 +156,11 @@ def _mha_mem(m):
     kpm = len(m.in_shapes) > 1
     fmask = [T(b * n, dt, "key_padding_mask as float (_canonical_mask)")] if kpm else []
     merged = T(b * h * n, dt, "key_padding_mask merged into attn_mask (B * heads, 1, S)") if kpm else None
+    # a bool (L, L) attn_mask: MultiheadAttention.forward's _canonical_mask makes a float copy of it
+    # (zeros_like in the query's dtype, masked_fill_ -inf), a local alive to the end of the call;
+    # the fast path takes it (merge_masks: an expanded view), the op-by-op path adds it to the scores
+    bmask = T(n * n, dt, "bool attn_mask as float (_canonical_mask)") if m.props.get("bool_mask", False) else None
+    fmask += [bmask] if bmask else []
     fm = sum(t.nbytes for t in fmask)
     if not m.records and not m.training:
         # the fast path takes the float (B, S) mask itself; a float attn_mask turns it off
@@ -205,6 +210,10 @@ def _mha_mem(m):
     elif kpm:  # SDPA keeps its attn_mask with q, k, v
         saved.append(merged)
         ix["qkv"].append(len(saved) - 1)
+    elif bmask and not math:  # measured: SDPA keeps the float copy (a view) until its backward
+        fwd_only -= bmask.nbytes
+        saved.append(bmask)
+        ix["qkv"].append(len(saved) - 1)
     final = sum(t.nbytes for t in saved if isinstance(t, T)) + out.nbytes
     # the head-averaged weights are made last, beside everything kept; the other moments are earlier
     peak = max(max(moments), final + fwd_only + sum(t.nbytes for t in avg))
@@ -241,6 +250,8 @@ MultiHeadAttention = register(LayerType(
                 "the eval fast path then does not run"),
            Prop("float_mask", "bool", False, doc="a floating-point attn_mask is passed: the eval fast path "
                 "does not run"),
+           Prop("bool_mask", "bool", False, doc="a boolean (tokens, tokens) attn_mask is passed: PyTorch makes a "
+                "float copy of it"),
            Prop("head_dim", "int", 0, min=0, doc="width of each head's q / k / v (Keras key_dim); 0: embed_dim / heads"),
            IMPL),
     min_inputs=1, max_inputs=2, input_names=("query", "key_padding_mask"),

@@ -78,14 +78,31 @@ def onednn_lstm_workspace(t: int, b: int, i: int, h: int) -> int:
     return sum(_rup(p, 4096) for p in parts)
 
 
-def _keras_rnn_mem(gates: int, per_step: int):
+def _moments(stages: list) -> list:
+    """bwd_stages in which every stage is one moment: an empty stage after each frees its temps
+    before the next stage allocates (the engine frees a stage's temps after the next one's)."""
+    out = []
+    for st in stages:
+        out += [st, ([], [], [])]
+    return out
+
+
+def _keras_rnn_mem(gates: int):
     """Keras 3's LSTM / GRU on the torch backend's CPU path (``_fallback_lstm`` / ``_fallback_gru``):
     one matmul of the whole (time-major copy of the) input with the kernel, a separate bias add
-    (x_proj, T x B x gates*H, alive until backward), then a Python loop over the steps whose
-    gate activations autograd keeps (``per_step`` x B x H each step), and a torch.stack of the
-    step outputs. A reverse direction (Bidirectional) first flips its input (a copy). In backward
-    every step's ``x_proj[t]`` gradient is a full-size select_backward: the running sum, the new
-    one and the sum's result (3 x T x B x gates*H) meet."""
+    (x_proj, T x B x gates*H, a local alive to the end of the call, kept by no one), then a
+    Python loop over the steps and a torch.stack of the step outputs. A reverse direction
+    (Bidirectional) first flips its input (a copy) and runs after the forward one.
+
+    Training (measured with the truth harness, Keras 3.15.1): every step keeps gates*H + 7*H
+    values per sample (LSTM: z = x_proj[t] + h @ U, held through the sigmoids' ``_keras_logits``,
+    three sigmoids, two tanh, the new c and h; GRU reset_after=True: h_proj, two sigmoids, tanh,
+    1 - z, three adds), the last step's h (and c) kept by no later step. Backward walks each
+    direction's steps back, the reverse direction first: every step's ``x_proj[t]`` gradient is
+    a full-size select_backward, so from the second step back the running sum, the new one and
+    their sum (3 x T x B x gates*H) meet beside the recurrent kernel's gradient (and a GRU's
+    (2, 3H) bias gradient), the last two steps gone; the kernel's (and an LSTM's bias) gradient
+    lands after the walk, from x_proj's matmul."""
     def rule(m):
         b, t, i = m.in_shapes[0]
         h = m.props["hidden_size"]
@@ -105,21 +122,50 @@ def _keras_rnn_mem(gates: int, per_step: int):
             if d == 2:
                 temps.append(T(t * b * h if rs else b * h, dt, "forward direction's output"))
             return OpMem(outputs=[out, h_n], out_dtypes=[dt, dt], temps=temps, grad_in=["new"], late_outputs=(0, 1))
+        bh = b * h
+        if gates == 3 and m.props["rnn_bias"] == "single":
+            return _keras_gru_cell_loop_mem(m, b, t, i, h, d, rs, dt, out, h_n, states)
+        last = 2 if gates == 4 else 1  # the last step's h and c (LSTM) or h (GRU)
+        kept = (gates + 7) * t - last
+        tail = min(2 * (gates + 7), kept)
         saved = [states]
-        temps = []
-        for direction in range(d):
-            if direction:
-                temps.append(T(t * b * i, dt, "input flipped for go_backwards"))
-            saved += [T(t * b * i, dt, f"direction {direction}: time-major copy of the input"),
-                      T(t * b * g, dt, f"direction {direction}: x_proj"),
-                      T(per_step * t * b * h, dt, f"direction {direction}: every step's gate activations")]
-            if not rs:
-                temps.append(T(t * b * h, dt, "stacked step outputs (only the last is returned)"))
-        if bias:
-            temps.append(T(t * b * g, dt, "matmul output before the bias add"))
-        bwd = [T(3 * t * b * g, dt, "x_proj gradient: select_backward's full-size gradients and their sum")]
+        # the op's moment is the end of the last direction's call: its x_proj, its last h and c (kept
+        # by no step; without return_sequences the h's are the output) and its stacked outputs
+        # (bidirectional: beside the forward direction's, their concatenation is made after them)
+        temps = [T(t * b * g, dt, "x_proj of the running direction (a local to the end of its call)"),
+                 T((last if rs else last - 1) * bh, dt, "the last step's h and c, kept by no step")]
+        if rs and d == 2:
+            temps.append(T(t * b * h * d, dt, "the directions' stacked outputs (concatenated into the output)"))
+        elif not rs:
+            temps.append(T(t * b * h, dt, "stacked step outputs (only the last is returned)"))
+        if d == 2:
+            temps.append(T(t * b * i, dt, "input flipped for go_backwards"))
+        ix = {}
+        for k in range(d):
+            saved += [T(t * b * i, dt, f"direction {k}: time-major copy of the input"),
+                      T((kept - tail) * bh, dt, f"direction {k}: every step's gate values"),
+                      T(tail * bh, dt, f"direction {k}: the last two steps' gate values")]
+            ix[k] = (len(saved) - 3, len(saved) - 2, len(saved) - 1)
+        tpd = _tensors_per_direction(m.props)
+        stages = []
+        for k in reversed(range(d)):
+            x_tm, main, last2 = ix[k]
+            # Bidirectional flips the reverse direction's sequence output back into time order: its
+            # incoming gradient is flipped too (a copy), alive through that direction's walk
+            held = [T(t * b * h, dt, "the reverse output's gradient, flipped")] if k and rs else []
+            p0 = k * tpd  # weight_ih (kernel), weight_hh (recurrent kernel), biases
+            walk_params = [p0 + 1] + ([p0 + 2, p0 + 3] if bias and tpd == 4 else [])
+            late_params = [p0] + ([p0 + 2] if bias and tpd == 3 else [])
+            step_temps = (2 if gates == 4 else gates + 1) * bh  # LSTM: two B*H; GRU: a (B, 3H) cat and one
+            stages.append((list(held), [], [last2]))  # the first two steps back free their values
+            stages.append((held + [T(3 * t * b * g, dt, f"direction {k}: x_proj gradient: select_backward's "
+                                                        "full-size gradients and their sum"),
+                                   T(step_temps, dt, f"direction {k}: a step's gate gradients")], walk_params, []))
+            stages.append((held + [T(t * b * g, dt, f"direction {k}: x_proj gradient")], [], [main]))
+            stages.append(([T(t * b * g, dt, f"direction {k}: x_proj gradient")], late_params,
+                           [x_tm] + ([0] if k == 0 else [])))
         return OpMem(outputs=[out, h_n], out_dtypes=[dt, dt], saved=saved, temps=temps, grad_in=["new"],
-                     bwd_temps=bwd, late_outputs=(1,))
+                     bwd_stages=_moments(stages), late_outputs=(0, 1) if rs and d == 2 else (1,))
     return rule
 
 
@@ -132,10 +178,37 @@ def _inter_layer_dropout(m) -> bool:
     return bool(m.training and m.props.get("dropout", 0.0) and m.props["num_layers"] > 1 and m.backend != "cuda")
 
 
-# per step, as measured alive when backward starts: LSTM sigmoid x3, tanh x2, the new h (the new c
-# mostly not: 9 of 20 steps' were left); GRU its h_proj (3H, kept by r * h_h), z, r and 1 - z
-_keras_lstm_mem = _keras_rnn_mem(4, 6)
-_keras_gru_mem = _keras_rnn_mem(3, 6)
+def _keras_gru_cell_loop_mem(m, b, t, i, h, d, rs, dt, out, h_n, states):
+    """Keras 3's GRU(reset_after=False) in training: no fused fallback, Keras's generic ``rnn`` loop
+    runs GRUCell.call once per step and once more before the loop (measured, Keras 3.15.1): each
+    call projects its input slice itself (freed with the call) and keeps about 8 x B x H values
+    (two sigmoids, tanh, 1 - z, r * h and the adds), no time-major copy. Backward walks the steps
+    back accumulating the shared weights' gradients as it goes: the recurrent kernel's
+    slice_backward, the running sum and the new one (three (H, 3H)) beside the kernel's and the
+    bias's running sums, the last step and a half gone."""
+    bh = b * h
+    kept = 8 * t + 3
+    tail = min(11, kept)
+    saved = [states, In(0)]  # each step's projection keeps its input slice (a view of the input)
+    for k in range(d):
+        saved += [T((kept - tail) * bh, dt, f"direction {k}: every step's gate values"),
+                  T(tail * bh, dt, f"direction {k}: the last steps' gate values")]
+    temps = [] if rs else [T(t * b * h, dt, "stacked step outputs (only the last is returned)")]
+    if d == 2:
+        temps.append(T(t * b * i, dt, "input flipped for go_backwards"))
+    tpd = _tensors_per_direction(m.props)
+    stages = []
+    for k in reversed(range(d)):
+        stages.append(([], [], [3 + 2 * k]))
+        stages.append(([T(2 * h * 3 * h, dt, f"direction {k}: recurrent kernel gradient contribution and sum"),
+                        T(4 * bh, dt, f"direction {k}: a step's gate gradients")],
+                       list(range(k * tpd, (k + 1) * tpd)), [2 + 2 * k] + ([0, 1] if k == 0 else [])))
+    return OpMem(outputs=[out, h_n], out_dtypes=[dt, dt], saved=saved, temps=temps, grad_in=["new"],
+                 bwd_stages=_moments(stages), late_outputs=(1,))
+
+
+_keras_lstm_mem = _keras_rnn_mem(4)
+_keras_gru_mem = _keras_rnn_mem(3)
 
 
 def _lstm_mem(m):
@@ -238,7 +311,8 @@ def _gru_inference_moments(b, t, i0, h, d, L, bias) -> int:
     forward direction's projection, list and stack live while the reverse projection is made
     (then the forward projection is freed); the layer ends with both lists, both stacks, the
     reverse projection and their cat (the layer's output). The previous layer's output is the
-    next layer's input while it runs. The zero initial state h0 lives throughout."""
+    next layer's input while it runs, every earlier layer's final hidden states wait for the
+    h_n stack. The zero initial state h0 lives throughout."""
     p, s_ = t * b * 3 * h, t * b * h
     worst = 0
     for layer in range(L):
@@ -250,18 +324,116 @@ def _gru_inference_moments(b, t, i0, h, d, L, bias) -> int:
             proj = p
         out_l = t * b * d * h
         if d == 1:
-            moments = [proj, p + s_ + out_l]  # the stack of the list is the layer's output
+            # the last step (its hidden gates' addmm, new gate and new h beside the list), then the
+            # stack of the list, the layer's output (the step is higher only below 4 steps)
+            moments = [proj, p + s_ + 4 * b * h, p + s_ + out_l]
         else:
             moments = [proj, p + 2 * s_ + proj, p + 4 * s_ + out_l]
-        worst = max(worst, prev + max(moments))
+        # every earlier layer's final hidden states wait for the h_n stack at the end (measured)
+        worst = max(worst, prev + layer * d * b * h + max(moments))
     return worst + L * d * b * h  # h0: zeros(num_layers * directions, B, H), alive all along
 
 
+def _gru_step_kept(t: int) -> int:
+    """B*H-sized values one direction of a CPU GRU layer keeps for backward (aten RNN.cpp
+    GRUCell, measured): per step the hidden gates' addmm (3, the gates computed in place on it),
+    two clones, the new gate and the new hidden state (hidden - new_gate, then mul_/add_ in
+    place); the last step's hidden state is kept by no later step."""
+    return 7 * t - 1
+
+
+def _gru_train_mem(m, b, t, i0, h, d, L, dt):
+    """Training on the CPU, as measured with the truth harness (tests/test_gru_layer_stack.py).
+
+    Forward: one layer at a time (RNN.cpp ``apply_layer_stack``); the last layer's moment is the
+    highest (every earlier layer's kept tensors live): its input projection (T*B*3H;
+    bidirectional, the reverse one: the forward one is freed before the reverse steps), every
+    layer's and direction's last hidden state (kept by no step: they wait for the h_n stack)
+    and, bidirectional, both directions' stacked outputs beside their cat (the op's output).
+
+    Backward: autograd runs the nodes made last first, so the layers go last to first and, in a
+    bidirectional layer, the reverse direction walks all its steps back (and lands its parameter
+    gradients) before the forward one starts. A walk frees each step's tensors as it goes: the
+    first step back makes its weight_hh gradient (3H, H) and gate gradients; from the second on
+    each step's weight_hh gradient is added to the running sum (three (3H, H) at once) beside the
+    step's gate gradients, the last two steps gone. A layer's incoming gradient (the next
+    layer's input gradient, or the dropout's product) lives through its whole walk."""
+    bh = b * h
+    tpd = _tensors_per_direction(m.props)
+    drop = _inter_layer_dropout(m)
+    kept = _gru_step_kept(t)
+    tail = min(14, kept)  # two steps back: their values and the hidden states they read
+    hb = 3 * h if m.props["bias"] else 0  # a step's bias gradient (bias_hh's sum over the batch)
+    # a batch-first input is a non-contiguous time-major view: each direction's linear_ih copies it
+    # (kept for the weight gradient; later layers read the previous layer's contiguous output). At
+    # B or T of 1 the view is contiguous and there is no copy: modelled alike so the step stays
+    # affine in the batch (engine/batch_curve.py), one input high there
+    saved = [T(t * b * i0, dt, f"time-major copy of the input ({'reverse' if k else 'forward'} linear_ih)")
+             for k in range(d)]
+    saved.append(T(L * d * bh, dt, "h0 (zeros): the first step's hidden state"))
+    h0 = d
+    temps = [T(t * b * 3 * h, dt, "the running layer's input projection"),
+             T(L * d * bh, dt, "every direction's last hidden state (waiting for the h_n stack)")]
+    if d == 2:
+        temps.append(T(2 * t * bh, dt, "the two directions' stacked outputs beside their cat"))
+    steps, out_ix, noise_ix = {}, {}, {}
+    for layer in range(L):
+        for k in range(d):
+            name = f"layer {layer}{' reverse' if k else ''}"
+            saved += [T((kept - tail) * bh, dt, f"{name} per-step gate tensors"),
+                      T(tail * bh, dt, f"{name}: the last two steps' gate tensors")]
+            steps[layer, k] = (len(saved) - 2, len(saved) - 1)
+        if layer < L - 1:
+            # the next layer's projections keep their input: this output, or with dropout the
+            # dropped output (the stacked output then dies) and the dropout's noise
+            saved.append(T(t * b * d * h, dt, f"layer {layer} {'dropped ' if drop else ''}output"))
+            out_ix[layer] = len(saved) - 1
+            if drop:
+                saved.append(T(t * b * d * h, dt, f"layer {layer} dropout noise"))
+                noise_ix[layer] = len(saved) - 1
+    saved.append(In(0))
+    stages = []
+    carry = []  # the layer's incoming gradient
+    for layer in reversed(range(L)):
+        width = i0 if layer == 0 else d * h
+        if layer in noise_ix:  # the dropout's backward: grad * noise, then the noise goes
+            g = T(t * b * d * h, dt, f"layer {layer} output gradient (dropout)")
+            stages.append((carry + [g], [], [noise_ix[layer]]))
+            carry = [g]
+        made = []  # the input gradients this layer's directions made so far
+        for n, k in enumerate(reversed(range(d))):
+            main, last2 = steps[layer, k]
+            name = f"layer {layer}{' reverse' if k else ''}"
+            held = carry + made
+            stages.append((held + [T(3 * h * h + 2 * bh + hb, dt, f"{name} first step back: weight_hh and "
+                                                                   "gate gradients")], [], [last2]))
+            if t > 1:
+                stages.append((held + [T(3 * 3 * h * h, dt, f"{name} running weight_hh gradient sums"),
+                                       T(7 * bh + hb, dt, f"{name} a step's gate gradients")], [], []))
+            stages[-1][2].append(main)
+            # the walk done, the projection's backward: this direction's parameter gradients
+            # (AccumulateGrad keeps them) and, above the first layer, its input gradient
+            if layer > 0:
+                made.append(T(t * b * width, dt, f"{name} input gradient"))
+            release = [k] + ([h0] if n == d - 1 else []) if layer == 0 else []
+            stages.append((carry + made, list(range((layer * d + k) * tpd, (layer * d + k + 1) * tpd)), release))
+        if layer - 1 in out_ix:  # the previous layer's output was this layer's input
+            stages[-1][2].append(out_ix[layer - 1])
+        carry = made[-1:]  # summed in place into the first: one tensor
+    rs = m.props["return_sequences"]
+    out = T(b * t * d * h if rs else b * d * h, dt, "output")
+    h_n = T(L * d * bh, dt, "h_n (stacked final hidden states)")
+    bwd = [] if rs else [T(t * b * d * h, dt, "select_backward: full-size gradient of the sequence")]
+    return OpMem(outputs=[out, h_n], out_dtypes=[dt, dt], saved=saved, temps=temps, grad_in=["new"], bwd_temps=bwd,
+                 bwd_stages=_moments(stages), late_outputs=(1,))
+
+
 def _gru_mem(m):
-    """GRU has no oneDNN path on CPU: per layer and direction an input projection (T*B*3H, alive
-    while the layer runs), then each time step keeps about 7*B*H values (the gates' addmm, two
-    clones, an add and a sub) until backward walks back over it; the stacked output is new.
-    A layer's output feeds the next layer's projection, which keeps it for its weight gradient."""
+    """GRU has no oneDNN path on CPU: aten (RNN.cpp) runs one layer at a time, each direction an
+    input projection of the whole sequence (T*B*3H, alive while the layer runs) and then a
+    GRUCell per step that keeps about 7*B*H values until backward walks back over it; the stacked
+    output is new. A layer's output feeds the next layer's projection, which keeps it for its
+    weight gradient. Training: ``_gru_train_mem``; without grad: ``_gru_inference_moments``."""
     if keras(m):
         return _keras_gru_mem(m)
     b, t, i0 = m.in_shapes[0]
@@ -269,65 +441,15 @@ def _gru_mem(m):
     d = 2 if m.props["bidirectional"] else 1
     L = m.props["num_layers"]
     dt = m.amp or m.float_in
-    per_layer = d * _tensors_per_direction(m.props)
-    saved, temps, stages = [], [], []
-    layer_saved = []
-    drop = _inter_layer_dropout(m)
-    noise_idx = {}  # layer -> saved index of the noise of the dropout after it
-    # one layer runs at a time (RNN.cpp apply_layer_stack): only the running layer's input
-    # projections (T*B*3H per direction) and, bidirectional, the forward direction's stacked
-    # outputs waiting for the reverse one are transient; an earlier layer's are gone. The last
-    # layer's moment is the highest (every earlier layer's kept tensors live)
-    temps.append(T(t * b * 3 * h * d, dt, "the running layer's input projections"))
-    if d == 2:
-        temps.append(T(t * b * h, dt, "the running layer's forward-direction output"))
-    for layer in range(L):
-        steps = T(7 * t * b * h * d, dt, f"layer {layer} per-step gate tensors")
-        own = []
-        if m.records:
-            saved.append(steps)
-            own.append(len(saved) - 1)
-            if layer < L - 1:
-                # the next layer's projection keeps its input: this output, or with dropout the
-                # dropped output (the stacked output then dies) and the dropout's noise
-                saved.append(T(t * b * d * h, dt, f"layer {layer} {'dropped ' if drop else ''}output"))
-                own.append(len(saved) - 1)
-                if drop:
-                    saved.append(T(t * b * d * h, dt, f"layer {layer} dropout noise"))
-                    noise_idx[layer] = len(saved) - 1
-        else:
-            # without grad each step's hidden state waits in a list until it is stacked
-            temps.append(T(t * b * h * d, dt, f"layer {layer} step outputs"))
-            if layer < L - 1:
-                temps.append(T(t * b * d * h, dt, f"layer {layer} output"))
-        layer_saved.append(own)
+    if m.records:
+        return amp_casts(m, _gru_train_mem(m, b, t, i0, h, d, L, dt))
     rs = m.props["return_sequences"]
     out = T(b * t * d * h if rs else b * d * h, dt, "output")
     h_n = T(L * d * b * h, dt, "h_n (stacked final hidden states)")
-    if not m.records:
-        moments = _gru_inference_moments(b, t, i0, h, d, L, m.props["bias"])
-        return amp_casts(m, OpMem(outputs=[out, h_n], out_dtypes=[dt, dt],
-                                  temps=[T(moments, dt, "input projections, step lists, stacked directions")],
-                                  grad_in=["new"], late_outputs=(0, 1)))
-    if m.records:
-        saved.append(In(0))
-        for layer in reversed(range(L)):
-            width = i0 if layer == 0 else d * h
-            if layer in noise_idx:  # the dropout's backward: grad * noise, then the noise goes
-                stages.append(([T(t * b * d * h, dt, f"layer {layer} output gradient (dropout)")], [],
-                               [noise_idx[layer]]))
-            # backward walks the steps back, freeing each step's gate tensors as it goes; each step
-            # makes a weight_hh gradient (mm) and adds it to the running sum (measured: about three
-            # (3H, H) tensors at once). The parameter gradients land when the walk is done (the
-            # weight_ih one from the projection's backward), after the steps' tensors are gone
-            own = layer_saved[layer]
-            stages.append(([T(3 * 3 * h * h, dt, f"layer {layer} running weight_hh gradient sums")], [], own[:1]))
-            temps_ = [T(t * b * width, dt, f"layer {layer} input gradient")] if layer > 0 else []
-            stages.append((temps_, list(range(layer * per_layer, (layer + 1) * per_layer)), own[1:]))
-    bwd = [] if rs else [T(t * b * d * h, dt, "select_backward: full-size gradient of the sequence")]
-    mem = OpMem(outputs=[out, h_n], out_dtypes=[dt, dt], saved=saved, temps=temps, grad_in=["new"], bwd_temps=bwd,
-                bwd_stages=stages, late_outputs=(1,))
-    return amp_casts(m, mem)
+    moments = _gru_inference_moments(b, t, i0, h, d, L, m.props["bias"])
+    return amp_casts(m, OpMem(outputs=[out, h_n], out_dtypes=[dt, dt],
+                              temps=[T(moments, dt, "input projections, step lists, stacked directions")],
+                              grad_in=["new"], late_outputs=(0, 1)))
 
 
 def _rnn_onnx(ctx):
@@ -371,7 +493,7 @@ GRU = register(LayerType(
     name="GRU", family="recurrent", doc="Gated recurrent unit, batch first.",
     search_words=("gru", "rnn", "sequence"),
     props=_RNN_PROPS, shape=_rnn_shape, params=_rnn_params(3), flops=_rnn_flops(3), memory=_gru_mem,
-    n_outputs=2, input_names=(), torch_ops=("GRU",), onnx_ops=("GRU",), from_onnx=_rnn_onnx, keeps_for_backward="every time step's gate tensors (~7 x batch x hidden per step)",
+    n_outputs=2, input_names=(), torch_ops=("GRU",), onnx_ops=("GRU",), from_onnx=_rnn_onnx, keeps_for_backward="every time step's gate tensors (7 x batch x hidden per step), the input's time-major copy",
 ))
 
 
@@ -393,22 +515,28 @@ def _cell_params(c):
 
 
 def _gru_cell_mem(m):
-    """One GRU step on the CPU (measured): two gate projections (B*3H each, the gates computed in
-    place on them) and four B*H intermediates are kept for backward; the new hidden state is
-    new. Called in a loop, each call keeps its own."""
+    """One GRU step on the CPU (aten RNN.cpp GRUCell, measured with the truth harness): the two
+    gate projections (B*3H each); the hidden one is kept for backward with the gates computed in
+    place on it, beside two clones and the new gate (B*H each); the input one dies with the op.
+    The new hidden state is new. Without a hidden state the cell makes a zero one, kept by the
+    hidden projection's backward. Called in a loop, each call keeps its own. Without grad: both
+    projections and the new gate beside the output."""
     b = m.in_shapes[0][0]
     h = m.props["hidden_size"]
     dt = m.amp or m.float_in
-    gates = T(2 * b * 3 * h, dt, "gate projections")
-    inter = T(4 * b * h, dt, "gate intermediates")
     out = T(b * h, dt, "new hidden state")
     n_in = len(m.in_shapes)
     if m.records:
-        return amp_casts(m, OpMem(outputs=[out], out_dtypes=[dt], saved=[gates, inter] + [In(i) for i in range(n_in)],
-                                  grad_in=["new"] * n_in, bwd_temps=[T(2 * b * 3 * h, dt, "gate gradients")]),
-                         n_inputs=n_in)
-    return amp_casts(m, OpMem(outputs=[out], out_dtypes=[dt], temps=[gates], grad_in=["new"] * n_in),
-                     n_inputs=n_in)
+        saved = [T(b * 3 * h, dt, "hidden gate projection (the gates computed in place on it)"),
+                 T(3 * b * h, dt, "two clones and the new gate")]
+        saved += [In(i) for i in range(n_in)] if n_in > 1 else [In(0), T(b * h, dt, "zero hidden state")]
+        return amp_casts(m, OpMem(outputs=[out], out_dtypes=[dt], saved=saved,
+                                  temps=[T(b * 3 * h, dt, "input gate projection")], grad_in=["new"] * n_in,
+                                  bwd_temps=[T(2 * b * 3 * h, dt, "gate gradients")]), n_inputs=n_in)
+    temps = [T(2 * b * 3 * h, dt, "gate projections"), T(b * h, dt, "new gate")]
+    if n_in == 1:
+        temps.append(T(b * h, dt, "zero hidden state"))
+    return amp_casts(m, OpMem(outputs=[out], out_dtypes=[dt], temps=temps, grad_in=["new"] * n_in), n_inputs=n_in)
 
 
 GRUCell = register(LayerType(
@@ -416,7 +544,7 @@ GRUCell = register(LayerType(
     props=(Prop("hidden_size", "int", 128, min=1), Prop("bias", "bool", True)),
     min_inputs=1, max_inputs=2, input_names=("input", "hidden"), shape=_cell_shape, params=_cell_params,
     flops=lambda c, o: 2 * 3 * c["hidden_size"] * (c.inputs[0].shape[0] + c["hidden_size"]), memory=_gru_cell_mem,
-    torch_ops=("GRUCell",), keeps_for_backward="the step's gate projections and intermediates (~10 x hidden)",
+    torch_ops=("GRUCell",), keeps_for_backward="the step's hidden gate projection, two clones and the new gate (~6 x hidden)",
     to_torch=lambda e: TorchExport(f"self.{e.attr}({', '.join(e.inputs)})", init=[
         f"self.{e.attr} = nn.GRUCell({e.in_shapes[0][0]}, {e.lit('hidden_size')}, bias={e.lit('bias')})"]),
 ))
