@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from memdesigner.importers import _torch_loss
+from memdesigner.importers._torch_frozen import mark_frozen
 from memdesigner.importers._torch_param_order import param_order
 from memdesigner.model import registry
 from memdesigner.model.blocks import fold_repeats
@@ -166,6 +167,7 @@ def from_module(module, input_shape, input_dtype: str = "float", name: str | Non
     design = Design(name=name or type(module).__name__)
     st = _State(design, torch, module, gm=gm)
     _build(st, gm, input_shape, input_dtype, vocab)
+    mark_frozen(design, module, gm, st.param_owner, st.warnings)  # requires_grad=False parameters
     _trace_generics(st, gm, input_shape, input_dtype, max(vocab, 1))
     _python_locals(st, gm)
     _layout(st)
