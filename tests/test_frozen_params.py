@@ -133,3 +133,32 @@ def test_grouping_ungrouping_and_copying_keep_frozen_layers():
     assert _peak(d) == _peak(flat)
     block_edit.ungroup(d, inst)
     assert _peak(d) == _peak(flat) < _peak(_mlp())
+
+
+class Positions(nn.Module):
+    """A frozen position table called on a position-ids buffer (DistilBERT's embeddings): the
+    module is fed by a buffer, so it imports as a Generic node; its frozen weight still weighs."""
+
+    def __init__(self, freeze):
+        super().__init__()
+        self.tok = nn.Embedding(100, 64)
+        self.pos = nn.Embedding(512, 64)
+        self.register_buffer("position_ids", torch.arange(16).unsqueeze(0), persistent=False)
+        self.head = nn.Linear(64, 100)
+        self.pos.weight.requires_grad = not freeze
+        self.truth_input = ("tokens", 100)
+
+    def forward(self, ids):
+        return self.head(self.tok(ids) + self.pos(self.position_ids))
+
+
+@pytest.mark.parametrize(("freeze", "measured"), [(True, 440_528), (False, 1_044_692)])
+def test_frozen_weight_of_a_generic_module_counts_without_gradient(freeze, measured):
+    from memdesigner.importers.torch_fx import from_module
+
+    with torch.device("meta"):
+        m = Positions(freeze)
+    d = from_module(m, (16,))
+    assert d.nodes["pos"].type == "Generic" and d.nodes["pos"].trainable is not freeze
+    # 128 B short in both: the 16 int64 position ids (a buffer read only by a Generic node)
+    assert estimate(d, mode="train", optimizer="adam", batch=4, backend="cpu").peak_bytes == measured - 128
