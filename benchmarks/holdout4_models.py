@@ -117,6 +117,37 @@ def vit_b_16_frozen_encoder():
     return m, (3, 32, 32)
 
 
+class LinearProbe(nn.Module):
+    """Linear probing: a resnet18 trunk run without autograd (``with torch.no_grad():`` or
+    ``.detach()`` on its features), a trainable linear head."""
+
+    def __init__(self, how):
+        super().__init__()
+        import torchvision.models as tvm
+
+        trunk = tvm.resnet18(weights=None)
+        trunk.fc = nn.Identity()
+        self.trunk = trunk
+        self.head = nn.Linear(512, 10)
+        self.how = how
+
+    def forward(self, x):
+        if self.how == "no_grad":
+            with torch.no_grad():
+                feats = self.trunk(x)
+        else:
+            feats = self.trunk(x).detach()
+        return self.head(feats)
+
+
+def linear_probe_no_grad():
+    return LinearProbe("no_grad"), (3, 64, 64)
+
+
+def linear_probe_detach():
+    return LinearProbe("detach"), (3, 64, 64)
+
+
 def maxvit_small():
     """torchvision's MaxVit class at 64 px with two small stages (maxvit_t needs 224 px)."""
     from torchvision.models.maxvit import MaxVit
@@ -514,6 +545,8 @@ CASES: dict[str, Case] = {
     "fasterrcnn_mbv3-infer-b1": Case(fasterrcnn_mbv3_eval, mode="inference", optimizer=None, batch=1),
     "resnet18_feature_extractor-momentum-b8": Case(resnet18_feature_extractor, optimizer="sgd_momentum", batch=8),
     "vit_b_16_frozen_encoder-adamw-b2": Case(vit_b_16_frozen_encoder, optimizer="adamw"),
+    "linear_probe_no_grad-adamw-b8": Case(linear_probe_no_grad, optimizer="adamw", batch=8),
+    "linear_probe_detach-adamw-b8": Case(linear_probe_detach, optimizer="adamw", batch=8),
     # Hugging Face
     "qwen3_clm-labels-adamw-b2": Case(_hf_text("Qwen3ForCausalLM", "Qwen3Config", "ids", head_dim=32, **_LLM),
                                       optimizer="adamw"),

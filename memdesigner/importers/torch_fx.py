@@ -26,6 +26,7 @@ from typing import Any
 
 from memdesigner.importers import _torch_loss
 from memdesigner.importers._torch_frozen import mark_frozen
+from memdesigner.importers._torch_no_grad import mark_no_grad
 from memdesigner.importers._torch_param_order import param_order
 from memdesigner.model import registry
 from memdesigner.model.blocks import fold_repeats
@@ -168,6 +169,7 @@ def from_module(module, input_shape, input_dtype: str = "float", name: str | Non
     st = _State(design, torch, module, gm=gm)
     _build(st, gm, input_shape, input_dtype, vocab)
     mark_frozen(design, module, gm, st.param_owner, st.warnings)  # requires_grad=False parameters
+    mark_no_grad(design, gm, lambda f: getattr(st.vals.get(f), "nid", None), st.warnings)  # torch.no_grad()
     _trace_generics(st, gm, input_shape, input_dtype, max(vocab, 1))
     _python_locals(st, gm)
     _layout(st)
