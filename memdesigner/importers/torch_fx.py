@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from memdesigner.importers import _torch_loss
+from memdesigner.importers._torch_casts import loss_upcast, return_uncast
 from memdesigner.importers._torch_frozen import mark_frozen
 from memdesigner.importers._torch_no_grad import mark_no_grad
 from memdesigner.importers._torch_param_order import param_order
@@ -1161,6 +1162,9 @@ def _map(st: _State, gm, fxn):
         return _single(st, fxn, "Contiguous", {"always_copy": True}, [x], x.dmap)
     if name in ("to", "type", "float", "type_as", "half", "bfloat16", "double"):
         tm = _tmeta(fxn)
+        if x.spec.kind == "float" and loss_upcast(st.torch, fxn, name):  # logits.float() in a HF loss
+            return_uncast(st.torch, fxn)
+            return _single(st, fxn, "ToDtype", {"to": "float32"}, [x], x.dmap)
         if tm is not None and tm[1] == _tmeta(fxn.args[0])[1]:
             return x
         return _generic(st, fxn, name, [x], "dtype conversion", saves_input=False)
