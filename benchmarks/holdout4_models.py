@@ -3,7 +3,8 @@ none of them measured by an earlier round (realmodels, holdout 1-3, hf_llm, fine
 
 torchvision models not yet in a set (VGG, ResNet-101, RegNet 1.6GF, EfficientNet-B3, MaxViT,
 ViT-B/32, Inception-v3 with its aux head in training, R(2+1)D, MC3, FCN with aux loss, DeepLabV3,
-Faster R-CNN in eval), Hugging Face models built from small configs with random weights (Qwen3,
+Faster R-CNN in eval; transfer learning: a frozen backbone, a linear probe under torch.no_grad()
+or .detach()), Hugging Face models built from small configs with random weights (Qwen3,
 Gemma2, Phi-3, Falcon, OLMo2, StableLM, GPT-J, DeBERTa-v2, XLM-R, MPNet, Flan-T5, Marian, Pegasus,
 HF Swin / ConvNeXt / SegFormer / DeiT / DINOv2 / BEiT / CLIP), each called the way people call
 it (labels=..., attention masks), and PyTorch idioms not probed before (weight_norm
