@@ -39,15 +39,18 @@ def measure_one(name: str, case, truth_dir: Path) -> dict:
     rec = measure(case.factory, batch=case.batch, mode=case.mode, optimizer=case.optimizer or "sgd",
                   dtype=case.dtype, amp=case.amp, methods="a", name=name)
     a = rec["method_a"]
-    return {"case": name, "mode": case.mode, "optimizer": case.optimizer, "dtype": case.dtype, "amp": case.amp,
+    ckpt = {"checkpoint_layers": True} if getattr(case, "checkpoint_layers", False) else {}
+    return {**ckpt, "case": name, "mode": case.mode, "optimizer": case.optimizer, "dtype": case.dtype, "amp": case.amp,
             "batch": case.batch, "params": rec["params"], "param_bytes": rec["param_bytes"],
             "input_shape": rec["input_shape"], "peak_overall": a["peak_overall"], "steady": a["steady"],
             "peak_contents_top": dict(list(a.get("peak_contents", {}).items())[:12]),
             "seconds": round(rec["seconds"], 2), "torch": rec["torch"]}
 
 
-def measure_all(names, truth_dir: Path, out: Path, remeasure: bool = False) -> dict:
-    import holdout3_models as hm
+def measure_all(names, truth_dir: Path, out: Path, remeasure: bool = False, hm=None) -> dict:
+    """Measure the named cases of ``hm`` (a models module; default holdout3_models) into ``out``."""
+    if hm is None:
+        import holdout3_models as hm
 
     data = load_truth(out)
     for name in names:
@@ -82,15 +85,17 @@ def estimate_row(name, design, n_params, rec) -> dict:
     mode = rec["mode"]
     opt = OPTIMIZERS.get(rec.get("optimizer")) if mode == "train" else "none"
     rep = memdesigner.estimate(design, mode=mode, batch=int(rec["batch"]), optimizer=opt, dtype=rec["dtype"],
-                               amp=bool(rec.get("amp")), backend="cpu")
+                               amp=bool(rec.get("amp")), checkpoint_layers=bool(rec.get("checkpoint_layers")),
+                               backend="cpu")
     meas, est = rec["peak_overall"], rep.peak_bytes
     return {"case": name, "params_design": rep.params, "params_module": n_params, "measured_bytes": meas,
             "estimated_bytes": est, "rel_error": (est - meas) / meas if meas else 0.0,
             "peak_phase": rep.peak_phase, "peak_layer": rep.peak_layer}
 
 
-def run(names, truth):
-    import holdout3_models as hm
+def run(names, truth, hm=None):
+    if hm is None:
+        import holdout3_models as hm
 
     rows, info = [], {"import_failures": {}, "generic": {}, "missing": [], "measure_failures": {}}
     for name in names:

@@ -152,15 +152,16 @@ def _map_module(st: _State, fxn, mod):
 
 def _module_generic(st, fxn, mod, cls, path):
     """An unmapped module still brings its parameters (as one block on the Generic node)."""
-    n_params = sum(p.numel() for p in mod.parameters() if p.requires_grad)
+    n_params = sum(p.numel() for p in mod.parameters())  # frozen ones too (_torch_frozen marks the node)
     if path in st.generic_owner:  # the same module called again: its parameters are counted once
         n_params = 0
     why = f"its {n_params:,} parameters are counted as one block" if n_params else ""
     out = _generic(st, fxn, cls, _flat_vals(st, (fxn.args, fxn.kwargs)), why, params=n_params)
     if n_params and not isinstance(out, Other):
         st.generic_owner[path] = out.nid
-        for pn, _ in mod.named_parameters():
+        for pn, p in mod.named_parameters():
             st.used_params.add(f"{path}.{pn}")
+            st.param_owner.setdefault(id(p), f"{out.nid}.weight")
     return out
 
 

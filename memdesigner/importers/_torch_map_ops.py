@@ -6,6 +6,7 @@ from __future__ import annotations
 import operator
 
 from memdesigner.importers import _torch_loss
+from memdesigner.importers._torch_casts import loss_upcast, return_uncast
 from memdesigner.importers._torch_held import held_element
 from memdesigner.importers._torch_nodes import (
     _add,
@@ -143,6 +144,9 @@ def _map(st: _State, gm, fxn):
         return _single(st, fxn, "Contiguous", {"always_copy": True}, [x], x.dmap)
     if name in ("to", "type", "float", "type_as", "half", "bfloat16", "double"):
         tm = _tmeta(fxn)
+        if x.spec.kind == "float" and loss_upcast(st.torch, fxn, name):  # logits.float() in a HF loss
+            return_uncast(st.torch, fxn)
+            return _single(st, fxn, "ToDtype", {"to": "float32"}, [x], x.dmap)
         if tm is not None and tm[1] == _tmeta(fxn.args[0])[1]:
             return x
         return _generic(st, fxn, name, [x], "dtype conversion", saves_input=False)

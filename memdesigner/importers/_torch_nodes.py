@@ -103,7 +103,8 @@ def _generic(st: _State, fxn, op: str, inputs: list, why: str = "", saves_input:
         return Other()
     shape, dtype = tm
     per = shape[1:] if shape else ()
-    if not per:
+    empty = 0 in per  # an empty tensor (Phi-3's q[..., rotary_dim:] when all of q rotates): no bytes
+    if not per or empty:
         per = (1,)
     kind = "int64" if dtype in (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8) else \
         ("bool" if dtype == torch.bool else "float")
@@ -127,13 +128,15 @@ def _generic(st: _State, fxn, op: str, inputs: list, why: str = "", saves_input:
             continue
         seen.add(pv.name)
         t = _tensor_of(st, pv.name)
-        if t is None or not getattr(t, "requires_grad", False):
+        if t is None or not isinstance(t, torch.nn.Parameter):  # (a frozen one still weighs: _torch_frozen)
             continue
         st.used_params.add(pv.name)
         if id(t) not in st.param_owner:
             params += t.numel()
             claims.append(t)
     props = {"op": op, "out_shape": per, "dtype": kind, "saves_input": saves_input}
+    if empty:
+        props.update(batch_free=True, out_elems=0)
     if params:
         props["params"] = int(params)
     out = _single(st, fxn, "Generic", props, ins, dmap)

@@ -29,9 +29,11 @@ from memdesigner.importers._torch_factory import (
     load_factory,
     load_factory_module,
 )
+from memdesigner.importers._torch_frozen import mark_frozen
 from memdesigner.importers._torch_held import drop_unbound
 from memdesigner.importers._torch_locals import _python_locals
 from memdesigner.importers._torch_map_ops import _map
+from memdesigner.importers._torch_no_grad import mark_no_grad
 from memdesigner.importers._torch_nodes import _flat_vals, _generic, _get_attr, _op_name, _single
 from memdesigner.importers._torch_param_order import param_order
 from memdesigner.importers._torch_trace import (
@@ -100,6 +102,8 @@ def from_module(module, input_shape, input_dtype: str = "float", name: str | Non
     design = Design(name=name or type(module).__name__)
     st = _State(design, torch, module, gm=gm)
     _build(st, gm, input_shape, input_dtype, vocab)
+    mark_frozen(design, module, gm, st.param_owner, st.warnings)  # requires_grad=False parameters
+    mark_no_grad(design, gm, lambda f: getattr(st.vals.get(f), "nid", None), st.warnings)  # torch.no_grad()
     _trace_generics(st, gm, input_shape, input_dtype, max(vocab, 1))
     _python_locals(st, gm)
     drop_unbound(st)

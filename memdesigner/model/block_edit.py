@@ -40,7 +40,7 @@ def group_nodes(design: Design, ids, name: str = "block") -> str:
     for nid in sel:
         node = design.nodes[nid]
         g.insert_node(Node(node.id, node.type, node.name, node.props, node.pos, node.bits, node.rev, node.scope,
-                           node.keep_until, dict(node.tied), node.fused, node.layout, node.output))
+                           node.keep_until, dict(node.tied), node.fused, node.layout, node.output, node.trainable))
     for i, v in enumerate(in_vals):
         info = an.nodes.get(v[0])
         spec = info.outputs[v[1]] if info is not None and info.ok and v[1] < len(info.outputs) else None
@@ -116,7 +116,8 @@ def ungroup(design: Design, inst_id: str) -> list[str]:
         new_nodes.append(Node(rename[nid], n.type, n.name if not single else n.name[len(inst.name) + 1:],
                               dict(n.props), pos, n.bits, 0, n.scope,
                               rename.get(n.keep_until, n.keep_until),
-                              {p: _rename_tied(t, rename) for p, t in n.tied.items()}, n.fused, n.layout, n.output))
+                              {p: _rename_tied(t, rename) for p, t in n.tied.items()}, n.fused, n.layout, n.output,
+                              n.trainable))
     # place the nodes at the instance's place in the order, laid out around it
     items = []
     for k, v in design.nodes.items():
@@ -174,7 +175,7 @@ def copy_def(design: Design, src: BlockDef, name: str) -> BlockDef:
     bd = new_definition(design, name, src.stack)
     for n in src.graph.nodes.values():
         bd.graph.nodes[n.id] = Node(n.id, n.type, n.name, copy.deepcopy(n.props), n.pos, n.bits, 0, n.scope,
-                                    n.keep_until, dict(n.tied), n.fused, n.layout, n.output)
+                                    n.keep_until, dict(n.tied), n.fused, n.layout, n.output, n.trainable)
     bd.graph.edges = list(src.graph.edges)
     return bd
 

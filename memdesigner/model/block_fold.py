@@ -58,7 +58,8 @@ class _Child:
                     return
                 ku = -1  # dropped: exactly what the next call's scope hold (or the reader) does
             fused = n.fused.replace(self.call, "\0") if n.fused else ""
-            rel.append((n.type, _frozen(n.props), n.bits, "/".join(inner), name, n.layout, n.output, fused, ku))
+            rel.append((n.type, _frozen(n.props), n.bits, "/".join(inner), name, n.layout, n.output, fused, ku,
+                        n.trainable))  # a frozen repetition is not the same as a trained one
         self.rel = rel
         self.sig = tuple(rel)
 
@@ -227,7 +228,7 @@ def _apply(design: Design, plan, an, where: dict, reads: dict) -> None:
         keep = first.ids[rel[8]] if rel[8] >= 0 else ""  # NEXT: the scope hold of the next call
         g.nodes[nid] = Node(nid, n.type, rel[4], n.props, n.pos, n.bits, n.rev, rel[3], keep, {},
                             _inner_fused(n.fused, first.call),
-                            n.layout, n.output)
+                            n.layout, n.output, n.trainable)
     x0 = min(n.pos[0] for n in g.nodes.values())
     y0 = min(n.pos[1] for n in g.nodes.values())
     bins = []

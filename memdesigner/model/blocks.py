@@ -107,6 +107,7 @@ class _Expander:
         self.edges: list = []  # (src ref, expanded dst id, dst port)
         self.meta: dict[str, InstanceMeta] = {}
         self.node_rep: dict[str, tuple] = {}  # expanded id -> (top-level instance id, repetition)
+        self.frozen = 0  # how many frozen instances (Node.trainable False) enclose the context expanded now
 
     def run(self) -> Design:
         self._context("", self.src, (), None, None, None)
@@ -163,7 +164,7 @@ class _Expander:
             ku = ctx + node.keep_until if node.keep_until and node.keep_until in graph.nodes else node.keep_until
             n = Node(nid, node.type, name, node.props, node.pos, node.bits, scope=scope, keep_until=ku,
                      tied=tied, fused=(ctx + node.fused) if node.fused and ctx else node.fused, layout=node.layout,
-                     output=node.output)
+                     output=node.output, trainable=node.trainable and not self.frozen)
             memo = _definition_memo(node)
             if memo is not None:
                 n.rev = node.rev
@@ -212,22 +213,26 @@ class _Expander:
         refs = [ports.get(i, ("?", "?", 0)) for i in range(n_in)]
         indexed = repeat > 1 or bd.stack
         start = node.props.get("start", 0) or 0
-        for k in range(repeat):
-            call = f"{node.name}.{start + k}" if indexed else node.name
-            sub = f"{ctx}{node.id}.{start + k}." if indexed else f"{ctx}{node.id}."
-            nm = (names[0] if names else "") + call + "."
-            if names is not None:
-                scope_pre = _join_scope(names[1], names[2], node.scope)
-            else:
-                scope_pre = node.scope
-            t = top
-            if top is None:
-                t = (node.id, k)
-                self.meta[node.id].rep_nodes.append([])
-            refs = self._context(sub, bd.graph, (*stack, dname), refs, (nm, scope_pre, call if names is None
-                                                                         else names[0] + call), t)
-            if top is None:
-                self.meta[node.id].rep_outputs.append(list(refs))
+        self.frozen += not node.trainable  # a frozen instance freezes every node inside it
+        try:
+            for k in range(repeat):
+                call = f"{node.name}.{start + k}" if indexed else node.name
+                sub = f"{ctx}{node.id}.{start + k}." if indexed else f"{ctx}{node.id}."
+                nm = (names[0] if names else "") + call + "."
+                if names is not None:
+                    scope_pre = _join_scope(names[1], names[2], node.scope)
+                else:
+                    scope_pre = node.scope
+                t = top
+                if top is None:
+                    t = (node.id, k)
+                    self.meta[node.id].rep_nodes.append([])
+                refs = self._context(sub, bd.graph, (*stack, dname), refs, (nm, scope_pre, call if names is None
+                                                                             else names[0] + call), t)
+                if top is None:
+                    self.meta[node.id].rep_outputs.append(list(refs))
+        finally:
+            self.frozen -= not node.trainable
         for j, r in enumerate(refs):
             self.alias[(ctx, node.id, j)] = r
         if top is None:

@@ -1,5 +1,6 @@
 """Loss nodes. Without one, a design trains on out.mean() of its outputs (as the truth harness)."""
 
+from memdesigner.model.layers._common import HALF
 from memdesigner.model.oprules import In, OpMem, T
 from memdesigner.model.registry import LayerError, LayerType, Prop, TensorSpec, register
 
@@ -19,6 +20,8 @@ def _loss_mem(m):
     n = m.in_elems(0)
     given = len(m.in_shapes) > 1  # the target is a tensor of the design: NllLossBackward keeps it
     if m.props["kind"] == "cross_entropy":
+        if m.amp is not None and dt in HALF:
+            return _amp_cross_entropy(m, n, given)
         target = In(1) if given else \
             T(n // m.in_shapes[0][1] if len(m.in_shapes[0]) > 1 else m.batch, "int64", "target class ids")
         logp = T(n, dt, "log_softmax")
@@ -36,6 +39,31 @@ def _loss_mem(m):
     # mse_loss(reduction='mean') returns a 0-dim view of an input-sized storage
     return OpMem(outputs=[T(n, dt, "loss (0-dim view of an input-sized buffer)")], out_dtypes=[dt], saved=saved,
                  grad_in=["new"] * len(m.in_shapes), notes=[] if given else ["target"])
+
+
+def _amp_cross_entropy(m, n: int, given: bool) -> OpMem:
+    """Under autocast (CPU and CUDA) cross-entropy runs in fp32 (CPU's fp32 list has
+    cross_entropy_loss, CUDA's log_softmax): a fp32 copy of the half logits lives while
+    log_softmax makes its fp32 output, then dies. Backward: NllLossBackward0's fp32 gradient,
+    LogSoftmaxBackward0's fp32 gradient beside it (then the log-probabilities are released),
+    ToCopyBackward0's half gradient of the logits beside that (tests/test_amp_cross_entropy.py: a
+    language model returning F.cross_entropy, SGD b4 -31.9 % -> exact; Flan-T5 Adam b2 -1.10 % ->
+    -0.01 %, benchmarks/holdout4.py)."""
+    f32 = "float32"
+    target = In(1) if given else \
+        T(n // m.in_shapes[0][1] if len(m.in_shapes[0]) > 1 else m.batch, "int64", "target class ids")
+    copy = T(n, f32, "autocast fp32 copy of the logits")
+    logp = T(n, f32, "log_softmax")
+    scalars = [T(1, f32, "total_weight")]
+    if not m.records:
+        return OpMem(outputs=[T(1, f32, "loss")], out_dtypes=[f32], temps=[copy, logp] + scalars,
+                     notes=[] if given else ["target"])
+    half = m.float_in
+    stages = [([T(n, f32, "nll_loss gradient")], [], [1, 2]), ([T(n, f32, "log_softmax gradient")], [], [0]),
+              ([T(n, half, "gradient cast back from fp32")], [], [])]
+    return OpMem(outputs=[T(1, f32, "loss")], out_dtypes=[f32], saved=[logp, target] + scalars, temps=[copy],
+                 grad_in=["stage"] + ["new"] * (len(m.in_shapes) - 1), bwd_stages=stages,
+                 notes=[] if given else ["target"])
 
 
 Loss = register(LayerType(
