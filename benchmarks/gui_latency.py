@@ -173,6 +173,27 @@ class TurnLog:
 
 
 TURNS = TurnLog()
+BUSY_WAIT = False  # --busy-wait
+PAINTS: list = []  # callbacks(figure) after the timeline's stack painted a figure
+
+
+def watch_timeline_paints():
+    """Every paint of the timeline's stack reported with the figure it drew (the class's method
+    wrapped: Qt calls the Python override looked up on the class), so an edit is timed to the
+    timeline painted, not to its update requested."""
+    from memdesigner._qt import timeline
+
+    real = timeline.StackItem.paint
+    if getattr(real, "_watched", False):
+        return
+
+    def paint(self, p, *a):
+        real(self, p, *a)
+        for cb in PAINTS:
+            cb(self.figure)
+
+    paint._watched = True
+    timeline.StackItem.paint = paint
 
 
 def make_app(turns: bool):
@@ -222,6 +243,23 @@ class Harness:
         self.hb = QTimer()
         self.hb.setInterval(2)
         self.hb.timeout.connect(self._beat)
+        from PySide6.QtCore import QEventLoop
+
+        self._block = QEventLoop.AllEvents | QEventLoop.WaitForMoreEvents
+        self._wake = QTimer()  # the blocking wait re-checks its condition at least this often
+        self._wake.setInterval(5)
+        self._wake.timeout.connect(lambda: None)
+        self._wake.start()
+        self.painted = {}  # id(figure) -> (figure, when the timeline first painted it)
+        PAINTS.append(self._painted)
+
+    def _painted(self, fig):
+        if fig is not None and id(fig) not in self.painted:
+            self.painted[id(fig)] = (fig, time.perf_counter())
+
+    def painted_at(self, fig):
+        got = self.painted.get(id(fig))
+        return got[1] if got is not None and got[0] is fig else None
 
     def _beat(self):
         now = self.clock.nsecsElapsed() / 1e6
@@ -231,11 +269,21 @@ class Harness:
             self.cpu_gap = max(self.cpu_gap, cpu - self._last_cpu)
         self._last, self._last_cpu = now, cpu
 
+    def _turn(self):
+        """One wait step. Blocking (the default): the UI thread sleeps in Qt's event loop, with the
+        GIL released, until an event or the 5 ms wake-up timer, as the real window idles in exec().
+        --busy-wait: the earlier loop of processEvents() and 0.5 ms sleeps, which kept one of the
+        machine's two CPUs and the GIL busy and so slowed the worker it waited for."""
+        if BUSY_WAIT:
+            self.app.processEvents()
+            time.sleep(0.0005)
+        else:
+            self.app.processEvents(self._block)
+
     def pump(self, seconds):
         end = time.perf_counter() + seconds
         while time.perf_counter() < end:
-            self.app.processEvents()
-            time.sleep(0.0005)
+            self._turn()
 
     def settled(self):
         s = self.win.service
@@ -248,8 +296,7 @@ class Harness:
         while not pred():
             if time.perf_counter() > end:
                 raise TimeoutError("the window did not settle")
-            self.app.processEvents()
-            time.sleep(0.0005)
+            self._turn()
 
     def wait_estimate(self, timeout=900.0):
         s = self.win.service
@@ -285,11 +332,27 @@ class Harness:
         return max(call_ms, self.gap), max(call_cpu, self.cpu_gap), done_ms
 
 
+class FixedDebounce:
+    """The scheduling before estimate_timing.py (--ab): every edit waits 40 ms, always the worker."""
+
+    last_cost_ms = None
+
+    def delay_ms(self, now):
+        return 40
+
+    def measured(self, cpu_ms):
+        pass
+
+    def inline(self, worker_free):
+        return False
+
+
 def bench_size(app, n_nodes, shape, actions, repeats, profile=None, turns=None, hide_canvas=False,
-               breakdown=False):
+               breakdown=False, ab=False):
     from memdesigner._qt.main_window import MainWindow
     from memdesigner.io.design_file import save_design
 
+    watch_timeline_paints()
     win = MainWindow(headless=True)
     win.split_paint = True  # the interactive path: results shown in two event-loop turns
     win.background_open = True  # and big files read on the worker (_qt/open_file.py)
@@ -406,28 +469,42 @@ def bench_size(app, n_nodes, shape, actions, repeats, profile=None, turns=None, 
             h.wait(lambda: not win.layout_runner.running)
             h.pump(0.1)
     if "edit" in actions:
-        edits = max(repeats, 20)
-        lat, lat_nd, lat_all, est_wall, est_cpu = [], [], [], [], []
+        edits = max(repeats, 20) * (2 if ab else 1)
+        lat, lat_nd, lat_all, est_wall, est_cpu, lat_paint = [], [], [], [], [], []
+        lat_before = []
+        timing = win.service.timing
         for i in range(edits):
+            before = ab and i % 2 == 0  # --ab: every other edit scheduled as before (a 40 ms debounce, the worker)
+            win.service.timing = FixedDebounce() if before else timing
             nid = linears[(i * 7) % len(linears)]
             win.inspector.show_node(nid)
             h.pump(0.01)
             value = 512 + 128 * (i % 5) if d.nodes[nid].props["out_features"] == 256 else 256
             nf = len(h.fired)
-            record("edit", lambda nid=nid, v=value: win.inspector.commit("out_features", v))
+            name = "edit_BEFORE" if before else "edit"
+            record(name, lambda nid=nid, v=value: win.inspector.commit("out_features", v))
             gen, t_all = h.applied[-1]
-            t0 = t_all - out["edit"]["done"][-1] / 1000
+            t0 = t_all - out[name]["done"][-1] / 1000
+            res = win.service.last_result
+            t_paint = h.painted_at(res.figure)
+            if t_paint is not None:  # from the edit to the new timeline painted: the target
+                (lat_before if before else lat_paint).append((t_paint - t0) * 1000)
+            if before:
+                continue
             t_done = h.shown.get(gen, t_all)  # the timeline updated (before canvas labels and table)
             fired = h.fired[-1] if len(h.fired) > nf else t0
             lat.append((t_done - t0) * 1000)
             lat_nd.append((t_done - fired) * 1000)
             lat_all.append((t_all - fired) * 1000)
-            res = win.service.last_result
             est_wall.append(res.seconds * 1000)
             est_cpu.append(getattr(res, "cpu_seconds", 0.0) * 1000)
             if parts is not None:
                 parts.paint(res.gen)
                 parts.take(res.gen)
+        win.service.timing = timing
+        if ab:
+            out["edit_to_painted_BEFORE"] = {"done": lat_before}
+        out["edit_to_timeline_painted"] = {"done": lat_paint}
         out["edit_timeline_incl_debounce"] = {"done": lat}
         out["edit_timeline"] = {"done": lat_nd}
         out["edit_all_views"] = {"done": lat_all}  # the canvas labels, inspector and table too
@@ -476,7 +553,13 @@ def main(argv=None) -> int:
     ap.add_argument("--breakdown", action="store_true",
                     help="edits: the time from the edit to the timeline split into its parts (stderr)")
     ap.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    ap.add_argument("--ab", action="store_true",
+                    help="edits: every other one scheduled as before (40 ms debounce, on the worker), in one run")
+    ap.add_argument("--busy-wait", action="store_true",
+                    help="wait by polling processEvents() every 0.5 ms (the harness before: it slows the worker)")
     args = ap.parse_args(argv)
+    global BUSY_WAIT
+    BUSY_WAIT = args.busy_wait
     actions = set(args.actions.split(","))
 
     from PySide6.QtCore import QSettings
@@ -488,7 +571,7 @@ def main(argv=None) -> int:
     for n in (int(x) for x in args.nodes.split(",")):
         for shape in args.shapes.split(","):
             n_real, out = bench_size(app, n, shape, actions, args.repeats, args.profile, args.turns,
-                                     args.hide_canvas, args.breakdown)
+                                     args.hide_canvas, args.breakdown, args.ab)
             results.append({"nodes": n_real, "shape": shape, "actions": summarize(out)})
     if args.json:
         print(json.dumps(results, indent=1))
