@@ -333,12 +333,16 @@ class Harness:
 
 
 class FixedDebounce:
-    """The scheduling before estimate_timing.py (--ab): every edit waits 40 ms, always the worker."""
+    """Scheduling without estimate_timing.py (--ab): every edit waits ``delay`` ms (40: as before;
+    0: the leading edge tried before), always on the worker."""
 
     last_cost_ms = None
 
+    def __init__(self, delay=40):
+        self.delay = delay
+
     def delay_ms(self, now):
-        return 40
+        return self.delay
 
     def measured(self, cpu_ms):
         pass
@@ -469,26 +473,28 @@ def bench_size(app, n_nodes, shape, actions, repeats, profile=None, turns=None, 
             h.wait(lambda: not win.layout_runner.running)
             h.pump(0.1)
     if "edit" in actions:
-        edits = max(repeats, 20) * (2 if ab else 1)
+        edits = max(repeats, 20) * (3 if ab else 1)
         lat, lat_nd, lat_all, est_wall, est_cpu, lat_paint = [], [], [], [], [], []
-        lat_before = []
+        others = {"BEFORE": [], "0ms_WORKER": []}
         timing = win.service.timing
         for i in range(edits):
-            before = ab and i % 2 == 0  # --ab: every other edit scheduled as before (a 40 ms debounce, the worker)
-            win.service.timing = FixedDebounce() if before else timing
+            # --ab: two edits in three scheduled otherwise: as before (a 40 ms debounce, the
+            # worker), and at once on the worker (the leading edge tried before)
+            before = ("BEFORE", "0ms_WORKER", None)[i % 3] if ab else None
+            win.service.timing = FixedDebounce(40 if before == "BEFORE" else 0) if before else timing
             nid = linears[(i * 7) % len(linears)]
             win.inspector.show_node(nid)
             h.pump(0.01)
             value = 512 + 128 * (i % 5) if d.nodes[nid].props["out_features"] == 256 else 256
             nf = len(h.fired)
-            name = "edit_BEFORE" if before else "edit"
+            name = f"edit_{before}" if before else "edit"
             record(name, lambda nid=nid, v=value: win.inspector.commit("out_features", v))
             gen, t_all = h.applied[-1]
             t0 = t_all - out[name]["done"][-1] / 1000
             res = win.service.last_result
             t_paint = h.painted_at(res.figure)
             if t_paint is not None:  # from the edit to the new timeline painted: the target
-                (lat_before if before else lat_paint).append((t_paint - t0) * 1000)
+                (others[before] if before else lat_paint).append((t_paint - t0) * 1000)
             if before:
                 continue
             t_done = h.shown.get(gen, t_all)  # the timeline updated (before canvas labels and table)
@@ -503,7 +509,8 @@ def bench_size(app, n_nodes, shape, actions, repeats, profile=None, turns=None, 
                 parts.take(res.gen)
         win.service.timing = timing
         if ab:
-            out["edit_to_painted_BEFORE"] = {"done": lat_before}
+            for k, v in others.items():
+                out[f"edit_to_painted_{k}"] = {"done": v}
         out["edit_to_timeline_painted"] = {"done": lat_paint}
         out["edit_timeline_incl_debounce"] = {"done": lat}
         out["edit_timeline"] = {"done": lat_nd}
@@ -554,7 +561,8 @@ def main(argv=None) -> int:
                     help="edits: the time from the edit to the timeline split into its parts (stderr)")
     ap.add_argument("--json", action="store_true", help="print JSON instead of a table")
     ap.add_argument("--ab", action="store_true",
-                    help="edits: every other one scheduled as before (40 ms debounce, on the worker), in one run")
+                    help="edits: of every three, one scheduled as before (40 ms debounce, the worker), one at once on the "
+                         "worker, one by estimate_timing.py, in one run")
     ap.add_argument("--busy-wait", action="store_true",
                     help="wait by polling processEvents() every 0.5 ms (the harness before: it slows the worker)")
     args = ap.parse_args(argv)

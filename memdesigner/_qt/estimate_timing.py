@@ -8,8 +8,13 @@
 - **The quiet spell** is proportional to what the last estimate cost (twice its CPU time, 40 ms
   at least, 400 ms at most): a design whose estimate takes 150 ms is not re-estimated at every
   step of a burst, while a small one follows every 40 ms.
-- **The thread.** An estimate whose last run cost at most ``inline_budget_ms`` of CPU runs on the
-  UI thread, in the turn after the edit's (its repaints first). On a worker thread it was no
+- **The thread.** An estimate whose predicted cost is at most ``inline_budget_ms`` of CPU runs on
+  the UI thread, in the turn after the edit's. The prediction is the last estimate's cost, scaled
+  by the design's node count, and only for the same design with the same settings but the batch
+  size and about as many nodes (at most 8 or 5 % more or fewer): a mode, optimizer,
+  checkpointing or parallel layout of its own can cost several times as much, an undo of a big
+  delete or a big paste a thousand times (a whole new analysis). Anything else is unknown and
+  goes to the worker, which measures it. On a worker thread it was no
   faster: the engine is pure Python, so the two threads take turns at the GIL, and each of the
   UI thread's Qt calls (which release it) waited up to the switch interval to get it back; on a
   loaded machine a thread preempted while holding the GIL stalled the other for a whole
@@ -34,6 +39,8 @@ class EstimateTiming:
     quiet_per_cost: float = 2.0  # the quiet spell, in units of the last estimate's CPU time
     inline_budget_ms: float = 25.0  # estimates up to this much CPU run on the UI thread
     last_cost_ms: float | None = None  # CPU time of the last estimate (None: none measured yet)
+    last_key: object = None  # what it estimated (the design and its cost-relevant settings)
+    last_nodes: int = 0  # how many nodes that design had
     _last_edit: float = float("-inf")
 
     def quiet_ms(self) -> float:
@@ -48,10 +55,19 @@ class EstimateTiming:
         self._last_edit = now
         return round(quiet) if burst else 0
 
-    def measured(self, cpu_ms: float) -> None:
-        """An estimate finished having cost ``cpu_ms`` of its thread's CPU time."""
-        self.last_cost_ms = cpu_ms
+    def measured(self, cpu_ms: float, key: object = None, nodes: int = 0) -> None:
+        """An estimate of ``key`` (a design of ``nodes`` nodes) cost ``cpu_ms`` of its thread's CPU time."""
+        self.last_cost_ms, self.last_key, self.last_nodes = cpu_ms, key, nodes
 
-    def inline(self, worker_free: bool) -> bool:
-        """Whether the next estimate runs on the UI thread."""
-        return worker_free and self.last_cost_ms is not None and self.last_cost_ms <= self.inline_budget_ms
+    def predicted_ms(self, key: object = None, nodes: int = 0) -> float | None:
+        """The CPU time an estimate of ``key`` at ``nodes`` nodes will take; None: unknown."""
+        if self.last_cost_ms is None or key != self.last_key:
+            return None
+        if abs(nodes - self.last_nodes) > max(8, self.last_nodes / 20):  # a bulk change: unknown
+            return None
+        return self.last_cost_ms * max(nodes, 1) / max(self.last_nodes, 1)
+
+    def inline(self, worker_free: bool, key: object = None, nodes: int = 0) -> bool:
+        """Whether the next estimate (of ``key`` at ``nodes`` nodes) runs on the UI thread."""
+        cost = self.predicted_ms(key, nodes)
+        return worker_free and cost is not None and cost <= self.inline_budget_ms

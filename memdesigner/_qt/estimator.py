@@ -11,7 +11,7 @@ builds what the views draw (the layer rows, the timeline's polygons), from repor
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
@@ -62,6 +62,17 @@ class EstimateRequest:
     columns: int | None = None  # the timeline's pixel columns (its stack is decimated to them)
     source: Design | None = None  # the live design the snapshot is of
     snapshots: Snapshots | None = None  # the service's: the snapshot reuses unchanged node copies
+
+    @property
+    def cost_key(self) -> tuple:
+        """What the estimate's cost depends on besides the node count: the live design (another
+        one: unknown) and the settings but the batch size (estimate_timing.py)."""
+        return id(self.source if self.source is not None else self.design), replace(self.settings, batch=1), \
+            self.device
+
+    @property
+    def nodes(self) -> int:
+        return len((self.source if self.source is not None else self.design).nodes)
 
 
 @dataclass
@@ -242,7 +253,7 @@ class EstimateService(QObject):
         design, settings, device = self.provider()
         self.gen += 1
         req = self._request(design, settings, device)
-        if self.timing.inline(self.jobs.idle):  # a short estimate: on this thread, no GIL contest
+        if self.timing.inline(self.jobs.idle, req.cost_key, req.nodes):  # short: on this thread, no GIL contest
             self._inline = compute(req, views=False)
             self._inline_turn.start()  # its rows and drawing, and the views, in the next turn
             return req.gen
@@ -285,11 +296,11 @@ class EstimateService(QObject):
             self._on_finished(add_views(res))
 
     def _on_finished(self, res: EstimateResult):
-        if res.report is not None and res.cpu_seconds:
-            self.timing.measured(res.cpu_seconds * 1000)  # (a stale one's cost is a cost too)
+        req = res.request
+        if res.report is not None and res.cpu_seconds and req is not None:
+            self.timing.measured(res.cpu_seconds * 1000, req.cost_key, req.nodes)  # (a stale one's cost is a cost too)
         if res.gen != self.gen:
             return  # stale: a newer edit is already on its way
-        req = res.request
         if req is not None and req.fresh and res.analysis is not None:
             self._reuse = [req.source, res.design, res.analysis]  # for the next settings-only change
         self.last_result = res

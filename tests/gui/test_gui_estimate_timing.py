@@ -34,6 +34,45 @@ def test_only_a_short_estimate_with_the_worker_free_runs_inline():
     assert not t.inline(True)
 
 
+def test_the_cost_is_predicted_for_the_same_design_and_settings_scaled_by_its_nodes():
+    t = EstimateTiming(inline_budget_ms=25)
+    t.measured(20.0, key="design A, training", nodes=1000)
+    assert t.predicted_ms("design A, training", 1000) == 20.0 and t.inline(True, "design A, training", 1000)
+    assert t.predicted_ms("design A, training", 1050) == 21.0  # 5 % more nodes: 5 % more cost
+    assert t.predicted_ms("design A, training", 1051) is None  # more: a bulk change (a paste), unknown
+    assert t.predicted_ms("design A, training", 1) is None  # deleting all but one: unknown too
+    assert t.predicted_ms("design A, 8 pipeline stages", 1000) is None  # other settings: unknown
+    assert not t.inline(True, "design A, 8 pipeline stages", 1000) and not t.inline(True, "design A, training", 1)
+    t.measured(0.02, key="design A, training", nodes=1)
+    assert t.inline(True, "design A, training", 9)  # a few layers added to a small design
+    assert not t.inline(True, "design A, training", 1000)  # an undo of the delete: a thousand times the cost
+
+
+def test_an_undo_that_brings_back_many_layers_is_estimated_on_the_worker(window, qtbot, monkeypatch):
+    from memdesigner.model.design import Design
+
+    big = Design("chain")
+    prev = big.add_node("Input", {"shape": (8,)}, id="x").id
+    for i in range(60):
+        cur = big.add_node("Linear", {"out_features": 8}, id=f"l{i}").id
+        big.add_edge(prev, cur)
+        prev = cur
+    load(window, qtbot, big)
+    qtbot.wait(60)
+    window.select_all()
+    with qtbot.waitSignal(window.result_applied, timeout=5000):
+        window.delete_selection()  # one layer's estimate measured: the cheapest there is
+    assert window.service.timing.last_nodes == 0
+    window.service.timing.last_cost_ms = 0.01  # (so that 61 times it is well within any budget)
+    threads = []
+    real = estimator.analyze
+    monkeypatch.setattr(estimator, "analyze", lambda d: threads.append(threading.current_thread()) or real(d))
+    with qtbot.waitSignal(window.result_applied, timeout=5000):
+        window.stack.undo()  # 61 layers back: a bulk change, its cost unknown -> the worker
+    assert len(threads) == 1 and threads[0] is not threading.main_thread()
+    assert len(window.result.report.layers) == 61
+
+
 def test_a_single_edit_is_estimated_at_once_and_a_burst_of_edits_once(window, qtbot, monkeypatch):
     load(window, qtbot, small_cnn())
     svc = window.service
@@ -116,3 +155,18 @@ def test_a_costly_or_unknown_estimate_goes_to_the_worker(window, qtbot, monkeypa
     with qtbot.waitSignal(window.result_applied, timeout=5000):
         window.design.set_prop("fc", "out_features", 20)
     assert len(threads) == 1 and threads[0] is not threading.main_thread()
+
+
+def test_a_batch_change_stays_inline_and_another_mode_goes_to_the_worker(window, qtbot, monkeypatch):
+    load(window, qtbot, small_cnn())
+    threads = []
+    real = estimator.estimate
+    monkeypatch.setattr(estimator, "estimate", lambda *a, **k: threads.append(threading.current_thread())
+                        or real(*a, **k))
+    sb = window.settings_bar
+    with qtbot.waitSignal(window.result_applied, timeout=5000):
+        sb.batch.setValue(sb.batch.value() + 3)  # the batch size: the cost is the same
+    with qtbot.waitSignal(window.result_applied, timeout=5000):
+        sb.mode.setCurrentIndex(sb.mode.findData("train"))  # training: a cost of its own, unknown
+    main = threading.main_thread()
+    assert len(threads) == 2 and threads[0] is main and threads[1] is not main
