@@ -476,7 +476,7 @@ def bench_size(app, n_nodes, shape, actions, repeats, profile=None, turns=None, 
         edits = max(repeats, 20) * (3 if ab else 1)
         lat, lat_nd, lat_all, est_wall, est_cpu, lat_paint = [], [], [], [], [], []
         others = {"BEFORE": [], "0ms_WORKER": []}
-        timing = win.service.timing
+        timing = getattr(win.service, "timing", None)  # (a checkout before estimate_timing.py: none)
         for i in range(edits):
             # --ab: two edits in three scheduled otherwise: as before (a 40 ms debounce, the
             # worker), and at once on the worker (the leading edge tried before)
@@ -507,7 +507,8 @@ def bench_size(app, n_nodes, shape, actions, repeats, profile=None, turns=None, 
             if parts is not None:
                 parts.paint(res.gen)
                 parts.take(res.gen)
-        win.service.timing = timing
+        if timing is not None:
+            win.service.timing = timing
         if ab:
             for k, v in others.items():
                 out[f"edit_to_painted_{k}"] = {"done": v}

@@ -1,8 +1,9 @@
 """When an edit's live estimate starts, and on which thread: the rule the estimate service asks.
 
 - **Start.** An edit after a quiet spell (a commit: Enter in a field, a combo box, a check box, a
-  canvas action) is estimated at once: a fixed debounce made every single edit wait for it
-  (40 ms of a 50 ms budget). An edit within the quiet spell after the one before is part of a
+  canvas action) is estimated at once when the estimate is made on the UI thread (below): a
+  fixed debounce made every single edit wait for it (40 ms of a 50 ms budget). One for the
+  worker still waits ``min_quiet_ms`` (the service's part). An edit within the quiet spell after the one before is part of a
   burst (a held spin-box arrow or Ctrl+Z, quick clicks, a spin box that tracks the keyboard) and
   restarts the wait: the burst is estimated once, at its end, in its newest state.
 - **The quiet spell** is proportional to what the last estimate cost (twice its CPU time, 40 ms

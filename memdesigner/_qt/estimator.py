@@ -49,6 +49,12 @@ def _graph_only(g: Design) -> Design:
     return view
 
 
+def cost_key(design: Design, settings: Settings, device: Device | None) -> tuple:
+    """What an estimate's cost depends on besides the node count: the live design (another one:
+    unknown) and the settings but the batch size (estimate_timing.py)."""
+    return id(design), replace(settings, batch=1), device
+
+
 @dataclass
 class EstimateRequest:
     gen: int
@@ -65,10 +71,7 @@ class EstimateRequest:
 
     @property
     def cost_key(self) -> tuple:
-        """What the estimate's cost depends on besides the node count: the live design (another
-        one: unknown) and the settings but the batch size (estimate_timing.py)."""
-        return id(self.source if self.source is not None else self.design), replace(self.settings, batch=1), \
-            self.device
+        return cost_key(self.source if self.source is not None else self.design, self.settings, self.device)
 
     @property
     def nodes(self) -> int:
@@ -224,6 +227,7 @@ class EstimateService(QObject):
         self._timer.setSingleShot(True)
         self._timer.setInterval(delay_ms)
         self._timer.timeout.connect(self.fire)
+        self._leading = False  # the timer runs for an edit after a quiet spell (started at 0 ms)
         self._inline: EstimateResult | None = None  # an estimate made on this thread, shown next turn
         self._inline_turn = QTimer(self)  # (a timer, not a posted call: input and paints get their turn)
         self._inline_turn.setSingleShot(True)
@@ -245,15 +249,24 @@ class EstimateService(QObject):
         self.gen += 1
         self.jobs.cancel()
         self._sweep_timer.stop()
-        # (a 0 ms timer: it fires after this turn and the posted events it left, the edit's repaints)
-        self._timer.start(self.timing.delay_ms(time.monotonic()))
+        delay = self.timing.delay_ms(time.monotonic())
+        self._leading = delay == 0
+        self._timer.start(delay)
 
     def fire(self) -> int:
         self._timer.stop()
         design, settings, device = self.provider()
+        inline = self.timing.inline(self.jobs.idle, cost_key(design, settings, device), len(design.nodes))
+        leading, self._leading = self._leading, False
+        if leading and not inline:
+            # a start at once is for an estimate made here; the worker's waits the short delay as
+            # before: started at once it fought the edit's own next turns (repaints, the canvas's
+            # slices) for the GIL, and those turns took several times their CPU time
+            self._timer.start(round(self.timing.min_quiet_ms))
+            return self.gen
         self.gen += 1
         req = self._request(design, settings, device)
-        if self.timing.inline(self.jobs.idle, req.cost_key, req.nodes):  # short: on this thread, no GIL contest
+        if inline:  # short: on this thread, no GIL contest
             self._inline = compute(req, views=False)
             self._inline_turn.start()  # its rows and drawing, and the views, in the next turn
             return req.gen

@@ -170,3 +170,23 @@ def test_a_batch_change_stays_inline_and_another_mode_goes_to_the_worker(window,
         sb.mode.setCurrentIndex(sb.mode.findData("train"))  # training: a cost of its own, unknown
     main = threading.main_thread()
     assert len(threads) == 2 and threads[0] is main and threads[1] is not main
+
+
+def test_a_single_edit_for_the_worker_still_waits_the_short_delay(window, qtbot, monkeypatch):
+    """Started at once, the worker fought the edit's own next turns (repaints, canvas slices) for
+    the GIL; only an estimate made on the UI thread starts at once."""
+    load(window, qtbot, small_cnn())
+    svc = window.service
+    qtbot.wait(60)
+    svc.timing.last_cost_ms = 100.0  # too costly for the UI thread
+    calls = []
+    real = estimator.compute
+    monkeypatch.setattr(estimator, "compute", lambda req, *a, **k: calls.append(req.gen) or real(req, *a, **k))
+    window.design.set_prop("fc", "out_features", 12)
+    assert svc._timer.interval() == 0
+    svc._timer.stop()
+    svc.fire()  # the 0 ms timer's turn: not for the worker yet
+    assert calls == [] and svc._timer.isActive() and svc._timer.interval() == 40
+    with qtbot.waitSignal(window.result_applied, timeout=5000):
+        pass
+    assert len(calls) == 1 and window.result.report.layers[-1].output_shape[-1] == 12
