@@ -1,11 +1,14 @@
-"""Live estimation off the UI thread, on the one background-work mechanism (worker.Latest).
+"""The live estimate: off the UI thread on the one background-work mechanism (worker.Latest), or
+on it when short (estimate_timing.py says when an edit's estimate starts, and where).
 
-Edits restart a short debounce timer; when it fires, the design goes to the worker tagged with a
-generation number, and the worker takes the snapshot (at 1,000 nodes a copy costs tens of ms,
-which the UI thread used to spend on every edit). Every edit moves the generation on and cancels
-the job in flight, so a snapshot that overlapped an edit, and any result older than the latest
-edit, is dropped: the widgets only ever show the estimate of the latest design. The worker also
-builds what the views draw (the layer rows, the timeline's polygons), from report fields.
+An edit starts the timer (0 ms for a single edit estimated here, a short delay otherwise, each
+edit of a burst restarting it); when it fires, the design is estimated tagged with a generation
+number: here in two event-loop turns (the estimate, then its rows, drawing and views), or on the
+worker, which takes the snapshot (at 1,000 nodes a full copy costs tens of ms). Every edit moves
+the generation on and cancels the job in flight, so a snapshot that overlapped an edit, and any
+result older than the latest edit, is dropped: the widgets only ever show the estimate of the
+latest design. The estimate also builds what the views draw (the layer rows, the timeline's
+polygons), from report fields.
 """
 
 from __future__ import annotations
