@@ -3,27 +3,26 @@
 - **Start.** An edit after a quiet spell (a commit: Enter in a field, a combo box, a check box, a
   canvas action) is estimated at once when the estimate is made on the UI thread (below): a
   fixed debounce made every single edit wait for it (40 ms of a 50 ms budget). One for the
-  worker still waits ``min_quiet_ms`` (the service's part). An edit within the quiet spell after the one before is part of a
-  burst (a held spin-box arrow or Ctrl+Z, quick clicks, a spin box that tracks the keyboard) and
-  restarts the wait: the burst is estimated once, at its end, in its newest state.
+  worker still waits ``min_quiet_ms`` (the service's part). An edit within the quiet spell after
+  the one before is part of a burst (a held spin-box arrow or Ctrl+Z, quick clicks, a spin box
+  that tracks the keyboard) and restarts the wait: the burst is estimated once, at its end, in
+  its newest state.
 - **The quiet spell** is proportional to what the last estimate cost (twice its CPU time, 40 ms
   at least, 400 ms at most): a design whose estimate takes 150 ms is not re-estimated at every
   step of a burst, while a small one follows every 40 ms.
 - **The thread.** An estimate whose predicted cost is at most ``inline_budget_ms`` of CPU runs on
-  the UI thread, in the turn after the edit's. The prediction is the last estimate's cost, scaled
-  by the design's node count, and only for the same design with the same settings but the batch
-  size and about as many nodes (at most 8 or 5 % more or fewer): a mode, optimizer,
-  checkpointing or parallel layout of its own can cost several times as much, an undo of a big
-  delete or a big paste a thousand times (a whole new analysis). Anything else is unknown and
-  goes to the worker, which measures it. On a worker thread it was no
-  faster: the engine is pure Python, so the two threads take turns at the GIL, and each of the
-  UI thread's Qt calls (which release it) waited up to the switch interval to get it back; on a
-  loaded machine a thread preempted while holding the GIL stalled the other for a whole
-  scheduler slice. Starting the worker at once after an edit (tried before with the worker)
-  made the edit's own repaints (2 ms of CPU) take 30-60 ms. A short estimate done inline has
-  none of that, nor the two thread hand-overs. A costlier one (10,000 nodes, a first estimate
-  whose cost is unknown) goes to the worker, where a newer edit cancels it, as before; so does
-  one while the worker thread is still busy (a batch sweep finishing its current step).
+  the UI thread. On a worker thread it was no faster: the engine is pure Python, so the two
+  threads take turns at the GIL, each of the UI thread's Qt calls (which release it) waited up
+  to the switch interval to get it back, and on a loaded machine a thread preempted while
+  holding the GIL stalled the other for a whole scheduler slice. Starting the worker at once
+  after an edit (tried before) made the edit's own repaints (2 ms of CPU) take 30-60 ms. A
+  short estimate made inline has none of that, nor the two thread hand-overs.
+- **The prediction** is the last estimate's cost scaled by the node count, and only for the same
+  design with the same settings but the batch size and about as many nodes (at most 8 or 5 %
+  more or fewer): a mode, optimizer, checkpointing or parallel layout of its own can cost
+  several times as much, an undo of a big delete or a big paste a thousand times (a whole new
+  analysis). Anything else is unknown and goes to the worker, which measures it; so does an
+  estimate while the worker thread is still busy (a batch sweep finishing its current step).
 
 Plain logic without Qt: times are passed in (seconds from ``time.monotonic()``), costs in ms.
 """
