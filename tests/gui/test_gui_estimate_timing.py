@@ -76,7 +76,7 @@ def test_an_undo_that_brings_back_many_layers_is_estimated_on_the_worker(window,
 def test_a_single_edit_is_estimated_at_once_and_a_burst_of_edits_once(window, qtbot, monkeypatch):
     load(window, qtbot, small_cnn())
     svc = window.service
-    qtbot.wait(60)  # a quiet spell after the load's estimate
+    qtbot.wait(round(svc.timing.quiet_ms()) + 20)  # a quiet spell after the load's estimate
     window.design.set_prop("fc", "out_features", 11)
     assert svc._timer.isActive() and svc._timer.interval() == 0  # no debounce for a single edit
     qtbot.waitUntil(lambda: window.result.report.layers[-1].output_shape[-1] == 11, timeout=5000)
@@ -177,8 +177,8 @@ def test_a_single_edit_for_the_worker_still_waits_the_short_delay(window, qtbot,
     the GIL; only an estimate made on the UI thread starts at once."""
     load(window, qtbot, small_cnn())
     svc = window.service
-    qtbot.wait(60)
     svc.timing.last_cost_ms = 100.0  # too costly for the UI thread
+    qtbot.wait(round(svc.timing.quiet_ms()) + 20)  # a quiet spell (200 ms at that cost)
     calls = []
     real = estimator.compute
     monkeypatch.setattr(estimator, "compute", lambda req, *a, **k: calls.append(req.gen) or real(req, *a, **k))
