@@ -16,7 +16,9 @@
   to the switch interval to get it back, and on a loaded machine a thread preempted while
   holding the GIL stalled the other for a whole scheduler slice. Starting the worker at once
   after an edit (tried before) made the edit's own repaints (2 ms of CPU) take 30-60 ms. A
-  short estimate made inline has none of that, nor the two thread hand-overs.
+  short estimate made inline has none of that, nor the two thread hand-overs. The budget, 35 ms,
+  is above what a 1,000-node edit costs (16-27 ms of CPU on the loaded 2-core machine: at 25 ms
+  one edit in ten went to the worker, 40 ms later) and well under the 50 ms a UI turn may take.
 - **The prediction** is the last estimate's cost scaled by the node count, and only for the same
   design with the same settings but the batch size and about as many nodes (at most 8 or 5 %
   more or fewer): a mode, optimizer, checkpointing or parallel layout of its own can cost
@@ -37,7 +39,7 @@ class EstimateTiming:
     min_quiet_ms: float = 40.0
     max_quiet_ms: float = 400.0
     quiet_per_cost: float = 2.0  # the quiet spell, in units of the last estimate's CPU time
-    inline_budget_ms: float = 25.0  # estimates up to this much CPU run on the UI thread
+    inline_budget_ms: float = 35.0  # estimates up to this much CPU run on the UI thread (see below)
     last_cost_ms: float | None = None  # CPU time of the last estimate (None: none measured yet)
     last_key: object = None  # what it estimated (the design and its cost-relevant settings)
     last_nodes: int = 0  # how many nodes that design had
