@@ -16,13 +16,15 @@ import time
 PARTS = (
     ("fire", "UI: debounce timer fired, request built and submitted"),
     ("to_worker", "hand-over: submit -> job runs on the worker thread"),
-    ("w.snapshot", "worker: detached copy of the design"),
+    ("w.snapshot", "estimate (worker or inline): detached copy of the design"),
     ("w.analyze", "worker: shape analysis (engine)"),
     ("w.estimate", "worker: the estimate (engine)"),
     ("w.layers", "worker: report rows (engine)"),
     ("w.figure", "worker: timeline polygons (timeline_data.build)"),
     ("w.other", "worker: the rest of compute() (GC pause, checks, result)"),
-    ("worker", "worker: compute() in all"),
+    ("worker", "worker: compute() in all (inline: the estimate's turn)"),
+    ("w.gap", "inline: the estimate's turn end -> the turn of its rows, drawing and views"),
+    ("w.views", "inline: rows + drawing in that turn (add_views)"),
     ("to_ui", "hand-over: job returned -> result on the UI thread"),
     ("present", "UI turn 1: presenter.present in all"),
     ("p.summary", "  summary labels"),
@@ -76,41 +78,59 @@ class Breakdown:
             return f
 
         self.ui: dict | None = None
+        self.in_compute = False  # inside compute() (on the worker, or inline on the UI thread)
 
         orig_fire = svc.fire
 
         def fire():
-            self.ui = {"fire0": now()}
+            rec = self.ui = {"fire0": now()}
+            self.rec[svc.gen + 1] = rec  # (the generation fire gives it: an inline estimate is shown inside fire)
             gen = orig_fire()
-            self.ui["fire1"] = now()
-            self.rec[gen] = self.ui
+            rec["fire1"] = now()
+            self.rec[gen] = rec
             return gen
 
         svc.fire = fire  # (installed before the harness, whose timer calls it)
 
         orig_compute = estimator.compute
 
-        def compute(req, cancel=None):
+        def compute(req, cancel=None, **kw):
             r = self.rec.get(req.gen)
             self.cur = r if r is not None else {}
             self.cur["w0"] = now()
+            self.in_compute = True
             try:
-                return orig_compute(req, cancel)
+                return orig_compute(req, cancel, **kw)
             finally:
+                self.in_compute = False
                 self.cur["w1"] = now()
 
         estimator.compute = compute
+        orig_add_views = estimator.add_views
+
+        def add_views(res):  # an inline estimate's rows and drawing, a turn after its estimate
+            r = self.rec.get(res.gen)
+            self.cur = r if r is not None else {}
+            self.cur["av0"] = now()
+            self.in_compute = True
+            try:
+                return orig_add_views(res)
+            finally:
+                self.in_compute = False
+                self.cur["av1"] = now()
+
+        estimator.add_views = add_views
         for mod, name, key in ((estimator, "snapshot", "snap"), (estimator, "analyze", "an"),
                                (estimator, "estimate", "est"), (timeline_data, "build", "fig")):
             def mk(fn, key):
                 @functools.wraps(fn)
                 def w(*a, **k):
-                    if self.cur is not None and threading_main() is False:
+                    if self.cur is not None and self.in_compute:
                         self.cur[key + "0"] = now()
                     try:
                         return fn(*a, **k)
                     finally:
-                        if self.cur is not None and threading_main() is False:
+                        if self.cur is not None and self.in_compute:
                             self.cur[key + "1"] = now()
                 return w
             setattr(mod, name, mk(getattr(mod, name), key))
@@ -163,19 +183,23 @@ class Breakdown:
             return
         ms = lambda a, b: (r[b][0] - r[a][0]) * 1000 if a in r and b in r else None  # noqa: E731
         cpu = lambda a, b: (r[b][1] - r[a][1]) * 1000 if a in r and b in r else None  # noqa: E731
-        row = {"fire": ms("fire0", "fire1"), "to_worker": ms("fire1", "w0"),
+        inline = "w0" in r and r["w0"][0] < r["fire1"][0]  # estimated on the UI thread, inside fire
+        fire_end = "w0" if inline else "fire1"
+        row = {"fire": ms("fire0", fire_end), "to_worker": None if inline else ms("fire1", "w0"),
                "w.snapshot": ms("snap0", "snap1"), "w.analyze": ms("an0", "an1"), "w.estimate": ms("est0", "est1"),
-               "w.layers": ms("est1", "fig0"), "w.figure": ms("fig0", "fig1"), "worker": ms("w0", "w1"),
+               "w.layers": ms("av0" if inline else "est1", "fig0"), "w.gap": ms("w1", "av0"),
+               "w.views": ms("av0", "av1"), "w.figure": ms("fig0", "fig1"), "worker": ms("w0", "w1"),
                "to_ui": ms("w1", "ui0"), "present": ms("p0", "p1"), "v.scene": ms("ps0", "ps1"),
                "v.inspector": ms("pi0", "pi1"), "p.summary": ms("pu0", "pu1"), "between": ms("p1", "q0"),
                "views": ms("q0", "q1"), "p.timeline": ms("qt0", "qt1"), "p.legend": ms("ql0", "ql1"),
                "v.table": ms("qb0", "qb1"), "total": ms("fire0", "p1"), "all_views": ms("fire0", "q1"),
                "paint": r.get("paint"), "cpu:paint": r.get("paint_cpu")}
-        inner = [row[k] for k in ("w.snapshot", "w.analyze", "w.estimate", "w.layers", "w.figure")]
+        inner = [row[k] for k in ("w.snapshot", "w.analyze", "w.estimate") + (() if inline else ("w.layers", "w.figure"))]
         if row["worker"] is not None and None not in inner[1:]:
             row["w.other"] = row["worker"] - sum(x or 0.0 for x in inner)
-        same_thread = {"fire": ("fire0", "fire1"), "w.snapshot": ("snap0", "snap1"), "w.analyze": ("an0", "an1"),
-                       "w.estimate": ("est0", "est1"), "w.layers": ("est1", "fig0"), "w.figure": ("fig0", "fig1"),
+        same_thread = {"fire": ("fire0", fire_end), "w.snapshot": ("snap0", "snap1"), "w.analyze": ("an0", "an1"),
+                       "w.estimate": ("est0", "est1"),
+                       "w.layers": ("av0" if inline else "est1", "fig0"), "w.views": ("av0", "av1"), "w.figure": ("fig0", "fig1"),
                        "worker": ("w0", "w1"), "present": ("p0", "p1"), "v.scene": ("ps0", "ps1"),
                        "v.inspector": ("pi0", "pi1"), "p.summary": ("pu0", "pu1"), "views": ("q0", "q1"),
                        "p.timeline": ("qt0", "qt1"), "v.table": ("qb0", "qb1")}

@@ -9,18 +9,25 @@ Batch, zoom and pan, property edits — and prints, per action, the median and p
 - ``done_ms``: from the action to the window settled (for edits: to the updated timeline; the
   estimate itself runs on the worker thread).
 
-Edits report the time to the updated timeline both with and without the debounce delay, the
-time until every view showed the result (``edit_all_views``: canvas labels, inspector, table),
-and the estimate's own wall and CPU time on the worker. ``--turns ACTION`` lists the longest
+Edits report ``edit_to_timeline_painted``: from the edit (the inspector's commit) to the new
+timeline painted (the timeline's stack item drew the new result's figure), any debounce
+included — the target. Also the time to the timeline updated (not yet painted) with and without
+the wait before the estimate started, the time until every view showed the result
+(``edit_all_views``: canvas labels, inspector, table), and the estimate's own wall and CPU time
+(``estimate_on_worker``: on the worker or, when short, on the UI thread: _qt/estimate_timing.py).
+``--ab`` interleaves, in one run, edits scheduled as before (a 40 ms debounce, the worker:
+``*_BEFORE``), at once on the worker (``*_0ms_WORKER``) and by estimate_timing.py, so the three
+meet the same machine load. The waits sleep in Qt's event loop (``--busy-wait``: the earlier
+polling loop, which kept a CPU and the GIL busy). ``--turns ACTION`` lists the longest
 UI-thread turns of one action, each named by its receiver and event type, with the functions
 that took the time (``--turns-plain``: without the profiler, true times). ``--breakdown`` splits
 each edit's time to the timeline into its parts (benchmarks/_edit_breakdown.py).
 Targets (issue 10 §5, on the 2-core machine): at 1,000 nodes every stall <= 50 ms and an edit's
-timeline update <= 50 ms p95 (without the debounce); a 10,000-node design opens in <= 2 s.
+timeline painted <= 50 ms p95 (debounce included); a 10,000-node design opens in <= 2 s.
 
     python benchmarks/gui_latency.py [--nodes 1000,10000] [--shapes chain,wide] [--repeats 5]
                                      [--actions open,select_all,...] [--profile ACTION] [--json]
-                                     [--turns ACTION [--turns-plain]] [--breakdown]
+                                     [--turns ACTION [--turns-plain]] [--breakdown] [--ab] [--busy-wait]
 """
 
 from __future__ import annotations
@@ -173,6 +180,27 @@ class TurnLog:
 
 
 TURNS = TurnLog()
+BUSY_WAIT = False  # --busy-wait
+PAINTS: list = []  # callbacks(figure) after the timeline's stack painted a figure
+
+
+def watch_timeline_paints():
+    """Every paint of the timeline's stack reported with the figure it drew (the class's method
+    wrapped: Qt calls the Python override looked up on the class), so an edit is timed to the
+    timeline painted, not to its update requested."""
+    from memdesigner._qt import timeline
+
+    real = timeline.StackItem.paint
+    if getattr(real, "_watched", False):
+        return
+
+    def paint(self, p, *a):
+        real(self, p, *a)
+        for cb in PAINTS:
+            cb(self.figure)
+
+    paint._watched = True
+    timeline.StackItem.paint = paint
 
 
 def make_app(turns: bool):
@@ -222,6 +250,23 @@ class Harness:
         self.hb = QTimer()
         self.hb.setInterval(2)
         self.hb.timeout.connect(self._beat)
+        from PySide6.QtCore import QEventLoop
+
+        self._block = QEventLoop.AllEvents | QEventLoop.WaitForMoreEvents
+        self._wake = QTimer()  # the blocking wait re-checks its condition at least this often
+        self._wake.setInterval(5)
+        self._wake.timeout.connect(lambda: None)
+        self._wake.start()
+        self.painted = {}  # id(figure) -> (figure, when the timeline first painted it)
+        PAINTS.append(self._painted)
+
+    def _painted(self, fig):
+        if fig is not None and id(fig) not in self.painted:
+            self.painted[id(fig)] = (fig, time.perf_counter())
+
+    def painted_at(self, fig):
+        got = self.painted.get(id(fig))
+        return got[1] if got is not None and got[0] is fig else None
 
     def _beat(self):
         now = self.clock.nsecsElapsed() / 1e6
@@ -231,11 +276,21 @@ class Harness:
             self.cpu_gap = max(self.cpu_gap, cpu - self._last_cpu)
         self._last, self._last_cpu = now, cpu
 
+    def _turn(self):
+        """One wait step. Blocking (the default): the UI thread sleeps in Qt's event loop, with the
+        GIL released, until an event or the 5 ms wake-up timer, as the real window idles in exec().
+        --busy-wait: the earlier loop of processEvents() and 0.5 ms sleeps, which kept one of the
+        machine's two CPUs and the GIL busy and so slowed the worker it waited for."""
+        if BUSY_WAIT:
+            self.app.processEvents()
+            time.sleep(0.0005)
+        else:
+            self.app.processEvents(self._block)
+
     def pump(self, seconds):
         end = time.perf_counter() + seconds
         while time.perf_counter() < end:
-            self.app.processEvents()
-            time.sleep(0.0005)
+            self._turn()
 
     def settled(self):
         s = self.win.service
@@ -248,8 +303,7 @@ class Harness:
         while not pred():
             if time.perf_counter() > end:
                 raise TimeoutError("the window did not settle")
-            self.app.processEvents()
-            time.sleep(0.0005)
+            self._turn()
 
     def wait_estimate(self, timeout=900.0):
         s = self.win.service
@@ -285,11 +339,31 @@ class Harness:
         return max(call_ms, self.gap), max(call_cpu, self.cpu_gap), done_ms
 
 
+class FixedDebounce:
+    """Scheduling without estimate_timing.py (--ab): every edit waits ``delay`` ms (40: as before;
+    0: the leading edge tried before), always on the worker."""
+
+    last_cost_ms = None
+
+    def __init__(self, delay=40):
+        self.delay = self.min_quiet_ms = delay  # (the service defers a worker's start by min_quiet_ms)
+
+    def delay_ms(self, now):
+        return self.delay
+
+    def measured(self, cpu_ms, key=None, nodes=0):
+        pass
+
+    def inline(self, worker_free, key=None, nodes=0):
+        return False
+
+
 def bench_size(app, n_nodes, shape, actions, repeats, profile=None, turns=None, hide_canvas=False,
-               breakdown=False):
+               breakdown=False, ab=False):
     from memdesigner._qt.main_window import MainWindow
     from memdesigner.io.design_file import save_design
 
+    watch_timeline_paints()
     win = MainWindow(headless=True)
     win.split_paint = True  # the interactive path: results shown in two event-loop turns
     win.background_open = True  # and big files read on the worker (_qt/open_file.py)
@@ -410,28 +484,46 @@ def bench_size(app, n_nodes, shape, actions, repeats, profile=None, turns=None, 
             h.wait(lambda: not win.layout_runner.running)
             h.pump(0.1)
     if "edit" in actions:
-        edits = max(repeats, 20)
-        lat, lat_nd, lat_all, est_wall, est_cpu = [], [], [], [], []
+        edits = max(repeats, 20) * (3 if ab else 1)
+        lat, lat_nd, lat_all, est_wall, est_cpu, lat_paint = [], [], [], [], [], []
+        others = {"BEFORE": [], "0ms_WORKER": []}
+        timing = getattr(win.service, "timing", None)  # (a checkout before estimate_timing.py: none)
         for i in range(edits):
+            # --ab: two edits in three scheduled otherwise: as before (a 40 ms debounce, the
+            # worker), and at once on the worker (the leading edge tried before)
+            before = ("BEFORE", "0ms_WORKER", None)[i % 3] if ab else None
+            win.service.timing = FixedDebounce(40 if before == "BEFORE" else 0) if before else timing
             nid = linears[(i * 7) % len(linears)]
             win.inspector.show_node(nid)
             h.pump(0.01)
             value = 512 + 128 * (i % 5) if d.nodes[nid].props["out_features"] == 256 else 256
             nf = len(h.fired)
-            record("edit", lambda nid=nid, v=value: win.inspector.commit("out_features", v))
+            name = f"edit_{before}" if before else "edit"
+            record(name, lambda nid=nid, v=value: win.inspector.commit("out_features", v))
             gen, t_all = h.applied[-1]
-            t0 = t_all - out["edit"]["done"][-1] / 1000
+            t0 = t_all - out[name]["done"][-1] / 1000
+            res = win.service.last_result
+            t_paint = h.painted_at(res.figure)
+            if t_paint is not None:  # from the edit to the new timeline painted: the target
+                (others[before] if before else lat_paint).append((t_paint - t0) * 1000)
+            if before:
+                continue
             t_done = h.shown.get(gen, t_all)  # the timeline updated (before canvas labels and table)
             fired = h.fired[-1] if len(h.fired) > nf else t0
             lat.append((t_done - t0) * 1000)
             lat_nd.append((t_done - fired) * 1000)
             lat_all.append((t_all - fired) * 1000)
-            res = win.service.last_result
             est_wall.append(res.seconds * 1000)
             est_cpu.append(getattr(res, "cpu_seconds", 0.0) * 1000)
             if parts is not None:
                 parts.paint(res.gen)
                 parts.take(res.gen)
+        if timing is not None:
+            win.service.timing = timing
+        if ab:
+            for k, v in others.items():
+                out[f"edit_to_painted_{k}"] = {"done": v}
+        out["edit_to_timeline_painted"] = {"done": lat_paint}
         out["edit_timeline_incl_debounce"] = {"done": lat}
         out["edit_timeline"] = {"done": lat_nd}
         out["edit_all_views"] = {"done": lat_all}  # the canvas labels, inspector and table too
@@ -480,7 +572,22 @@ def main(argv=None) -> int:
     ap.add_argument("--breakdown", action="store_true",
                     help="edits: the time from the edit to the timeline split into its parts (stderr)")
     ap.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    ap.add_argument("--ab", action="store_true",
+                    help="edits: of every three, one scheduled as before (40 ms debounce, the worker), one at once on the "
+                         "worker, one by estimate_timing.py, in one run")
+    ap.add_argument("--busy-wait", action="store_true",
+                    help="wait by polling processEvents() every 0.5 ms (the harness before: it slows the worker)")
     args = ap.parse_args(argv)
+
+    def fail(*exc):  # an exception in a Qt slot: stop, not wait for a result that never comes
+        import traceback
+
+        traceback.print_exception(*exc)
+        os._exit(1)
+
+    sys.excepthook = fail
+    global BUSY_WAIT
+    BUSY_WAIT = args.busy_wait
     actions = set(args.actions.split(","))
 
     from PySide6.QtCore import QSettings
@@ -492,7 +599,7 @@ def main(argv=None) -> int:
     for n in (int(x) for x in args.nodes.split(",")):
         for shape in args.shapes.split(","):
             n_real, out = bench_size(app, n, shape, actions, args.repeats, args.profile, args.turns,
-                                     args.hide_canvas, args.breakdown)
+                                     args.hide_canvas, args.breakdown, args.ab)
             results.append({"nodes": n_real, "shape": shape, "actions": summarize(out)})
     if args.json:
         print(json.dumps(results, indent=1))

@@ -1,21 +1,25 @@
-"""Live estimation off the UI thread, on the one background-work mechanism (worker.Latest).
+"""The live estimate: off the UI thread on the one background-work mechanism (worker.Latest), or
+on it when short (estimate_timing.py says when an edit's estimate starts, and where).
 
-Edits restart a short debounce timer; when it fires, the design goes to the worker tagged with a
-generation number, and the worker takes the snapshot (at 1,000 nodes a copy costs tens of ms,
-which the UI thread used to spend on every edit). Every edit moves the generation on and cancels
-the job in flight, so a snapshot that overlapped an edit, and any result older than the latest
-edit, is dropped: the widgets only ever show the estimate of the latest design. The worker also
-builds what the views draw (the layer rows, the timeline's polygons), from report fields.
+An edit starts the timer (0 ms for a single edit estimated here, a short delay otherwise, each
+edit of a burst restarting it); when it fires, the design is estimated tagged with a generation
+number: here in two event-loop turns (the estimate, then its rows, drawing and views), or on the
+worker, which takes the snapshot (at 1,000 nodes a full copy costs tens of ms). Every edit moves
+the generation on and cancels the job in flight, so a snapshot that overlapped an edit, and any
+result older than the latest edit, is dropped: the widgets only ever show the estimate of the
+latest design. The estimate also builds what the views draw (the layer rows, the timeline's
+polygons), from report fields.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
 from memdesigner._qt import worker
+from memdesigner._qt.estimate_timing import EstimateTiming
 from memdesigner.engine.devices import Device
 from memdesigner.engine.estimate import estimate, peak_for_batch
 from memdesigner.engine.gc_pause import gc_paused, promote_survivors
@@ -48,6 +52,12 @@ def _graph_only(g: Design) -> Design:
     return view
 
 
+def cost_key(design: Design, settings: Settings, device: Device | None) -> tuple:
+    """What an estimate's cost depends on besides the node count: the live design (another one:
+    unknown) and the settings but the batch size (estimate_timing.py)."""
+    return id(design), replace(settings, batch=1), device
+
+
 @dataclass
 class EstimateRequest:
     gen: int
@@ -61,6 +71,14 @@ class EstimateRequest:
     columns: int | None = None  # the timeline's pixel columns (its stack is decimated to them)
     source: Design | None = None  # the live design the snapshot is of
     snapshots: Snapshots | None = None  # the service's: the snapshot reuses unchanged node copies
+
+    @property
+    def cost_key(self) -> tuple:
+        return cost_key(self.source if self.source is not None else self.design, self.settings, self.device)
+
+    @property
+    def nodes(self) -> int:
+        return len((self.source if self.source is not None else self.design).nodes)
 
 
 @dataclass
@@ -88,16 +106,45 @@ class BatchSweep:
     capacity: int | None
 
 
-def compute(req: EstimateRequest, cancel=None) -> EstimateResult:
+def compute(req: EstimateRequest, cancel=None, views: bool = True) -> EstimateResult:
     """The estimate of one request, and what the views draw of it (on the worker). ``cancel``:
-    the job's cancel event; set once a newer edit made this one pointless. The cyclic garbage
-    collector waits meanwhile, as in the engine: in a window of ~150,000 objects a full
-    collection set off by the snapshot, the shape analysis or the drawing took ~100 ms, with
-    the GIL held, so the UI thread stalled as long."""
+    the job's cancel event; set once a newer edit made this one pointless. ``views`` False: the
+    estimate alone; ``add_views`` makes the rest (an estimate on the UI thread does that in the
+    next event-loop turn, so neither turn is long). The cyclic garbage collector waits
+    meanwhile, as in the engine: in a window of ~150,000 objects a full collection set off by
+    the snapshot, the shape analysis or the drawing took ~100 ms, with the GIL held, so the UI
+    thread stalled as long."""
     with gc_paused():
         res = _compute(req, cancel)
+        if views:
+            _add_views(res)
         promote_survivors()  # (the report it keeps: no young collection on the UI thread walks it)
         return res
+
+
+def add_views(res: EstimateResult) -> EstimateResult:
+    """What the views draw of an estimate made with ``views=False``: the layer rows and the
+    timeline's polygons (their CPU time added to the result's)."""
+    with gc_paused():
+        _add_views(res)
+        promote_survivors()
+    return res
+
+
+def _add_views(res: EstimateResult) -> None:
+    rep, req = res.report, res.request
+    if rep is None or res.figure is not None:
+        return
+    t, c = time.perf_counter(), time.thread_time()
+    try:
+        rep.layers  # noqa: B018  (the rows are built when first read: here, not on the UI thread)
+        from memdesigner._qt import timeline_data
+
+        res.figure = timeline_data.build(rep.timeline, rep.peak_event, req.columns or timeline_data.DEFAULT_WIDTH)
+    except Exception as exc:  # an engine bug must not take the window down: show it instead  # noqa: BLE001
+        res.report, res.analysis, res.error = None, None, f"{type(exc).__name__}: {exc}"
+    res.seconds += time.perf_counter() - t
+    res.cpu_seconds += time.thread_time() - c
 
 
 def _compute(req: EstimateRequest, cancel=None) -> EstimateResult:
@@ -110,11 +157,7 @@ def _compute(req: EstimateRequest, cancel=None) -> EstimateResult:
         rep = estimate(design, req.settings, device=req.device, analysis=an)
         if cancel is not None and cancel.is_set():
             raise worker.Cancelled()
-        rep.layers  # noqa: B018  (the rows are built when first read: here, not on the UI thread)
-        from memdesigner._qt import timeline_data
-
-        fig = timeline_data.build(rep.timeline, rep.peak_event, req.columns or timeline_data.DEFAULT_WIDTH)
-        return EstimateResult(req.gen, rep, an, None, req.t0, time.perf_counter() - t, design, fig, req,
+        return EstimateResult(req.gen, rep, an, None, req.t0, time.perf_counter() - t, design, None, req,
                               time.thread_time() - c)
     except worker.Cancelled:
         raise
@@ -182,33 +225,55 @@ class EstimateService(QObject):
         self.jobs = worker.Latest(self)  # one job at a time; each edit cancels the one in flight
         self._reuse: list | None = None  # [design, its snapshot, the snapshot's analysis]
         self._snapshots = Snapshots()  # each edit's snapshot reuses the last one's unchanged nodes
+        self.timing = EstimateTiming(min_quiet_ms=delay_ms)  # when an edit's estimate starts, and where
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
         self._timer.setInterval(delay_ms)
         self._timer.timeout.connect(self.fire)
+        self._leading = False  # the timer runs for an edit after a quiet spell (started at 0 ms)
+        self._inline: EstimateResult | None = None  # an estimate made on this thread, shown next turn
+        self._inline_turn = QTimer(self)  # (a timer, not a posted call: input and paints get their turn)
+        self._inline_turn.setSingleShot(True)
+        self._inline_turn.setInterval(0)
+        self._inline_turn.timeout.connect(self._show_inline)
         self._sweep_timer = QTimer(self)
         self._sweep_timer.setSingleShot(True)
         self._sweep_timer.setInterval(sweep_delay_ms)
         self._sweep_timer.timeout.connect(self._start_sweep)
 
     def schedule(self, design_changed: bool = True) -> None:
-        """Coalesce a burst of edits into one estimate. The generation moves on at the edit and
-        the job in flight is cancelled, so its result is dropped. ``design_changed`` False (a
-        run-setting change only): the last snapshot and its analysis are reused, so typing a
-        batch size neither copies nor re-analyses a big design."""
+        """Estimate the edit just made: at once after a quiet spell, at the end of a burst of edits
+        otherwise (estimate_timing.py). The generation moves on at the edit and the job in flight
+        is cancelled, so its result is dropped. ``design_changed`` False (a run-setting change
+        only): the last snapshot and its analysis are reused, so typing a batch size neither
+        copies nor re-analyses a big design."""
         if design_changed:
             self._reuse = None
         self.gen += 1
         self.jobs.cancel()
         self._sweep_timer.stop()
-        self._timer.start()
+        delay = self.timing.delay_ms(time.monotonic())
+        self._leading = delay == 0
+        self._timer.start(delay)
 
     def fire(self) -> int:
         self._timer.stop()
         design, settings, device = self.provider()
+        inline = self.timing.inline(self.jobs.idle, cost_key(design, settings, device), len(design.nodes))
+        leading, self._leading = self._leading, False
+        if leading and not inline:
+            # a start at once is for an estimate made here; the worker's waits the short delay as
+            # before: started at once it fought the edit's own next turns (repaints, the canvas's
+            # slices) for the GIL, and those turns took several times their CPU time
+            self._timer.start(round(self.timing.min_quiet_ms))
+            return self.gen
         self.gen += 1
-        self._set_busy(True)
         req = self._request(design, settings, device)
+        if inline:  # short: on this thread, no GIL contest
+            self._inline = compute(req, views=False)
+            self._inline_turn.start()  # its rows and drawing, and the views, in the next turn
+            return req.gen
+        self._set_busy(True)
         self.jobs.submit(lambda cancel, req=req: compute(req, cancel), self._on_finished, self._on_failed)
         return self.gen
 
@@ -230,6 +295,8 @@ class EstimateService(QObject):
         design, settings, device = self.provider()
         self.gen += 1
         req = self._request(design, settings, device)
+        self._inline_turn.stop()
+        self._inline = None
         res = compute(req)
         self._on_finished(res)
         self._sweep_timer.stop()
@@ -239,10 +306,17 @@ class EstimateService(QObject):
                 self._on_swept(sw)
         return res
 
+    def _show_inline(self) -> None:
+        res, self._inline = self._inline, None
+        if res is not None and res.gen == self.gen:  # (an edit in between: its own estimate follows)
+            self._on_finished(add_views(res))
+
     def _on_finished(self, res: EstimateResult):
+        req = res.request
+        if res.report is not None and res.cpu_seconds and req is not None:
+            self.timing.measured(res.cpu_seconds * 1000, req.cost_key, req.nodes)  # (a stale one's cost is a cost too)
         if res.gen != self.gen:
             return  # stale: a newer edit is already on its way
-        req = res.request
         if req is not None and req.fresh and res.analysis is not None:
             self._reuse = [req.source, res.design, res.analysis]  # for the next settings-only change
         self.last_result = res
@@ -286,6 +360,7 @@ class EstimateService(QObject):
 
     def shutdown(self) -> None:
         self._timer.stop()
+        self._inline_turn.stop()
         self._sweep_timer.stop()
         self.gen += 1
         self.jobs.shutdown()

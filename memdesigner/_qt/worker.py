@@ -138,6 +138,11 @@ class Latest(QObject):
         """A job is waiting or running whose result will be delivered."""
         return self._pending is not None or (self.running is not None and self.running.running)
 
+    @property
+    def idle(self) -> bool:
+        """No job waiting and the thread free (a cancelled job may still be finishing on it)."""
+        return self._pending is None and self.running is None
+
     def submit(self, fn, on_result, on_error=None) -> None:
         """``fn(cancel_event)`` on a worker thread; ``on_result(value)`` / ``on_error(exc)`` on the
         UI thread unless a later submit or cancel came first."""

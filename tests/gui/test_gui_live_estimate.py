@@ -1,6 +1,7 @@
-"""The live estimate runs on the one background-work mechanism (_qt/worker.py): the snapshot,
-the estimate and what the views draw are made off the UI thread, one job at a time, and the
-latest edit wins (a result older than it is never shown)."""
+"""The live estimate runs on the one background-work mechanism (_qt/worker.py) when it is costly:
+the snapshot, the estimate and what the views draw are made off the UI thread, one job at a
+time, and the latest edit wins (a result older than it is never shown). A short one runs on the
+UI thread (_qt/estimate_timing.py; tests/gui/test_gui_estimate_timing.py)."""
 
 import threading
 
@@ -13,6 +14,7 @@ from memdesigner._qt import estimator, timeline_data, worker
 def test_the_estimate_and_its_snapshot_run_on_the_worker_mechanism(window, qtbot, monkeypatch):
     load(window, qtbot, small_cnn())
     assert isinstance(window.service.jobs, worker.Latest)
+    window.service.timing.last_cost_ms = 100.0  # as if the last estimate had cost 100 ms: the worker's
     threads = {"snapshot": [], "figure": []}
     real_snapshot, real_build = estimator.snapshot, timeline_data.build
     monkeypatch.setattr(estimator, "snapshot",
@@ -51,6 +53,7 @@ def test_a_result_older_than_the_latest_edit_is_dropped(window, qtbot, monkeypat
             running.remove(req.gen)
 
     monkeypatch.setattr(estimator, "compute", slow_compute)
+    monkeypatch.setattr(window.service.timing, "inline_budget_ms", -1.0)  # every estimate on the worker
     applied = []
     window.result_applied.connect(applied.append)
     window.design.set_prop("fc", "out_features", 20)
@@ -106,6 +109,7 @@ def test_the_worker_estimate_runs_with_the_cyclic_collector_paused(window, qtbot
     load(window, qtbot, small_cnn())
     seen = []
     real_analyze, real_build = estimator.analyze, timeline_data.build
+    window.service.timing.last_cost_ms = 100.0  # the worker's
     monkeypatch.setattr(estimator, "analyze", lambda d: seen.append(gc.isenabled()) or real_analyze(d))
     monkeypatch.setattr(timeline_data, "build", lambda *a, **k: seen.append(gc.isenabled()) or real_build(*a, **k))
     with qtbot.waitSignal(window.result_applied, timeout=10000):
