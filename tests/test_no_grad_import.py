@@ -56,3 +56,21 @@ def test_no_grad_block_matches_the_measurement(how, opt, measured):
     est = memdesigner.estimate(d, mode="train", optimizer=opt, batch=16, backend="cpu").peak_bytes
     # decorated: 640 B over (one (16, 10) fp32 tensor, a Python reference the import reads longer)
     assert est == measured + (640 if how == "decorated" else 0)
+
+
+def test_detach_is_said_not_modelled():
+    """A ``.detach()`` stops gradients, which the design does not model (it imports as a view):
+    the import must say so, because the layers before it are then estimated as training."""
+
+    class Detached(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.backbone = Backbone()
+            self.head = nn.Linear(256, 10)
+
+        def forward(self, x):
+            return self.head(self.backbone(x).detach())
+
+    d = from_module(Detached(), (64,))
+    said = [w for w in d.import_warnings if ".detach()" in w]
+    assert len(said) == 1 and "not modelled" in said[0]

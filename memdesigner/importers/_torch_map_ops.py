@@ -35,7 +35,7 @@ _ACT_FUNCS = {"relu": "ReLU", "relu_": "ReLU", "relu6": "ReLU6", "leaky_relu": "
               "tanh": "Tanh", "tanh_": "Tanh", "hardtanh": "ReLU6"}
 
 
-_PASSTHROUGH_METHODS = {"detach"}  # (detach is rare inside models; treated as a view)
+_PASSTHROUGH_METHODS = {"detach"}  # treated as a view, with a warning (see _map)
 
 
 def _map(st: _State, gm, fxn):
@@ -137,6 +137,9 @@ def _map(st: _State, gm, fxn):
 
     # views and layout -----------------------------------------------------------------------
     if name in _PASSTHROUGH_METHODS:
+        # what stops gradients at a detach is not modelled: say so, the layers before it count as training
+        st.warnings.append(f"{fxn.name}: .{name}() is imported as a view; the gradient it stops is not modelled, "
+                           "so the layers before it are estimated as training (an over-estimate)")
         return x
     if name in ("contiguous",):
         return _single(st, fxn, "Contiguous", {}, [x], x.dmap)
