@@ -1,0 +1,52 @@
+"""Conv1d -> transpose -> nn.MultiheadAttention -> residual Add -> Linear, imported from PyTorch.
+The MHA rule's backward stages count the incoming gradient's bytes for the v gradient made after
+PyTorch freed it; a residual Add hands the same gradient tensor to the other branch too, which
+keeps it alive through the whole attention backward (OpMem.grad_out_stands_in, engine/
+backward_pass.py). Without that training was one B x L x E float32 tensor low: 2 * 79 * 32 * 4 =
+20,224 B (-7.3 %), whatever the layout or kernel; each part alone was exact.
+
+Measured with the truth harness (CPU, torch 2.13, method a), batch 2, 400 samples -> L = 79,
+E = 32, 4 heads, SGD."""
+
+import pytest
+
+torch = pytest.importorskip("torch")
+nn = torch.nn
+
+import memdesigner  # noqa: E402
+from memdesigner.importers.torch_fx import from_module  # noqa: E402
+
+
+class ConvAttention(nn.Module):
+    def __init__(self, batch_first=True, need_weights=False, residual=True):
+        super().__init__()
+        self.conv = nn.Conv1d(1, 32, 10, stride=5)
+        self.attn = nn.MultiheadAttention(32, 4, batch_first=batch_first)
+        self.fc = nn.Linear(32, 8)
+        self.bf, self.nw, self.res = batch_first, need_weights, residual
+
+    def forward(self, x):
+        h = self.conv(x[:, None])
+        h = h.transpose(1, 2) if self.bf else h.permute(2, 0, 1)
+        a = self.attn(h, h, h, need_weights=self.nw)[0]
+        return self.fc(a + h if self.res else a)
+
+
+def _peak(mode, **kw):
+    with torch.device("meta"):
+        module = ConvAttention(**kw)
+    design = from_module(module, (400,))
+    return memdesigner.estimate(design, mode=mode, optimizer="sgd" if mode == "train" else "none", batch=2,
+                                backend="cpu").peak_bytes
+
+
+@pytest.mark.parametrize(("kw", "mode", "measured"), [
+    ({}, "train", 275_592),
+    ({"batch_first": False}, "train", 275_592),
+    ({"need_weights": True}, "train", 773_608),
+    ({}, "inference", 88_288),
+    ({"residual": False}, "train", 255_368),  # no other reader: the stand-in holds
+])
+def test_a_residual_keeps_the_attention_output_gradient_alive(kw, mode, measured):
+    assert _peak(mode, **kw) == measured
+
