@@ -273,6 +273,10 @@ def run_backward(sim, r) -> None:
             # a multi-layer op (stacked LSTM) runs its backward layer by layer: each stage
             # makes that layer's gradients, then releases what that layer kept
             sv = saved_at[place] or []
+            if op.grad_out_stands_in and g0 is not None and rcl[g0] > 1:
+                # another reader holds the incoming gradient (the other branch of a residual Add):
+                # it outlives the op's first node, so its bytes stand for nothing the stages make
+                tmp.append(alloc(mem.nb[g0], G, 1, (nid, "incoming gradient, also held by another reader")))
             for temps_, pidx, release in c.stages:
                 st_tmp = [mem.alloc(nb, G, 1, what) for nb, what in temps_]
                 done_params.update(pidx)

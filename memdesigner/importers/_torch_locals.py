@@ -119,6 +119,10 @@ def _assigned_names(code: str) -> list:
         return []
     stmt = tree.body[0]
     value = stmt.value
+    if isinstance(value, ast.IfExp):
+        # ``y = self.ln(h) if self.pre else h``: the branch that ran made the line's ops (a bare
+        # name makes none, so no value is bound by this line then)
+        value = value.orelse if isinstance(value.body, ast.Name) else value.body
     if not isinstance(value, (ast.Call, ast.BinOp, ast.UnaryOp, ast.Subscript)):
         return []
     if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in (

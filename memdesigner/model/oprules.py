@@ -66,6 +66,10 @@ class OpMem:
     bwd_stages  a backward that runs in steps (a stacked LSTM, layer by layer): each stage
                 allocates its temps and the gradients of its parameters, then releases the
                 listed saved entries (indices into ``saved``); its temps live until the next stage.
+    grad_out_stands_in  the stages count the incoming gradient's bytes for a tensor made after
+                PyTorch freed it (at the op's first backward node). When another reader also holds
+                that gradient (a residual Add passes the same tensor to both branches) it stays
+                alive, and the engine holds its bytes once more through the stages.
     casts       AMP: (param_index, T) low-precision copies of parameters made by autocast; the
                 engine keeps them in autocast's weight cache until the autocast region ends.
     affine      False when a size is not a + b·batch (page-rounded workspaces): the batch curve
@@ -85,6 +89,7 @@ class OpMem:
     out_strides: list | None = None  # per output strides (full shape); None entries: default
     elementwise: bool = False  # new outputs take the input's memory order (TensorIterator)
     bwd_stages: list = field(default_factory=list)  # [(temps, param indices, saved indices to release)]
+    grad_out_stands_in: bool = False
     late_outputs: tuple = ()  # output indices made after the temps are freed (a final torch.stack)
     # state that outlives the step (a KV cache): the outputs stay alive to the end of the run and are
     # reported in Simulation.persisted; releases_carried frees what an earlier step left for this

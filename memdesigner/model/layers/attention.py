@@ -225,7 +225,7 @@ def _mha_mem(m):
     pix = {ps.name: k for k, ps in enumerate(m.params)}
     stages = _mha_stages(m, bne, ix, pix, 1 if math else 2, bool(p))
     return OpMem(outputs=[out], out_dtypes=[dt], saved=saved, temps=temps, grad_in=_mha_grads(m),
-                 bwd_stages=stages)
+                 bwd_stages=stages, grad_out_stands_in=True)
 
 
 def _mha_onnx(ctx):
