@@ -9,20 +9,17 @@ from operator import is_not
 from memdesigner.engine import finetune, tensor_parallel
 from memdesigner.engine.devices import Device, get_device
 from memdesigner.engine.gc_pause import gc_paused
+from memdesigner.engine.layer_rows import NOT_MODELLED, rows_from_entries, rows_from_table  # noqa: F401 (NOT_MODELLED: re-exported)
 from memdesigner.engine.peak_rules import why_alive
 from memdesigner.engine.per_rank import run_ranks
-from memdesigner.engine.report import LayerRow, Report
+from memdesigner.engine.report import Report
 from memdesigner.engine.sanity import ABSURD_BYTES, absurd_size_warning
 from memdesigner.engine.settings import Settings
 from memdesigner.engine.simulate import CATS, Simulation
 from memdesigner.model.analysis import Analysis, analyze, graph_as_recorded
 from memdesigner.model.blocks import engine_view, for_engine, instance_totals
 from memdesigner.model.design import GC_HELD, Design
-from memdesigner.model.shown_layout import shown_shape
 from memdesigner.units import DTYPE_BYTES
-
-NOT_MODELLED = ("not modelled: a Generic op without a memory rule (its output is counted and its inputs are "
-                "assumed kept; parameters an importer could not read are missing)")
 
 
 def _resolve_device(device) -> Device | None:
@@ -101,11 +98,15 @@ def _run(design: Design, an: Analysis, settings: Settings, dev: Device | None) -
     facts = _graph_facts(design, an, valid, el) if valid is sim.order else _graph_facts_of(design, an, valid, el)
     flops = facts[0] * batch
 
-    entries = sim.row_entries(valid)  # (the report's lazy layer rows hold these, not the simulation and its live set)
+    # (the report's lazy layer rows hold these, not the simulation and its live set)
+    table = sim.compact_rows(valid)
+    entries = sim.row_entries(valid) if table is None else None
 
     def layer_rows():
         with gc_paused():  # 10,000 rows: collections set off mid-build would walk the whole heap, each
-            return _layer_rows(design, an, entries(), batch)
+            if table is not None:  # the previous estimate's rows reused where unchanged (engine/layer_rows.py)
+                return rows_from_table(design, an, table, batch)
+            return rows_from_entries(design, an, entries(), batch)
 
     # textbook lower bound: parameters + the largest pair of adjacent feature maps
     lower = batch * facts[1] + pbytes + bbytes
@@ -150,31 +151,6 @@ def _run(design: Design, an: Analysis, settings: Settings, dev: Device | None) -
         paged_optimizer_bytes=getattr(sim, "paged_optimizer_bytes", 0),
         rank_timelines=dict(getattr(sim, "rank_events", {})) if len(per_rank) > 1 else {},
     )
-
-
-def _layer_rows(design: Design, an: Analysis, entries, batch: int) -> list:
-    """The report's per-layer rows, in execution order, from the simulation's row entries
-    (Simulation.row_entries: node, parameter row, activation bytes, kept bytes)."""
-    out = []
-    app = out.append
-    infos, nodes = an.nodes, design.nodes
-    channels_last = design.channels_last
-    for nid, r, act, kept in entries:
-        info = infos[nid]
-        node = nodes[nid]
-        outputs = info.outputs
-        if len(outputs) == 1 and not channels_last and not node.layout:  # shown as it is (model/shown_layout.py)
-            shape = [batch, *outputs[0].shape]
-        else:
-            # in the source framework's order (Keras: channels last); the first output only: the
-            # others (an RNN's h_n) are not laid out as images
-            outs = [shown_shape(design, nid, o.shape) if i == 0 else o.shape for i, o in enumerate(outputs)]
-            shape = [[batch, *o] for o in outs] if len(outs) > 1 else [batch, *outs[0]]
-        t = node.type
-        guess = NOT_MODELLED if t == "Generic" and not info.props.get("traced") else ""
-        app(LayerRow(nid, node.name, t, shape, r["params"], r["param_bytes"], act, kept,
-                     info.flops * batch, r["non_trainable"], guess))
-    return out
 
 
 def _graph_facts(design: Design, an: Analysis, valid: list, el: int) -> tuple:
