@@ -4,7 +4,7 @@ did not touch.
 The window builds every row after each edit (its layer table, the canvas labels), and so does
 ``--format json``: 10,000 LayerRow objects cost 12-22 ms, while an edit changes one or a few.
 A row is made from its op's parameter row and forward entry (engine/row_table.py), its NodeInfo
-and its node's name, type and layout, with the batch and the design's channels_last: the
+and its node's name, type and layout (a snapshot's node: the same object), with the batch and the design's channels_last: the
 previous rows are kept on the analysis' graph memo (shared by the analyses of one graph,
 model/analysis.py) with those inputs per op, and a row whose inputs are the same objects or
 equal values is the previous row object itself (rows are read, never written).
@@ -16,13 +16,14 @@ from itertools import compress, count
 from operator import attrgetter, ne
 
 from memdesigner.engine.report import LayerRow
+from memdesigner.model.analysis import READ_ONLY_NODES
 from memdesigner.model.shown_layout import shown_shape
 
 NOT_MODELLED = ("not modelled: a Generic op without a memory rule (its output is counted and its inputs are "
                 "assumed kept; parameters an importer could not read are missing)")
 
 _SHOWN = attrgetter("name", "type", "layout")  # what a row reads of its node
-_MEMO = "layer_rows"  # the graph memo's key: (order, per-op inputs, rows, batch, channels_last)
+_MEMO = "layer_rows"  # the graph memo's key: (order, per-op input columns, rows, batch, channels_last, count)
 
 
 def layer_row(design, nid: str, info, r: dict, act: int, kept: int, batch: int) -> LayerRow:
@@ -50,23 +51,30 @@ def rows_from_entries(design, an, entries, batch: int) -> list:
 
 def rows_from_table(design, an, table, batch: int) -> list:
     """The rows of a run's RowTable, the previous estimate's row objects where an op's inputs
-    are as they were (compared in C, all ops at once); rebuilt from scratch for another order."""
+    are as they were (compared in C, all ops at once); rebuilt from scratch for another order.
+    A snapshot's nodes (model/snapshots.py: copies nobody edits) are compared by identity, a
+    live design's by the fields a row reads (they may have been edited in place)."""
     order = table.order
+    n = min(len(order), len(table.base), len(table.ops))  # (as many as ran: RowTable.entries)
     infos = list(map(an.nodes.__getitem__, order))
-    shown = list(map(_SHOWN, map(design.nodes.__getitem__, order)))
-    keys = list(zip(table.base, table.ops, infos, shown))  # (as many as ran: RowTable.entries)
+    nodes = map(design.nodes.__getitem__, order)
+    read_only = bool(design.__dict__.get(READ_ONLY_NODES))
+    nodes = list(nodes) if read_only else list(map(_SHOWN, nodes))
+    cols = (table.base, table.ops, infos, nodes)
     memo = an.graph_memo.get(_MEMO)
     channels_last = design.channels_last
-    if memo is not None and memo[3] == batch and memo[4] == channels_last and len(memo[1]) == len(keys) and \
-            memo[0] == order:
+    if memo is not None and memo[3] == batch and memo[4] == channels_last and memo[5] == n and memo[0] == order:
         rows = list(memo[2])
-        todo = compress(count(), map(ne, keys, memo[1]))
+        # per op, its inputs as a tuple against the kept ones: items the same object compare
+        # without being read (tuple comparison tests identity first), others by value
+        todo = compress(count(), map(ne, zip(*cols), zip(*memo[1])))
     else:
-        rows = [None] * len(keys)
-        todo = range(len(keys))
+        rows = [None] * n
+        todo = range(n)
+    base, ops = table.base, table.ops
     for i in todo:
-        r, o = keys[i][0], keys[i][1]
+        o = ops[i]
         act, kept = (o[0], o[1]) if o.__class__ is tuple else (o.new_bytes, o.kept)
-        rows[i] = layer_row(design, order[i], infos[i], r, act, kept, batch)
-    an.graph_memo[_MEMO] = (order, keys, rows, batch, channels_last)
+        rows[i] = layer_row(design, order[i], infos[i], base[i], act, kept, batch)
+    an.graph_memo[_MEMO] = (order, cols, rows, batch, channels_last, n)
     return list(rows)
