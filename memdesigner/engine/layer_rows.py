@@ -13,16 +13,15 @@ equal values is the previous row object itself (rows are read, never written).
 from __future__ import annotations
 
 from itertools import compress, count
-from operator import attrgetter, ne
+from operator import ne
 
+from memdesigner.engine.ops_in_order import node_column, ops_in_order
 from memdesigner.engine.report import LayerRow
-from memdesigner.model.analysis import READ_ONLY_NODES
 from memdesigner.model.shown_layout import shown_shape
 
 NOT_MODELLED = ("not modelled: a Generic op without a memory rule (its output is counted and its inputs are "
                 "assumed kept; parameters an importer could not read are missing)")
 
-_SHOWN = attrgetter("name", "type", "layout")  # what a row reads of its node
 _MEMO = "layer_rows"  # the graph memo's key: (order, per-op input columns, rows, batch, channels_last, count)
 
 
@@ -56,11 +55,8 @@ def rows_from_table(design, an, table, batch: int) -> list:
     live design's by the fields a row reads (they may have been edited in place)."""
     order = table.order
     n = min(len(order), len(table.base), len(table.ops))  # (as many as ran: RowTable.entries)
-    infos = list(map(an.nodes.__getitem__, order))
-    nodes = map(design.nodes.__getitem__, order)
-    read_only = bool(design.__dict__.get(READ_ONLY_NODES))
-    nodes = list(nodes) if read_only else list(map(_SHOWN, nodes))
-    cols = (table.base, table.ops, infos, nodes)
+    infos, nodes, read_only = ops_in_order(design, an, order)
+    cols = (table.base, table.ops, infos, node_column(nodes, read_only))
     memo = an.graph_memo.get(_MEMO)
     channels_last = design.channels_last
     if memo is not None and memo[3] == batch and memo[4] == channels_last and memo[5] == n and memo[0] == order:
