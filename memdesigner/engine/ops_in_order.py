@@ -10,7 +10,7 @@ from operator import attrgetter
 from memdesigner.model.analysis import READ_ONLY_NODES
 
 _SHOWN = attrgetter("name", "type", "layout")  # what a layer row reads of its node
-_TYPE = attrgetter("type")
+TYPE = attrgetter("type")  # what an op number reads of its node
 
 
 def ops_in_order(design, an, order: list) -> tuple:
@@ -30,5 +30,3 @@ def node_column(nodes: list, read_only: bool, fields=_SHOWN) -> list:
     """What to compare of each node: the node itself (a snapshot's), else its ``fields``."""
     return nodes if read_only else list(map(fields, nodes))
 
-
-TYPE = _TYPE
