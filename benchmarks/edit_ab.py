@@ -11,7 +11,10 @@ rows are built, as the window does. Two paths:
 - ``window``: the same edit, then what the window's worker does (memdesigner/_qt/estimator.py
   compute(), with the cyclic collector paused): a detached snapshot of the design (reusing the
   last snapshot's unchanged nodes where the checkout has model/snapshots.py),
-  ``analyze(snapshot)``, ``estimate(snapshot, analysis=...)``, the layer rows.
+  ``analyze(snapshot)``, ``estimate(snapshot, analysis=...)``, the layer rows, and what it keeps
+  promoted to the oldest generation (gc_pause.promote_survivors, where the checkout has it), as
+  compute() does: without it the collection set off after the pause walked all of it (~18 ms of
+  a 10,000-op Adam edit, which the window does not pay).
 
     python benchmarks/edit_ab.py --against /path/to/old/checkout [--layers 1000,10000] [--rounds 15] [--check]
 
@@ -54,6 +57,12 @@ def _worker() -> None:
 
     import memdesigner as md
     from memdesigner.engine.gc_pause import gc_paused
+
+    try:
+        from memdesigner.engine.gc_pause import promote_survivors
+    except ImportError:  # a checkout whose worker did not promote what it kept
+        def promote_survivors():
+            return None
     from memdesigner.model.analysis import analyze
 
     try:
@@ -81,6 +90,7 @@ def _worker() -> None:
                     snap = take(d)
                     rep = md.estimate(snap, analysis=analyze(snap), **kw)
                     rep.layers  # noqa: B018
+                    promote_survivors()  # as compute(): no young collection over what it keeps
             else:
                 rep = md.estimate(d, **kw)
                 if rows:

@@ -4,9 +4,12 @@ counts and small tuples, so that a run walks numbers instead of re-reading rule 
 from __future__ import annotations
 
 import itertools
+from itertools import compress, count
+from operator import ne
 from types import MappingProxyType
 
 from memdesigner.engine.live_set import A, G
+from memdesigner.engine.ops_in_order import TYPE, node_column, ops_in_order
 from memdesigner.model.layout import contiguous_strides, dense_like
 from memdesigner.model.oprules import In, MemCtx, OpMem, Out, Param, T
 from memdesigner.units import DTYPE_BYTES
@@ -50,23 +53,33 @@ def op_ids(design, an, order: list) -> list:
     on the analysis. The rule cache's key is then three small ints for a one-input op, not a
     tuple of six rebuilt and hashed for every op of every estimate. The table keeps the objects
     alive, so while a number is in it no other object can take their ids; a cleared table
-    hands out new numbers (never reused)."""
+    hands out new numbers (never reused). After an edit that left the graph alone (the analyses
+    share a graph memo) the numbers of the ops whose NodeInfo and type are as they were are the
+    previous estimate's (the memo holds those NodeInfos: their numbers stay theirs)."""
     memo = an.__dict__.get("_op_ids")
     if memo is not None and memo[0] is design and memo[1] is order:
         return memo[2]
     if len(_OP_IDS) > 200000:
         _OP_IDS.clear()
-    nodes, infos, get = design.nodes, an.nodes, _OP_IDS.get
-    out = []
-    put = out.append
-    for nid in order:
-        info = infos[nid]
+    infos_l, nodes_l, read_only = ops_in_order(design, an, order)
+    types = node_column(nodes_l, read_only, TYPE)
+    kept = an.graph_memo.get("op_ids")
+    if kept is not None and kept[0] == order:
+        out = list(kept[3])
+        todo = compress(count(), map(ne, zip(infos_l, types), zip(kept[1], kept[2])))
+    else:
+        out = [0] * len(order)
+        todo = range(len(order))
+    get = _OP_IDS.get
+    for i in todo:
+        info = infos_l[i]
         props, outputs, params = info.props, info.outputs, info.params
-        key = (nodes[nid].type, id(props), id(outputs), id(params))
+        key = (nodes_l[i].type, id(props), id(outputs), id(params))
         hit = get(key)
         if hit is None:
             hit = _OP_IDS[key] = (_next_id(), props, outputs, params)
-        put(hit[0])
+        out[i] = hit[0]
+    an.graph_memo["op_ids"] = (order, infos_l, types, out)
     an.__dict__["_op_ids"] = (design, order, out)
     return out
 

@@ -2,27 +2,21 @@
 
 from __future__ import annotations
 
-import math
-from itertools import compress
-from operator import is_not
-
 from memdesigner.engine import finetune, tensor_parallel
 from memdesigner.engine.devices import Device, get_device
 from memdesigner.engine.gc_pause import gc_paused
+from memdesigner.engine.graph_facts import graph_facts, graph_facts_of
+from memdesigner.engine.layer_rows import NOT_MODELLED, rows_from_entries, rows_from_table  # noqa: F401 (NOT_MODELLED: re-exported)
 from memdesigner.engine.peak_rules import why_alive
 from memdesigner.engine.per_rank import run_ranks
-from memdesigner.engine.report import LayerRow, Report
+from memdesigner.engine.report import Report
 from memdesigner.engine.sanity import ABSURD_BYTES, absurd_size_warning
 from memdesigner.engine.settings import Settings
 from memdesigner.engine.simulate import CATS, Simulation
-from memdesigner.model.analysis import Analysis, analyze, graph_as_recorded
+from memdesigner.model.analysis import Analysis, analyze
 from memdesigner.model.blocks import engine_view, for_engine, instance_totals
 from memdesigner.model.design import GC_HELD, Design
-from memdesigner.model.shown_layout import shown_shape
 from memdesigner.units import DTYPE_BYTES
-
-NOT_MODELLED = ("not modelled: a Generic op without a memory rule (its output is counted and its inputs are "
-                "assumed kept; parameters an importer could not read are missing)")
 
 
 def _resolve_device(device) -> Device | None:
@@ -98,14 +92,18 @@ def _run(design: Design, an: Analysis, settings: Settings, dev: Device | None) -
             sum(rows[n][k] for n in valid)
             for k in ("params", "non_trainable", "requires_grad", "param_bytes", "buffer_bytes"))
     el = DTYPE_BYTES[settings.torch_dtype]
-    facts = _graph_facts(design, an, valid, el) if valid is sim.order else _graph_facts_of(design, an, valid, el)
+    facts = graph_facts(design, an, valid, el) if valid is sim.order else graph_facts_of(design, an, valid, el)
     flops = facts[0] * batch
 
-    entries = sim.row_entries(valid)  # (the report's lazy layer rows hold these, not the simulation and its live set)
+    # (the report's lazy layer rows hold these, not the simulation and its live set)
+    table = sim.compact_rows(valid)
+    entries = sim.row_entries(valid) if table is None else None
 
     def layer_rows():
         with gc_paused():  # 10,000 rows: collections set off mid-build would walk the whole heap, each
-            return _layer_rows(design, an, entries(), batch)
+            if table is not None:  # the previous estimate's rows reused where unchanged (engine/layer_rows.py)
+                return rows_from_table(design, an, table, batch)
+            return rows_from_entries(design, an, entries(), batch)
 
     # textbook lower bound: parameters + the largest pair of adjacent feature maps
     lower = batch * facts[1] + pbytes + bbytes
@@ -150,101 +148,6 @@ def _run(design: Design, an: Analysis, settings: Settings, dev: Device | None) -
         paged_optimizer_bytes=getattr(sim, "paged_optimizer_bytes", 0),
         rank_timelines=dict(getattr(sim, "rank_events", {})) if len(per_rank) > 1 else {},
     )
-
-
-def _layer_rows(design: Design, an: Analysis, entries, batch: int) -> list:
-    """The report's per-layer rows, in execution order, from the simulation's row entries
-    (Simulation.row_entries: node, parameter row, activation bytes, kept bytes)."""
-    out = []
-    app = out.append
-    infos, nodes = an.nodes, design.nodes
-    channels_last = design.channels_last
-    for nid, r, act, kept in entries:
-        info = infos[nid]
-        node = nodes[nid]
-        outputs = info.outputs
-        if len(outputs) == 1 and not channels_last and not node.layout:  # shown as it is (model/shown_layout.py)
-            shape = [batch, *outputs[0].shape]
-        else:
-            # in the source framework's order (Keras: channels last); the first output only: the
-            # others (an RNN's h_n) are not laid out as images
-            outs = [shown_shape(design, nid, o.shape) if i == 0 else o.shape for i, o in enumerate(outputs)]
-            shape = [[batch, *o] for o in outs] if len(outs) > 1 else [batch, *outs[0]]
-        t = node.type
-        guess = NOT_MODELLED if t == "Generic" and not info.props.get("traced") else ""
-        app(LayerRow(nid, node.name, t, shape, r["params"], r["param_bytes"], act, kept,
-                     info.flops * batch, r["non_trainable"], guess))
-    return out
-
-
-def _graph_facts(design: Design, an: Analysis, valid: list, el: int) -> tuple:
-    """_graph_facts_of, kept on the analysis for the next estimate over it (other settings, another
-    batch) while the design and its edge count are the ones it was made for; after an edit that
-    left the graph alone (the analyses share a graph memo), updated from the facts before it."""
-    memo = an.__dict__.get("_graph_facts")
-    if memo is not None and memo[0] is design and memo[1] is valid and memo[2] == len(design.edges) and memo[3] == el:
-        return memo[4]
-    shared = an.graph_memo
-    key = ("graph_facts", el)
-    before = shared.get(key)
-    facts = _facts_after_edit(design, an, valid, before) if before is not None and before[1] is valid else None
-    if facts is not None:
-        shared[key] = (dict(an.nodes), valid, facts)
-    else:
-        facts = _graph_facts_of(design, an, valid, el)
-        if graph_as_recorded(design, an):
-            shared[key] = (dict(an.nodes), valid, facts)
-    an.__dict__["_graph_facts"] = (design, valid, len(design.edges), el, facts)
-    return facts
-
-
-def _facts_after_edit(design: Design, an: Analysis, valid: list, before: tuple) -> tuple | None:
-    """The graph facts from those of an analysis of the same graph (``before``: its NodeInfos, the
-    valid nodes, its facts): the FLOPs move by what the re-inferred nodes changed; None (count
-    again) when one of them changed its first output's size or is a Generic op."""
-    old, _, (flops, pair, unruled, traced, gc_held) = before
-    infos, nodes = an.nodes, design.nodes
-    redone = list(compress(valid, map(is_not, map(infos.__getitem__, valid), map(old.get, valid))))  # in C
-    if len(redone) * 8 > len(valid):
-        return None
-    for n in redone:
-        i, o = infos[n], old.get(n)
-        if o is None or nodes[n].type == "Generic":
-            return None
-        io, oo = i.outputs, o.outputs
-        if io != oo and (len(io) != len(oo) or (io and (io[0].shape != oo[0].shape or io[0].kind != oo[0].kind))):
-            return None
-        flops += i.flops - o.flops
-    return flops, pair, unruled, traced, gc_held
-
-
-def _graph_facts_of(design: Design, an: Analysis, valid: list, el: int) -> tuple:
-    """What the report reads from the graph alone, per batch element: (FLOPs of the valid nodes,
-    the largest pair of adjacent first-output sizes in bytes, the Generic ops without a rule and
-    the traced ones as 'id (op)', whether any output waits for Python's garbage collector)."""
-    infos, nodes = an.nodes, design.nodes
-    el64 = DTYPE_BYTES["int64"]
-    prod = math.prod
-    out_bytes = {}
-    for nid in valid:
-        outs = infos[nid].outputs
-        if outs:
-            o = outs[0]
-            out_bytes[nid] = prod(o.shape) * (el64 if o.kind == "int64" else el)
-    pair = 0
-    for e in design.edges:
-        a = out_bytes.get(e.src)
-        if a is not None:
-            b = out_bytes.get(e.dst)
-            if b is not None and a + b > pair:
-                pair = a + b
-    unruled, traced = [], []
-    for nid in valid:
-        if nodes[nid].type == "Generic":
-            op = infos[nid].props.get("op")
-            (traced if infos[nid].props.get("traced") else unruled).append(f"{nid} ({op})")
-    gc_held = any(nodes[n].keep_until == GC_HELD for n in an.order)
-    return sum([infos[nid].flops for nid in valid]), pair, tuple(unruled), tuple(traced), gc_held
 
 
 def _gc_held_warning(design: Design, an: Analysis, settings: Settings, rounding: int, peak: int) -> str:

@@ -88,6 +88,11 @@ class Simulation:
         rows = self.rows
         return lambda: ((n, rows[n], rows[n]["activation_bytes"], rows[n]["kept_bytes"]) for n in valid)
 
+    def compact_rows(self, valid: list) -> RowTable | None:
+        """The compact table itself when row_entries would read it (``valid`` is the run's
+        order, no rows dict set): the report's rows then reuse the previous estimate's."""
+        return self.table if self._rows is None and valid is self.order else None
+
     def _new_mem(self) -> LiveSet:
         """The live set; a subclass may log every allocation (memdesigner.snapshot.writer)."""
         return LiveSet(self.rounding)

@@ -11,7 +11,7 @@ import dataclasses
 import heapq
 from dataclasses import dataclass, field
 from itertools import compress, count
-from operator import attrgetter, ne
+from operator import attrgetter, is_not, ne
 
 from memdesigner.model import registry
 from memdesigner.model.design import Design
@@ -157,16 +157,19 @@ class _Kept:
     record's first item, in node order (compared as one list). ``recs``: node id ->
     (_KEY values with the props deep-copied and the tied parameters copied, the layer type or
     None, the coerced props, the coercion's error as (field, message) or None); ``types``: type
-    name -> layer type for those records. ``order``, ``infos`` and ``issues`` are private copies
-    (callers may replace entries of the analysis they got); ``pos`` and ``succ`` (each node's place in the
+    name -> layer type for those records. ``objs``: the node objects read, in node order (a
+    snapshot's copies, which nobody edits, need no comparing while they are the same objects:
+    model/snapshots.py). ``order``, ``infos`` and ``issues`` are private copies (callers may
+    replace entries of the analysis they got); ``pos`` and ``succ`` (each node's place in the
     order, its consumers) are made when first needed."""
 
-    __slots__ = ("ids", "keys", "edges", "ins", "recs", "types", "an", "order", "infos", "issues", "pos", "succ")
+    __slots__ = ("ids", "keys", "edges", "ins", "recs", "types", "an", "order", "infos", "issues", "pos", "succ",
+                 "objs")
 
-    def __init__(self, ids, keys, edges, ins, recs, types, an, pos=None, succ=None):
+    def __init__(self, ids, keys, edges, ins, recs, types, an, pos=None, succ=None, objs=None):
         self.ids, self.keys, self.edges, self.ins, self.recs, self.types, self.an = ids, keys, edges, ins, recs, types, an
         self.order, self.infos, self.issues = list(an.order), dict(an.nodes), list(an.issues)
-        self.pos, self.succ = pos, succ
+        self.pos, self.succ, self.objs = pos, succ, objs
 
     def places(self) -> tuple:
         if self.pos is None:
@@ -179,8 +182,12 @@ class _Kept:
         return self.pos, self.succ
 
 
-_RECENT: list = []  # the last few _Kept, newest first (a design, its snapshots, the engine's derived designs)
+# the last few _Kept, newest first (a design, its snapshots, the engine's derived designs). Each
+# holds a record and a NodeInfo per node: bounded by count and by nodes in all (the newest is
+# always kept), so a session of big designs does not keep several of them alive for nothing
+_RECENT: list = []
 _RECENT_MAX = 4
+_RECENT_NODES = 60000
 
 
 def _recent(ids: list):
@@ -194,7 +201,12 @@ def _recent(ids: list):
 
 def _remember(kept: _Kept) -> None:
     ids = kept.ids
-    _RECENT[:] = [kept] + [k for k in _RECENT if k.ids != ids][:_RECENT_MAX - 1]
+    out, total = [kept], len(ids)
+    for k in _RECENT:
+        if k.ids != ids and len(out) < _RECENT_MAX and total + len(k.ids) <= _RECENT_NODES:
+            out.append(k)
+            total += len(k.ids)
+    _RECENT[:] = out
 
 
 def _layer(type_name: str):
@@ -223,33 +235,52 @@ def _record(node, k: tuple, lt, old) -> tuple:
     return (*head, kept, tied), lt, coerced, None
 
 
-def _analyze(design: Design, ids: list, prev: _Kept | None, own: bool = False):
-    """(analysis, what to keep of it: None for a graph with a cycle), or None when ``prev`` is
-    this design's own (``own``) and nothing it read has changed."""
+# a Design made by model/snapshots.py sets this in its __dict__: its nodes are snapshot copies,
+# never edited (later snapshots share them), so one the same object as an analysis read is unchanged
+READ_ONLY_NODES = "_read_only_nodes"
+
+
+class _Changes:
+    """What changed since the kept analysis ``prev``, node by node (step 1 of _analyze)."""
+
+    __slots__ = ("recs", "types", "rkeys", "dirty", "same_ids", "same_graph", "retrain", "removed", "objs")
+
+
+def _to_compare(design: Design, ids: list, objs: list, prev: _Kept | None, same_ids: bool) -> tuple:
+    """(the indices of the nodes whose _KEY values differ from the kept records, those records in
+    node order). By contents, in C (an edit made in place, behind Design's back, shows as well as
+    one through it, and a snapshot matches its design); a snapshot's nodes only where they are not
+    the objects ``prev`` read (the others are unchanged: READ_ONLY_NODES)."""
+    if same_ids:
+        rkeys = prev.keys
+        pobjs = prev.objs
+        if pobjs is not None and design.__dict__.get(READ_ONLY_NODES):
+            maybe = list(compress(count(), map(is_not, objs, pobjs)))
+            return [i for i in maybe if _KEY(objs[i]) != rkeys[i]], rkeys
+    else:
+        precs = prev.recs if prev is not None else {}
+        rkeys = [(precs.get(nid) or _NO_REC)[0] for nid in ids]
+    return list(compress(count(), map(ne, map(_KEY, objs), rkeys))), rkeys
+
+
+def _changes(design: Design, ids: list, objs: list, prev: _Kept | None) -> _Changes:
+    """Step 1: which nodes changed what analysis reads, their new records, and whether the graph
+    structure's reads (order, edges, graph fields) may have changed."""
     nodes = design.nodes
-    edges = design.edges
-    if prev is not None and any(_layer(t) is not lt for t, lt in prev.types.items()):
-        prev = None  # a layer type (re)registered since: everything again
-    # 1. which nodes changed what analysis reads, node by node (contents, so that an edit made in
-    # place, behind Design's back, shows as well as one through it, and a snapshot matches)
+    ch = _Changes()
     precs = prev.recs if prev is not None else {}
-    recs = dict(precs)
-    types = dict(prev.types) if prev is not None else {}
-    dirty = set()  # nodes whose NodeInfo must be inferred again
-    same_ids = prev is not None and ids == prev.ids
+    ch.recs = recs = dict(precs)
+    ch.types = types = dict(prev.types) if prev is not None else {}
+    ch.dirty = dirty = set()  # nodes whose NodeInfo must be inferred again
+    ch.same_ids = same_ids = prev is not None and ids == prev.ids
     same_graph = same_ids  # the graph structure's reads (order, edges, graph fields) unchanged
     retrain = False  # a node's trainable changed, or nodes came or went: tied parameters follow owners
-    if same_ids:  # the nodes as before: compared in C, one node at a time, for the indices that differ
-        todo = list(compress(count(), map(ne, map(_KEY, nodes.values()), prev.keys)))
-        rkeys = prev.keys
-    else:
-        rkeys = [(precs.get(nid) or _NO_REC)[0] for nid in ids]
-        todo = list(compress(count(), map(ne, map(_KEY, nodes.values()), rkeys)))
+    todo, rkeys = _to_compare(design, ids, objs, prev, same_ids)
     if todo:
         rkeys = list(rkeys)
     for i in todo:
         nid = ids[i]
-        nd = nodes[nid]
+        nd = objs[i]
         k = _KEY(nd)
         rec = precs.get(nid)
         lt = types.get(k[0], _MISSING)
@@ -269,87 +300,124 @@ def _analyze(design: Design, ids: list, prev: _Kept | None, own: bool = False):
             retrain = retrain or of[1] != k[1]
         if of[0] != k[0] or of[2:_PROPS_AT] != k[2:_PROPS_AT] or bool(of[_TIED_AT]) != bool(k[_TIED_AT]):
             same_graph = False
-    removed = ()
+    ch.removed = ()
     if prev is not None and not same_ids:
-        removed = set(precs).difference(nodes)
+        ch.removed = removed = set(precs).difference(nodes)
         for n in removed:
             del recs[n]
         if removed:
             retrain = True
     if retrain:
         dirty.update([n for n, nd in nodes.items() if nd.tied])
+    ch.rkeys, ch.same_graph, ch.retrain = rkeys, same_graph, retrain
+    return ch
+
+
+def _reinfer_downstream(design: Design, prev: _Kept, ch: _Changes, cache_get) -> tuple:
+    """Step 2, the same nodes in the same order with the same input edges: from the old infos,
+    re-infer the dirty nodes and, in order, the consumers of each node whose NodeInfo now reads
+    differently downstream. (order, ins, infos, redone: [(old, new info)], pos, succ)."""
+    order, ins = list(prev.order), prev.ins
+    old_infos = prev.infos
+    infos = dict(old_infos)
+    redone: list = []
+    pos, succ = prev.pos, prev.succ
+    dirty, recs = ch.dirty, ch.recs
+    if dirty:
+        pos, succ = prev.places()
+        heap = [pos[n] for n in dirty]
+        heapq.heapify(heap)
+        queued = set(dirty)
+        while heap:
+            nid = order[heapq.heappop(heap)]
+            old = old_infos[nid]
+            info = _node_info(design, nid, recs[nid], ins[nid], infos, cache_get)
+            infos[nid] = info
+            redone.append((old, info))
+            if _reads_differently(old, info):
+                for m in succ.get(nid, ()):
+                    if m not in queued:
+                        queued.add(m)
+                        heapq.heappush(heap, pos[m])
+    return order, ins, infos, redone, pos, succ
+
+
+def _input_edges(nodes: dict, edges: list) -> dict:
+    """node -> its input edges, by port."""
+    ins = {n: [] for n in nodes}
+    for e in edges:
+        lst = ins.get(e.dst)
+        if lst is not None:
+            lst.append(e)
+    for lst in ins.values():
+        if len(lst) > 1:
+            lst.sort(key=_BY_PORT)
+    return ins
+
+
+def _reinfer_in_order(design: Design, order: list, prev: _Kept | None, ch: _Changes, cache_get) -> tuple:
+    """Step 2', another order or other edges: in order, the dirty nodes, those whose input edges
+    changed and those whose inputs read differently now. (ins, infos, redone)."""
+    ins = _input_edges(design.nodes, design.edges)
+    dirty, recs = ch.dirty, ch.recs
+    if prev is not None:
+        pins = prev.ins
+        dirty.update([n for n, lst in ins.items() if lst != pins.get(n)])
+    old_infos = prev.infos if prev is not None else {}
+    infos: dict[str, NodeInfo] = {}
+    redone: list = []
+    changed = set(ch.removed)  # nodes whose NodeInfo reads differently downstream
+    for nid in order:
+        old = old_infos.get(nid)
+        if old is not None and nid not in dirty:
+            if not changed:
+                infos[nid] = old
+                continue
+            for e in ins[nid]:
+                if e.src in changed:
+                    break
+            else:
+                infos[nid] = old
+                continue
+        info = _node_info(design, nid, recs[nid], ins[nid], infos, cache_get)
+        infos[nid] = info
+        redone.append((old, info))
+        if old is None or _reads_differently(old, info):
+            changed.add(nid)
+    return ins, infos, redone
+
+
+def _cycle(design: Design, exc: ValueError) -> Analysis:
+    nid = str(exc).split(":")[0]
+    iss = Issue(nid, "inputs", str(exc).split(": ", 1)[-1])
+    return Analysis([], {n: NodeInfo(n, issue=iss if n == nid else None) for n in design.nodes}, [iss])
+
+
+def _analyze(design: Design, ids: list, prev: _Kept | None, own: bool = False):
+    """(analysis, what to keep of it: None for a graph with a cycle), or None when ``prev`` is
+    this design's own (``own``) and nothing it read has changed."""
+    edges = design.edges
+    if prev is not None and any(_layer(t) is not lt for t, lt in prev.types.items()):
+        prev = None  # a layer type (re)registered since: everything again
+    objs = list(design.nodes.values())
+    ch = _changes(design, ids, objs, prev)
     same_edges = prev is not None and edges == prev.edges
-    if own and same_edges and same_graph and not dirty:
+    if own and same_edges and ch.same_graph and not ch.dirty:
         return None
-    infos: dict[str, NodeInfo]
-    redone = []  # (old info or None, new info)
     cache_get = _CACHE.get
     pos = succ = None
-    if same_edges and same_ids:
-        # 2. the same order and input edges: from the old infos, re-infer the dirty nodes and, in
-        # order, the consumers of each node whose NodeInfo now reads differently downstream
-        order, ins = list(prev.order), prev.ins
-        old_infos = prev.infos
-        infos = dict(old_infos)
-        pos, succ = prev.pos, prev.succ
-        if dirty:
-            pos, succ = prev.places()
-            heap = [pos[n] for n in dirty]
-            heapq.heapify(heap)
-            queued = set(dirty)
-            while heap:
-                nid = order[heapq.heappop(heap)]
-                old = old_infos[nid]
-                info = _node_info(design, nid, recs[nid], ins[nid], infos, cache_get)
-                infos[nid] = info
-                redone.append((old, info))
-                if _reads_differently(old, info):
-                    for m in succ.get(nid, ()):
-                        if m not in queued:
-                            queued.add(m)
-                            heapq.heappush(heap, pos[m])
+    same_graph = ch.same_graph
+    if same_edges and ch.same_ids:
+        order, ins, infos, redone, pos, succ = _reinfer_downstream(design, prev, ch, cache_get)
     else:
         same_graph = False
         try:
             order = design.topo_order()
         except ValueError as exc:
-            nid = str(exc).split(":")[0]
-            iss = Issue(nid, "inputs", str(exc).split(": ", 1)[-1])
-            return Analysis([], {n: NodeInfo(n, issue=iss if n == nid else None) for n in nodes}, [iss]), None
-        ins = {n: [] for n in nodes}
-        for e in edges:
-            lst = ins.get(e.dst)
-            if lst is not None:
-                lst.append(e)
-        for lst in ins.values():
-            if len(lst) > 1:
-                lst.sort(key=_BY_PORT)
-        if prev is not None:
-            pins = prev.ins
-            dirty.update([n for n, lst in ins.items() if lst != pins.get(n)])
-        # 2'. in order: the dirty nodes and those whose inputs read differently now
-        old_infos = prev.infos if prev is not None else {}
-        infos = {}
-        changed = set(removed)  # nodes whose NodeInfo reads differently downstream
-        for nid in order:
-            old = old_infos.get(nid)
-            if old is not None and nid not in dirty:
-                if not changed:
-                    infos[nid] = old
-                    continue
-                for e in ins[nid]:
-                    if e.src in changed:
-                        break
-                else:
-                    infos[nid] = old
-                    continue
-            info = _node_info(design, nid, recs[nid], ins[nid], infos, cache_get)
-            infos[nid] = info
-            redone.append((old, info))
-            if old is None or _reads_differently(old, info):
-                changed.add(nid)
+            return _cycle(design, exc), None
+        ins, infos, redone = _reinfer_in_order(design, order, prev, ch, cache_get)
     # 3. the nodes' own errors in order: the old list when no re-inferred node had or has one
-    if same_ids and same_edges and all(o is not None and o.issue is None and i.issue is None for o, i in redone):
+    if ch.same_ids and same_edges and all(o is not None and o.issue is None and i.issue is None for o, i in redone):
         issues = list(prev.issues)
     else:
         issues = [i for i in (infos[n].issue for n in order) if i is not None]
@@ -358,8 +426,8 @@ def _analyze(design: Design, ids: list, prev: _Kept | None, own: bool = False):
         # the same valid nodes with as many outputs, the same edges and graph fields: what the engine
         # derives from the graph alone (kept in graph_memo) holds for this analysis too
         an.graph_memo = prev.an.graph_memo
-    an.recorded = recs
-    return an, _Kept(ids, rkeys, list(edges), ins, recs, types, an, pos, succ)
+    an.recorded = ch.recs
+    return an, _Kept(ids, ch.rkeys, list(edges), ins, ch.recs, ch.types, an, pos, succ, objs)
 
 
 def _reads_differently(old: NodeInfo, new: NodeInfo) -> bool:

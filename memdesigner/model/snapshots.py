@@ -20,6 +20,7 @@ import copy
 from itertools import compress, count
 from operator import attrgetter, eq, not_
 
+from memdesigner.model.analysis import READ_ONLY_NODES
 from memdesigner.model.design import _N_FIELDS, _NODE_FIELDS, Design, Node
 
 _ATOMIC = frozenset({int, float, str, bool, type(None), bytes, complex})
@@ -96,4 +97,7 @@ class Snapshots:
         d.param_order = list(design.param_order)
         d.nodes = dict(zip(ids, snaps))
         d.edges = list(design.edges)
+        # its nodes are copies nobody edits (later takes share them): an analysis of the next
+        # snapshot compares only the nodes that are not the objects it read (model/analysis.py)
+        d.__dict__[READ_ONLY_NODES] = True
         return d
