@@ -16,6 +16,36 @@ def sequential(shape, layers, dtype="float", name="test"):
     return d
 
 
+def mlp(relu_tail: int = 0) -> Design:
+    """x (64,) -> fc1 Linear 256 -> act ReLU -> fc2 Linear 8, then ``relu_tail`` ReLUs r0, r1, ..."""
+    d = Design("mlp")
+    d.add_node("Input", {"shape": (64,)}, id="x")
+    d.add_node("Linear", {"out_features": 256}, id="fc1")
+    d.add_node("ReLU", {}, id="act")
+    d.add_node("Linear", {"out_features": 8}, id="fc2")
+    d.add_edge("x", "fc1")
+    d.add_edge("fc1", "act")
+    d.add_edge("act", "fc2")
+    prev = "fc2"
+    for i in range(relu_tail):
+        d.add_node("ReLU", {}, id=f"r{i}")
+        d.add_edge(prev, f"r{i}")
+        prev = f"r{i}"
+    return d
+
+
+def linear_chain(n: int) -> Design:
+    """x (8,) and then n - 1 Linear(8) layers fc0, fc1, ... in a chain (n nodes)."""
+    d = Design("chain")
+    d.add_node("Input", {"shape": (8,)}, id="x")
+    prev = "x"
+    for i in range(n - 1):
+        d.add_node("Linear", {"out_features": 8}, id=f"fc{i}")
+        d.add_edge(prev, f"fc{i}")
+        prev = f"fc{i}"
+    return d
+
+
 import os  # noqa: E402
 from pathlib import Path  # noqa: E402
 

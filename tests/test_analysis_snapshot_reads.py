@@ -2,23 +2,13 @@
 analysis read (model/snapshots.py shares the unchanged ones; nobody edits them): an edit of one
 node of 40 reads one node's fields, not 40; a design that is not a snapshot is compared in full."""
 
-import memdesigner as md
+from helpers import linear_chain
+
 from memdesigner.model import analysis
 from memdesigner.model.analysis import analyze
 from memdesigner.model.snapshots import Snapshots
 
 N = 40
-
-
-def _chain() -> md.Design:
-    d = md.Design("chain")
-    d.add_node("Input", {"shape": (8,)}, id="x")
-    prev = "x"
-    for i in range(N - 1):
-        d.add_node("Linear", {"out_features": 8}, id=f"fc{i}")
-        d.add_edge(prev, f"fc{i}")
-        prev = f"fc{i}"
-    return d
 
 
 def _counting(monkeypatch) -> list:
@@ -34,7 +24,7 @@ def _counting(monkeypatch) -> list:
 
 
 def test_the_next_snapshot_reads_only_the_edited_node(monkeypatch):
-    d = _chain()
+    d = linear_chain(N)
     take = Snapshots().take
     analyze(take(d))
     d.set_prop("fc20", "out_features", 4)  # fc20: 8*4 + 4 = 36 params; fc21 reads 4 features: 4*8 + 8 = 40
@@ -48,7 +38,7 @@ def test_the_next_snapshot_reads_only_the_edited_node(monkeypatch):
 
 def test_a_live_design_is_compared_node_by_node(monkeypatch):
     """Its nodes may be edited in place: every one is read again (and the edit is seen)."""
-    d = _chain()
+    d = linear_chain(N)
     analyze(d)
     analyze(d)  # (the design keeps its analysis from the second one on)
     d.nodes["fc20"].props["out_features"] = 4  # in place, behind Design's back

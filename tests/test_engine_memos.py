@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers import mlp
 
 import memdesigner as md
 from memdesigner.engine import compiled_rule, param_state
@@ -47,28 +48,16 @@ def test_warm_memos_give_the_cold_estimate(design_name):
             assert _report(design_name, SETTINGS[i]) == cold[i], SETTINGS[i]
 
 
-def _mlp() -> md.Design:
-    d = md.Design("mlp")
-    d.add_node("Input", {"shape": (64,)}, id="x")
-    d.add_node("Linear", {"out_features": 256}, id="fc1")
-    d.add_node("ReLU", {}, id="act")
-    d.add_node("Linear", {"out_features": 8}, id="fc2")
-    d.add_edge("x", "fc1")
-    d.add_edge("fc1", "act")
-    d.add_edge("act", "fc2")
-    return d
-
-
 def test_an_input_that_stops_requiring_grad_is_a_new_rule():
     """Freezing fc1 makes the ReLU's input a tensor without grad: its memory rule (what autograd
     saves) is looked up again, not reused from the run where the input required grad."""
     kw = dict(mode="train", batch=32, optimizer="adam")
     _forget_everything()
-    frozen = _mlp()
+    frozen = mlp()
     frozen.set_trainable("fc1", False)
     cold = md.estimate(frozen, **kw)
     _forget_everything()
-    d = _mlp()
+    d = mlp()
     warm_before = md.estimate(d, **kw)
     d.set_trainable("fc1", False)
     warm = md.estimate(d, **kw)
@@ -82,11 +71,11 @@ def test_a_field_edited_in_place_is_seen_by_the_graph_structure():
     """The graph's structure is kept on the design between estimates: a field it reads, changed
     without Design's methods (``output``: the model also returns the ReLU's value), rebuilds it."""
     kw = dict(mode="train", batch=32, optimizer="sgd")
-    d = _mlp()
+    d = mlp()
     before = md.estimate(d, **kw)
     d.nodes["act"].output = True
     after = md.estimate(d, **kw)
-    fresh = _mlp()
+    fresh = mlp()
     fresh.nodes["act"].output = True
     assert json.dumps(after.to_dict(), sort_keys=True, default=str) == json.dumps(
         md.estimate(fresh, **kw).to_dict(), sort_keys=True, default=str)
@@ -104,7 +93,7 @@ def test_weights_placed_again_when_a_bit_width_or_a_layer_changes():
     into 8,192 B instead of 65,536 (the bias stays fp32), 57,344 B less; fc2 with 16 outputs: 256 x 8
     more weights and 8 more biases, fp32 (8,224 B)."""
     kw = dict(mode="train", batch=32, optimizer="adam")
-    d = _mlp()
+    d = mlp()
     first = md.estimate(d, **kw)
     assert md.estimate(d, **kw).param_bytes == first.param_bytes
     d.nodes["fc1"].bits = 4
@@ -113,7 +102,7 @@ def test_weights_placed_again_when_a_bit_width_or_a_layer_changes():
     d.set_prop("fc2", "out_features", 16)
     wider = md.estimate(d, **kw)
     assert wider.param_bytes - packed.param_bytes == 8_224
-    fresh = _mlp()
+    fresh = mlp()
     fresh.nodes["fc1"].bits = 4
     fresh.set_prop("fc2", "out_features", 16)
     assert json.dumps(wider.to_dict(), sort_keys=True, default=str) == json.dumps(

@@ -4,6 +4,8 @@ again, and say what a count says, by hand: x (64) -> fc1 Linear 256 -> act ReLU 
 (-> 30 ReLUs), fp32, batch 32. Before: the largest adjacent pair is fc1+act, 1,024 + 1,024 B per sample; after
 fc1 -> 16 features it shrinks, and x+fc1 (256 + 64 B) is the largest."""
 
+from helpers import mlp
+
 import memdesigner as md
 from memdesigner.engine import graph_facts
 from memdesigner.model.analysis import analyze
@@ -14,20 +16,7 @@ KW = dict(mode="train", batch=B, optimizer="adam")
 
 
 def _mlp() -> md.Design:
-    d = md.Design("mlp")
-    d.add_node("Input", {"shape": (64,)}, id="x")
-    d.add_node("Linear", {"out_features": 256}, id="fc1")
-    d.add_node("ReLU", {}, id="act")
-    d.add_node("Linear", {"out_features": 8}, id="fc2")
-    d.add_edge("x", "fc1")
-    d.add_edge("fc1", "act")
-    d.add_edge("act", "fc2")
-    prev = "fc2"
-    for i in range(30):  # 32 B each: their pairs stay small; a few re-inferred nodes of many
-        d.add_node("ReLU", {}, id=f"r{i}")
-        d.add_edge(prev, f"r{i}")
-        prev = f"r{i}"
-    return d
+    return mlp(30)  # 32 B each: their pairs stay small; a few re-inferred nodes of many
 
 
 def _est(snap):

@@ -2,6 +2,8 @@
 the edit did not touch (engine/layer_rows.py), and give the edited layers' new values, by hand:
 x (64 features) -> fc1 Linear 256 -> ReLU -> fc2 Linear 8, batch 32."""
 
+from helpers import mlp
+
 import memdesigner as md
 from memdesigner.model.analysis import analyze
 from memdesigner.model.snapshots import Snapshots
@@ -10,24 +12,12 @@ B = 32
 KW = dict(mode="train", batch=B, optimizer="adam")
 
 
-def _mlp() -> md.Design:
-    d = md.Design("mlp")
-    d.add_node("Input", {"shape": (64,)}, id="x")
-    d.add_node("Linear", {"out_features": 256}, id="fc1")
-    d.add_node("ReLU", {}, id="act")
-    d.add_node("Linear", {"out_features": 8}, id="fc2")
-    d.add_edge("x", "fc1")
-    d.add_edge("fc1", "act")
-    d.add_edge("act", "fc2")
-    return d
-
-
 def _rows(snap):
     return md.estimate(snap, analysis=analyze(snap), **KW).layers
 
 
 def test_an_edit_rebuilds_only_the_rows_it_touches():
-    d = _mlp()
+    d = mlp()
     take = Snapshots().take
     first = _rows(take(d))
     d.set_prop("fc2", "out_features", 10)  # fc2: 256*10 + 10 = 2,570 params, 10,280 B; 32*10*4 = 1,280 B out
@@ -41,7 +31,7 @@ def test_an_edit_rebuilds_only_the_rows_it_touches():
 
 
 def test_a_rename_in_place_and_another_batch_give_new_rows():
-    d = _mlp()
+    d = mlp()
     take = Snapshots().take
     first = _rows(take(d))
     d.nodes["act"].name = "relu_renamed"  # behind Design's back: seen by content
@@ -56,7 +46,7 @@ def test_a_rename_in_place_and_another_batch_give_new_rows():
 
 def test_rows_equal_those_of_a_fresh_design():
     """Reused rows read as a fresh estimate's (the same design analysed from scratch)."""
-    d = _mlp()
+    d = mlp()
     take = Snapshots().take
     _rows(take(d))
     d.set_prop("fc1", "out_features", 128)

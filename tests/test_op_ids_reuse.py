@@ -2,6 +2,8 @@
 ops whose NodeInfo and type are as they were are the previous estimate's, not looked up again:
 one lookup for the edited Linear of a 40-op chain, not 40, and the estimate is a fresh one's."""
 
+from helpers import linear_chain
+
 import memdesigner as md
 from memdesigner.engine import compiled_rule
 from memdesigner.model.analysis import analyze
@@ -9,17 +11,6 @@ from memdesigner.model.snapshots import Snapshots
 
 N = 40
 KW = dict(mode="train", batch=4, optimizer="adam")
-
-
-def _chain() -> md.Design:
-    d = md.Design("chain")
-    d.add_node("Input", {"shape": (8,)}, id="x")
-    prev = "x"
-    for i in range(N - 1):
-        d.add_node("Linear", {"out_features": 8}, id=f"fc{i}")
-        d.add_edge(prev, f"fc{i}")
-        prev = f"fc{i}"
-    return d
 
 
 class _Counted(dict):
@@ -33,7 +24,7 @@ class _Counted(dict):
 
 
 def test_an_edit_looks_up_only_the_edited_ops_number(monkeypatch):
-    d = _chain()
+    d = linear_chain(N)
     take = Snapshots().take
     snap = take(d)
     md.estimate(snap, analysis=analyze(snap), **KW)

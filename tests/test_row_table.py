@@ -2,6 +2,8 @@
 its compiled rule); ``Simulation.rows`` and the report's layer rows are both made from it and must
 say what the layers hold, by hand: x (64 features) -> fc1 Linear 256 -> ReLU -> fc2 Linear 8, batch 32."""
 
+from helpers import mlp
+
 import memdesigner as md
 from memdesigner.engine.settings import Settings
 from memdesigner.engine.simulate import Simulation
@@ -16,20 +18,8 @@ HAND = {  # node: (params, param bytes, new activation bytes); none keeps an ext
 }
 
 
-def _mlp() -> md.Design:
-    d = md.Design("mlp")
-    d.add_node("Input", {"shape": (64,)}, id="x")
-    d.add_node("Linear", {"out_features": 256}, id="fc1")
-    d.add_node("ReLU", {}, id="act")
-    d.add_node("Linear", {"out_features": 8}, id="fc2")
-    d.add_edge("x", "fc1")
-    d.add_edge("fc1", "act")
-    d.add_edge("act", "fc2")
-    return d
-
-
 def test_rows_and_layer_rows_hold_each_layers_bytes():
-    d = _mlp()
+    d = mlp()
     for kw in (dict(mode="train", batch=B, optimizer="adam"), dict(mode="inference", batch=B)):
         sim = Simulation(d, analyze(d), Settings(**kw)).run()
         got = {n: (r["params"], r["param_bytes"], r["activation_bytes"]) for n, r in sim.rows.items()}
@@ -42,7 +32,7 @@ def test_rows_and_layer_rows_hold_each_layers_bytes():
 
 def test_a_second_run_over_the_kept_placement_gives_the_same_rows():
     """The second run takes its parameter rows from the placement kept on the graph's structure."""
-    d = _mlp()
+    d = mlp()
     an = analyze(d)
     s = Settings(mode="train", batch=B, optimizer="adam")
     first = Simulation(d, an, s).run()
