@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from holdout3_models import WithMaskAndLabels, _hf_config, _tokens  # the same callers as round 3
 
 VOCAB = 512
 SEQ = 32
@@ -40,11 +41,6 @@ class Case:
     dtype: str = "fp32"  # model and input dtype
     amp: bool = False  # bf16 autocast around forward + loss (CPU)
     checkpoint_layers: bool = False  # the factory called gradient_checkpointing_enable()
-
-
-def _tokens(m, vocab=VOCAB, seq=SEQ):
-    m.truth_input = ("tokens", vocab)
-    return m, (seq,)
 
 
 def _named(make, name):
@@ -168,39 +164,6 @@ def fasterrcnn_mbv3_eval():
 # --------------------------------------------------------------------------
 # Hugging Face models from small configs
 # --------------------------------------------------------------------------
-def _hf_config(cfg_name, **cfg):
-    import transformers
-
-    c = getattr(transformers, cfg_name)(**cfg)
-    if hasattr(c, "use_cache"):
-        c.use_cache = False
-    return c
-
-
-class WithMaskAndLabels(nn.Module):
-    """``model(input_ids=ids, attention_mask=mask, labels=...)``: the mask marks the last ``pad``
-    positions as padding; labels are a class per sequence ("class"), the ids ("ids") or none."""
-
-    def __init__(self, model, labels="ids", pad=0, num_labels=2):
-        super().__init__()
-        self.model = model
-        self.labels = labels
-        self.pad = pad
-        self.num_labels = num_labels
-
-    def forward(self, ids):
-        kw = {}
-        if self.pad:
-            mask = torch.ones_like(ids)
-            mask[:, -self.pad:] = 0
-            kw["attention_mask"] = mask
-        if self.labels == "class":
-            kw["labels"] = ids[:, 0] % self.num_labels
-        elif self.labels == "ids":
-            kw["labels"] = ids
-        return self.model(input_ids=ids, **kw)
-
-
 def _hf_text(cls_name, cfg_name, labels="ids", pad=0, gc=False, vocab=VOCAB, seq=SEQ, **cfg):
     def make():
         import transformers

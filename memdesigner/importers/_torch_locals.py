@@ -138,18 +138,28 @@ def _assigned_names(code: str) -> list:
     return names
 
 
-def _unpacked_names(code: str) -> list:
-    """``a, _ = self.attn(...)``: the name each element of a module call's tuple is bound to
-    (None where the target is no plain name); empty for any other statement."""
+def _one_assignment(code: str) -> tuple:
+    """The (target, value) of a statement that is one plain ``target = value`` assignment,
+    else (None, None)."""
     import ast
 
     try:
         tree = ast.parse(code)
     except SyntaxError:
-        return []
+        return None, None
     if len(tree.body) != 1 or not isinstance(tree.body[0], ast.Assign) or len(tree.body[0].targets) != 1:
+        return None, None
+    return tree.body[0].targets[0], tree.body[0].value
+
+
+def _unpacked_names(code: str) -> list:
+    """``a, _ = self.attn(...)``: the name each element of a module call's tuple is bound to
+    (None where the target is no plain name); empty for any other statement."""
+    import ast
+
+    target, value = _one_assignment(code)
+    if target is None:
         return []
-    target, value = tree.body[0].targets[0], tree.body[0].value
     if not isinstance(target, (ast.Tuple, ast.List)) or not _is_module_call(value):
         return []
     return [e.id if isinstance(e, ast.Name) else None for e in target.elts]
@@ -169,13 +179,9 @@ def _unpacked_per_item(code: str) -> list:
     that each take one item's result, in order (empty for any other statement)."""
     import ast
 
-    try:
-        tree = ast.parse(code)
-    except SyntaxError:
+    target, value = _one_assignment(code)
+    if target is None:
         return []
-    if len(tree.body) != 1 or not isinstance(tree.body[0], ast.Assign) or len(tree.body[0].targets) != 1:
-        return []
-    target, value = tree.body[0].targets[0], tree.body[0].value
     if not isinstance(target, (ast.Tuple, ast.List)) or not all(isinstance(e, ast.Name) for e in target.elts):
         return []
     if isinstance(value, (ast.GeneratorExp, ast.ListComp)):
