@@ -39,7 +39,7 @@ def measure_one(name: str, case, truth_dir: Path) -> dict:
     rec = measure(case.factory, batch=case.batch, mode=case.mode, optimizer=case.optimizer or "sgd",
                   dtype=case.dtype, amp=case.amp, methods="a", name=name)
     a = rec["method_a"]
-    ckpt = {"checkpoint_layers": True} if getattr(case, "checkpoint_layers", False) else {}
+    ckpt = {"checkpoint_layers": True} if case.checkpoint_layers else {}
     return {**ckpt, "case": name, "mode": case.mode, "optimizer": case.optimizer, "dtype": case.dtype, "amp": case.amp,
             "batch": case.batch, "params": rec["params"], "param_bytes": rec["param_bytes"],
             "input_shape": rec["input_shape"], "peak_overall": a["peak_overall"], "steady": a["steady"],

@@ -33,6 +33,7 @@ class Case:
     batch: int = 2
     dtype: str = "fp32"  # model and input dtype
     amp: bool = False  # bf16 autocast around forward + loss (CPU)
+    checkpoint_layers: bool = False  # the factory called gradient_checkpointing_enable()
 
 
 def _tokens(m, vocab=VOCAB, seq=SEQ):

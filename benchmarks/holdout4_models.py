@@ -20,27 +20,10 @@ benchmark venv).
 """
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from holdout3_models import WithMaskAndLabels, _hf_config, _tokens  # the same callers as round 3
-
-VOCAB = 512
-SEQ = 32
-
-
-@dataclass(frozen=True)
-class Case:
-    factory: Callable
-    mode: str = "train"  # inference | train
-    optimizer: str | None = "sgd"  # the truth harness's names: sgd, sgd_momentum, adam, adamw
-    batch: int = 2
-    dtype: str = "fp32"  # model and input dtype
-    amp: bool = False  # bf16 autocast around forward + loss (CPU)
-    checkpoint_layers: bool = False  # the factory called gradient_checkpointing_enable()
+from holdout3_models import SEQ, VOCAB, Case, WithMaskAndLabels, _hf_config, _tokens  # as in round 3
 
 
 def _named(make, name):
