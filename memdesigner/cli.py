@@ -104,7 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
     et.add_argument("design")
     et.add_argument("-o", "--output", required=True)
     cli_report.add_parser(sub, _settings_args)
-    from memdesigner.snapshot import cli as snapshot_cli
+    from memdesigner import cli_snapshot as snapshot_cli
 
     snapshot_cli.add_export_parser(esub, _settings_args)
     snapshot_cli.add_snapshot_parser(sub, _settings_args)
@@ -352,7 +352,7 @@ def cmd_import(args) -> int:
 
 def cmd_export(args) -> int:
     if args.target == "snapshot":
-        from memdesigner.snapshot.cli import cmd_export_snapshot
+        from memdesigner.cli_snapshot import cmd_export_snapshot
 
         _writable(args.output)
         return cmd_export_snapshot(args)
@@ -382,7 +382,7 @@ def cmd_fit(args) -> int:
 
 
 def _cmd_snapshot(args) -> int:
-    from memdesigner.snapshot.cli import cmd_snapshot
+    from memdesigner.cli_snapshot import cmd_snapshot
 
     return cmd_snapshot(args)
 def _not_a_command(word: str, commands) -> str:

@@ -4,6 +4,7 @@ nn.Linear(1000, 100) at batch 256, fp32, CPU semantics), and the liveness rules.
 from helpers import sequential
 
 import memdesigner as md
+from memdesigner.io.design_file import copy_design
 
 W, B_ = 400_000, 400
 P = W + B_
@@ -212,7 +213,7 @@ def test_tied_parameters_count_once():
     d.add_edge("wte", "head")
     r = md.estimate(d, mode="train", batch=2, optimizer="adam", backend="cpu")
     assert r.params == 64_000 and r.param_bytes == 256_000
-    untied = d.copy()
+    untied = copy_design(d)
     untied.nodes["head"].tied = {}
     u = md.estimate(untied, mode="train", batch=2, optimizer="adam", backend="cpu")
     assert u.params == 128_000

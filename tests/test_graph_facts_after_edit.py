@@ -8,6 +8,7 @@ from helpers import mlp
 
 import memdesigner as md
 from memdesigner.engine import graph_facts
+from memdesigner.io.design_file import copy_design
 from memdesigner.model.analysis import analyze
 from memdesigner.model.snapshots import Snapshots
 
@@ -36,7 +37,7 @@ def test_a_resize_updates_the_largest_pair_without_counting_again(monkeypatch):
     assert counts == []
     # x+fc1 = 256 + 64 B per sample; fc1 1,040 params, fc2 136: 1,176 * 4 B
     assert rep.lower_bound_bytes == B * 320 + 1176 * 4 == 14944
-    assert rep.flops == md.estimate(d.copy(), **KW).flops
+    assert rep.flops == md.estimate(copy_design(d), **KW).flops
     d.set_prop("fc1", "out_features", 512)  # grows again: fc1+act = 2,048 + 2,048 B
     assert _est(take(d)).lower_bound_bytes == B * 4096 + (64 * 512 + 512 + 512 * 8 + 8) * 4
     assert counts == []

@@ -1,7 +1,7 @@
 """The run-settings model (memdesigner/model/run_settings.py): what the window estimates for a
 settings dict, and that settings this version has no control for survive."""
 
-from memdesigner.model.run_settings import RunSettings, normalize, to_settings
+from memdesigner.document.run_settings import RunSettings, normalize, to_settings
 
 
 def test_only_training_counts_the_optimizer_and_checkpointing_and_amp_needs_fp32():

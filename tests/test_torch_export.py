@@ -11,6 +11,7 @@ nn = torch.nn
 import memdesigner
 from memdesigner.exporters.torch_code import add_torch_export_parser, cli_export_torch, to_python
 from memdesigner.importers.torch_fx import from_module, import_file
+from memdesigner.io.design_file import copy_design
 
 TRUTH = Path(__file__).resolve().parent.parent.parent / "shared" / "truth"
 SETTINGS = [{"mode": "inference", "batch": 3}, {"mode": "train", "batch": 3, "optimizer": "adam"},
@@ -26,10 +27,10 @@ def _make(code):
 def _flat(design):
     """The design's graph without the source module's Python-frame annotations (expanded first:
     a folded block's layers keep theirs inside the definition)."""
-    from memdesigner.importers._torch_held import is_held
     from memdesigner.model.blocks import expand
+    from memdesigner.model.design import is_held
 
-    d = expand(design).copy()
+    d = copy_design(expand(design))
     for n in d.nodes.values():
         n.scope = n.keep_until = ""
     for nid in [nid for nid, n in d.nodes.items() if is_held(n)]:  # a tensor only a Python name held

@@ -26,11 +26,11 @@ from PySide6.QtCore import QObject, QTimer, Signal
 from PySide6.QtGui import QUndoCommand, QUndoStack
 
 from memdesigner._qt import recent, recovery, undo_bursts, worker
+from memdesigner.document.run_settings import RunSettings, normalize
 from memdesigner.io import design_journal
 from memdesigner.io.design_file import load_design, save_design
 from memdesigner.io.design_freeze import freeze
 from memdesigner.model.design import Design
-from memdesigner.model.run_settings import RunSettings, normalize
 
 AUTOSAVE_MS = 1500
 

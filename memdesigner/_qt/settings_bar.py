@@ -11,9 +11,7 @@ from memdesigner._qt.finetune_widgets import FinetuneControls
 from memdesigner._qt.generate_options import GenerateOptions
 from memdesigner._qt.number_fields import RefusingSpinBox
 from memdesigner._qt.parallel_options import ParallelOptions
-from memdesigner.engine import devices as devmod
-from memdesigner.engine.settings import DTYPES, MODES, OPTIMIZERS, Settings
-from memdesigner.model.run_settings import (
+from memdesigner.document.run_settings import (
     CORE,
     EXTRA_KEYS,
     FINETUNE_KEYS,
@@ -22,6 +20,8 @@ from memdesigner.model.run_settings import (
     RunSettings,
     normalize,
 )
+from memdesigner.engine import devices as devmod
+from memdesigner.engine.settings import DTYPES, MODES, OPTIMIZERS, Settings
 from memdesigner.units import format_gib
 
 # the keys the bar's widgets write; the rest of the model's dict is carried through unchanged

@@ -16,7 +16,7 @@ import sys
 
 from memdesigner.model.analysis import analyze
 from memdesigner.model.blocks import expand
-from memdesigner.model.design import Design
+from memdesigner.model.design import Design, is_held
 from memdesigner.model.exportspec import ExportCtx
 from memdesigner.text import one_line
 
@@ -152,7 +152,6 @@ def _insert_dels(fwd, marks, ins, var, keep, extra_reads=None):
 
 
 from memdesigner.exporters import _fused_encoder, _generic_call, _llm_export  # noqa: E402
-from memdesigner.importers._torch_held import is_held  # noqa: E402
 
 
 def _generic_call_code(nid, node, p, a, refs, ranks, model_input, tensor_attr, warnings):

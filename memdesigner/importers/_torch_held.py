@@ -10,12 +10,7 @@ traced shape that saves nothing and gets no gradient, whose lifetime the Python 
 
 from __future__ import annotations
 
-HELD = " (held by a Python name)"  # the end of such a node's op: the exporter binds it to a name
-
-
-def is_held(node) -> bool:
-    """A node made here: a module output a Python name holds."""
-    return node.type == "Generic" and str(node.props.get("op", "")).endswith(HELD)
+from memdesigner.model.design import HELD
 
 
 def held_element(st, fxn, first, index: int, tmeta, batch: int, single):

@@ -304,6 +304,12 @@ def edge_to_dict(e) -> dict:
             **({"to_port": e.dst_port} if e.dst_port else {})}
 
 
+def copy_design(d: Design) -> Design:
+    """A deep, checked copy: the design written and read back as its file would be (the engine and
+    the window use Design.detached_copy, which skips the check)."""
+    return design_from_dict(design_to_dict(d))
+
+
 def design_to_dict(d: Design) -> dict:
     out = {"format": FORMAT, "version": VERSION, "name": d.name}
     if getattr(d, "description", ""):

@@ -18,6 +18,13 @@ from memdesigner.model import registry
 # Node.keep_until of an output a Python reference cycle holds (Keras's merge layers on the PyTorch
 # backend): freed only when the cyclic garbage collector runs
 GC_HELD = "*gc"
+HELD = " (held by a Python name)"  # the end of the op of a module output only a Python name holds
+
+
+def is_held(node) -> bool:
+    """A Generic node the PyTorch importer made for a module output a Python name holds
+    (importers/_torch_held.py): the exporter binds it to a name again."""
+    return node.type == "Generic" and str(node.props.get("op", "")).endswith(HELD)
 
 @dataclass
 class Node:
@@ -375,11 +382,6 @@ class Design:
         d.nodes = {nid: _node_copy(n) for nid, n in self.nodes.items()}
         d.edges = list(self.edges)
         return d
-
-    def copy(self) -> Design:
-        from memdesigner.io.design_file import design_from_dict, design_to_dict
-
-        return design_from_dict(design_to_dict(self))
 
     def __len__(self) -> int:
         return len(self.nodes)
