@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 
+from memdesigner.document.run_settings import settings_dict
 from memdesigner.engine.settings import Settings
 from memdesigner.model.design import Design
 
@@ -35,8 +36,7 @@ def render_design(design: Design, out_png, settings: Settings | None = None, dev
     try:
         win.resize(*size)
         win.set_design(design, None, layout="always")
-        d = {"mode": settings.mode, "batch": settings.batch, "optimizer": settings.optimizer,
-             "dtype": settings.dtype, "amp": settings.amp, "checkpointing": settings.checkpointing}
+        d = settings_dict(settings)  # every setting (LoRA, GPUs, generate ...), not only the bar's six
         if device_id is not None:
             if not win.settings_bar.set_device(device_id):
                 raise KeyError(f"unknown device {device_id!r}")

@@ -64,6 +64,17 @@ def to_settings(d: dict) -> Settings:
     return s
 
 
+def settings_dict(s: Settings) -> dict:
+    """``s`` in the design file's spelling, every key the window has a control for (and those it
+    carries), so that a window given it estimates exactly ``s`` (render, tests of the window)."""
+    out = {}
+    for k in (*CORE, *GENERATE_KEYS, *PARALLEL_KEYS, *FINETUNE_KEYS, *EXTRA_KEYS):
+        v = getattr(s, k)
+        if v is not None:
+            out[k] = list(v) if isinstance(v, tuple) else v
+    return out
+
+
 class RunSettings:
     """A settings dict with listeners. ``set_all`` replaces it and notifies; ``adopt`` takes the
     same settings in the view's canonical spelling without notifying (no change for the user)."""

@@ -89,3 +89,24 @@ def test_measured_overlay(window, qtbot):
     window.show_measured({"peak_bytes": peak + 1000, "timeline": [0, peak // 2, peak + 1000, peak // 3]})
     assert "measured" in window.legend.text()
     json.dumps(window.measured)
+
+
+def test_render_estimates_every_setting_it_is_given(tmp_path, qapp, monkeypatch):
+    """`memdesigner render --lora 16 --gpus 2 --strategy zero3` pictures that estimate, not the full
+    fine-tune on one GPU (the render handed the window only mode, batch, optimizer, dtype, AMP and
+    checkpointing)."""
+    from memdesigner._qt import main_window
+    from memdesigner._qt.render import render_design
+
+    seen = []
+    real = main_window.MainWindow.estimate_now
+
+    def spy(self, *a, **k):
+        seen.append(self.settings_bar.settings())
+        return real(self, *a, **k)
+
+    monkeypatch.setattr(main_window.MainWindow, "estimate_now", spy)
+    want = Settings(mode="train", batch=2, optimizer="adamw", lora_r=16, lora_alpha=32.0, lora_targets=("fc",), gpus=2,
+                    strategy="zero3")
+    render_design(small_cnn(), tmp_path / "r.png", want, device_id="big")
+    assert seen and seen[-1] == want
