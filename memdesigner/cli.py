@@ -45,6 +45,8 @@ def _settings_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--strategy", choices=STRATEGIES, default=None,
                    help="data-parallel training: DDP, DDP + ZeroRedundancyOptimizer (zero1), FSDP2 fully_shard (zero2, zero3)")
     p.add_argument("--offload", default=None, help="zero2/zero3: params = FSDP2 CPUOffloadPolicy (host RAM reported)")
+    p.add_argument("--seq-len", type=int, default=None, dest="seq_len",
+                   help="token models: the sequence length (default: the design's; saved as the design's seq_len)")
     cli_parallel.add_args(p)
     cli_finetune.add_args(p)
 
@@ -118,7 +120,7 @@ def _settings_from(args, design):
     base.pop("device", None)
     kw = {}
     for k in ("mode", "batch", "optimizer", "dtype", "amp", "checkpointing", "backend", "gpus", "strategy", "offload",
-              "new_tokens", "kv_cache", "kv_dtype", *cli_parallel.KEYS):
+              "new_tokens", "kv_cache", "kv_dtype", "seq_len", *cli_parallel.KEYS):
         v = getattr(args, k, None)
         if v is not None:
             kw[k] = v
@@ -129,6 +131,10 @@ def _settings_from(args, design):
     kw.update(cli_finetune.settings_kw(args, base))
     try:
         s = Settings(**kw)
+        if s.seq_len and design is not None:
+            from memdesigner.engine.sequence_length import at_length
+
+            at_length(design, s.seq_len)  # raises when the design has no token input
         if s.checkpoint_units and design is not None:
             from memdesigner.engine.checkpoint_plan import check_design_units
 
@@ -215,7 +221,8 @@ def render_table(rep, design, timeline: bool = False) -> str:
     s = rep.settings
     lines = []
     opt = f", optimizer {s['optimizer']}" if s["mode"] == "train" else ""
-    lines.append(f"{design.name}: {s['mode']}, batch {s['batch']}, {s['dtype']}{' + AMP' if s['amp'] else ''}"
+    seq = f", {rep.sequence_length:,} tokens" if rep.sequence_length is not None else ""
+    lines.append(f"{design.name}: {s['mode']}, batch {s['batch']}{seq}, {s['dtype']}{' + AMP' if s['amp'] else ''}"
                  f"{opt}, {s['backend']} semantics")
     lines.append("")
     hdr = f"{'layer':<24} {'type':<18} {'output shape':<22} {'params':>12} {'weights':>11} {'activations':>12} {'FLOPs':>12}"

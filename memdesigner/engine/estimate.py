@@ -11,6 +11,7 @@ from memdesigner.engine.peak_rules import why_alive
 from memdesigner.engine.per_rank import run_ranks
 from memdesigner.engine.report import Report
 from memdesigner.engine.sanity import ABSURD_BYTES, absurd_size_warning
+from memdesigner.engine.sequence_length import at_length, design_length
 from memdesigner.engine.settings import Settings
 from memdesigner.engine.simulate import CATS, Simulation
 from memdesigner.model.analysis import Analysis, analyze
@@ -47,12 +48,19 @@ def estimate(design: Design, settings: Settings | None = None, *, device=None, m
 
 def _estimate(design, settings, device, max_batch, analysis, kw) -> Report:
     settings, dev = _resolve(settings, device, kw)
+    if settings.seq_len:  # a token model at another length: its token inputs resized (a copy)
+        sized = at_length(design, settings.seq_len)
+        if sized is not design:
+            design, analysis = sized, None
     if design.blocks:  # the engine runs on the flat network (model/blocks.py)
         design, analysis = for_engine(design, analysis)
+    length = design_length(design)
     if settings.mode == "generate":  # prefill + decode steps (engine/generate.py)
         from memdesigner.engine.generate import generate_or_issue
 
-        return generate_or_issue(design, settings, dev, max_batch)
+        rep = generate_or_issue(design, settings, dev, max_batch)
+        rep.sequence_length = length
+        return rep
     an = analysis or analyze(design)
     design, an, plan = _prepare(design, settings, an)
     rep = _run(design, an, settings, dev)
@@ -60,6 +68,7 @@ def _estimate(design, settings, device, max_batch, analysis, kw) -> Report:
         rep.warnings.append(f"tensor_parallel {settings.tensor_parallel}: no colwise / rowwise Linear pair to "
                             "split (docs/memory-model.md §16): every rank holds the whole model")
     finetune.annotate(rep, plan, settings)
+    rep.sequence_length = length
     if max_batch and dev is not None and an.ok:
         rep.max_batch = largest_batch(design, settings, dev, an, prepared=True)
     return rep

@@ -20,6 +20,7 @@ from memdesigner.engine.devices import Device, all_devices
 from memdesigner.engine.estimate import _prepare, _resolve, estimate, largest_batch
 from memdesigner.engine.search import smallest_fitting
 from memdesigner.engine.sequence_curve import longest_fitting
+from memdesigner.engine.sequence_length import at_length, token_inputs
 from memdesigner.engine.settings import Settings
 from memdesigner.engine.simulate import Simulation
 from memdesigner.model.analysis import analyze
@@ -243,23 +244,12 @@ def _offload(ctx: _Ctx, s2: Settings, kinds, world: int, rep=None) -> None:
             communication_bytes=_comm_bytes("zero3", world, pbytes) if world > 1 else 0)
 
 
-def _sequence_input(design: Design, an) -> str | None:
-    """The token input whose length is the sequence: an int64 Input with a 1-D per-sample shape."""
-    for nid in an.order:
-        node = design.nodes[nid]
-        info = an.nodes[nid]
-        if node.type == "Input" and info.ok and info.outputs and info.outputs[0].kind == "int64" \
-                and len(info.outputs[0].shape) == 1:
-            return nid
-    return None
-
-
 def _longest_sequence(ctx: _Ctx, nid: str):
     """The longest sequence below the design's that fits (exact: the peak grows with the length),
     steered by the envelope of the moments' parabolas in the length (engine/sequence_curve.py),
     settled by exact runs; (length, its report) or None when not even one token fits."""
     length = int(ctx.design.nodes[nid].props["shape"][0])
-    s, dev = ctx.s, ctx.dev
+    s, dev = ctx.s.with_(seq_len=0), ctx.dev  # each trial's length is its design's, not the setting's
     analysed: dict[int, tuple] = {}
 
     src = ctx.source if ctx.source.blocks and nid in ctx.source.nodes else None
@@ -267,13 +257,9 @@ def _longest_sequence(ctx: _Ctx, nid: str):
     def design_at(n):
         if n not in analysed:
             if src is not None:  # the collapsed design: its repeated blocks are analysed once each
-                d = src.detached_copy()
-                d.blocks = src.blocks
-                d.nodes[nid].props = dict(d.nodes[nid].props, shape=[n])
-                analysed[n] = transient_view(d)
+                analysed[n] = transient_view(at_length(src, n))
             else:
-                d = ctx.design.detached_copy()
-                d.nodes[nid].props = dict(d.nodes[nid].props, shape=[n])
+                d = at_length(ctx.design, n)
                 analysed[n] = (d, analyze(d))
         return analysed[n]
 
@@ -333,9 +319,11 @@ def make_it_fit(design: Design, settings: Settings | None = None, *, device, **k
     s, dev = _resolve(settings, device, kw)
     if dev is None:
         raise ValueError("device: make-it-fit needs a device")
+    if s.seq_len:  # the advice is for the design at that length (its token inputs resized)
+        design = at_length(design, s.seq_len)
     ctx = _Ctx(design, s, dev)
     base = ctx.est(s)
-    seq = _sequence_input(ctx.design, ctx.an)
+    seq = next(iter(token_inputs(ctx.design)), None)
     knobs = []
     for kind, over, label, note in _knobs(s, llm=seq is not None):
         try:
@@ -391,9 +379,13 @@ def make_it_fit(design: Design, settings: Settings | None = None, *, device, **k
         max_seq = length if base.device["fits"] else (best[0] if best else 0)
         if best is not None:
             n, rep = best
-            ctx.add(rep, ("sequence",), f"sequence length {n} (the longest that fits)", s,
-                    [f"input {seq!r}: {n} tokens instead of {length}"],
-                    design_change={"node": seq, "prop": "shape", "value": [n]})
+            if s.seq_len:  # a run setting: the change is to the setting, the design stays
+                ctx.add(rep, ("sequence",), f"sequence length {n} (the longest that fits)", s.with_(seq_len=n),
+                        [f"seq_len {n} instead of {length}"])
+            else:
+                ctx.add(rep, ("sequence",), f"sequence length {n} (the longest that fits)", s,
+                        [f"input {seq!r}: {n} tokens instead of {length}"],
+                        design_change={"node": seq, "prop": "shape", "value": [n]})
     # other hardware: the smallest shipped or user device of the same kind that fits as given
     bigger = sorted((d for d in all_devices() if d.kind == dev.kind and d.memory_bytes > dev.memory_bytes),
                     key=lambda d: d.memory_bytes)

@@ -90,6 +90,7 @@ class Report:
     # rank -> its timeline (list[Event]) where ranks differ (pipeline stages, zero shards): the
     # window's rank picker; ``timeline`` is the busiest rank's. Not in to_dict (per_rank has the peaks)
     rank_timelines: dict = field(default_factory=dict)
+    sequence_length: int | None = None  # token models: the length estimated (settings' seq_len or the design's)
 
     _layers: list | None = None
 
@@ -168,6 +169,8 @@ class Report:
             d["device"] = dict(self.device)
         if self.max_batch is not None:
             d["max_batch"] = self.max_batch
+        if self.sequence_length is not None:
+            d["sequence_length"] = self.sequence_length
         if self.blocks:
             d["blocks"] = {k: dict(v) for k, v in self.blocks.items()}
         if self.generate is not None:

@@ -12,6 +12,7 @@ KV_DTYPES = ("auto", "fp32", "fp16", "bf16")
 OPTIMIZERS = ("none", "sgd", "momentum", "adam", "adamw", "adamw8bit", "paged_adamw8bit", "adafactor")
 OPTIMIZER_ALIASES = {"sgd_momentum": "momentum", "": "none", None: "none"}
 DTYPES = ("fp32", "fp16", "bf16")
+MAX_SEQ_LEN = 1 << 24  # 16.8 M tokens: beyond any model's context; a bigger value is a typo
 BACKENDS = ("cuda", "cpu", "mps")
 STRATEGIES = ("none", "ddp", "zero1", "zero2", "zero3")  # data-parallel training (memdesigner.engine.distributed)
 OFFLOADS = ("none", "params")  # FSDP2 CPUOffloadPolicy (memdesigner.engine.fsdp)
@@ -37,6 +38,7 @@ class Settings:
     new_tokens: int = 16  # generate: tokens generated after the prompt (the design's sequence length)
     kv_cache: str = "dynamic"  # generate: dynamic (torch.cat per step) | static (preallocated)
     kv_dtype: str = "auto"  # generate: cache storage dtype; auto = the model's
+    seq_len: int = 0  # token models: the sequence length (engine/sequence_length.py); 0: the design's own
     # fine-tuning (memdesigner.engine.finetune): frozen layers, LoRA / QLoRA, gradient accumulation
     freeze: tuple = ()  # node-name prefixes whose parameters are frozen
     lora_r: int = 0  # LoRA rank; 0: no adapters
@@ -90,6 +92,9 @@ class Settings:
             raise ValueError("sequence_parallel: needs tensor_parallel 2 or more")
         if not isinstance(self.new_tokens, int) or isinstance(self.new_tokens, bool) or self.new_tokens < 1:
             raise ValueError(f"new_tokens: {self.new_tokens!r} must be a positive integer")
+        if not isinstance(self.seq_len, int) or isinstance(self.seq_len, bool) or not 0 <= self.seq_len <= MAX_SEQ_LEN:
+            raise ValueError(f"seq_len: {self.seq_len!r} must be a whole number of tokens from 1 to {MAX_SEQ_LEN:,} "
+                             "(0: the design's own)")
         if self.kv_cache not in KV_CACHES:
             raise ValueError(f"kv_cache: {self.kv_cache!r} is not one of {', '.join(KV_CACHES)}")
         if self.kv_dtype not in KV_DTYPES:
