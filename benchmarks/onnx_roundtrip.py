@@ -68,8 +68,8 @@ def graph_only(design):
     """The design without what an ONNX file cannot say: in-place ops and Python variables."""
     import copy
 
-    from memdesigner.importers._torch_held import is_held
     from memdesigner.model.blocks import expand
+    from memdesigner.model.design import is_held
 
     d = copy.deepcopy(expand(design))  # folded repeats: their layers too
     for nid, node in d.nodes.items():

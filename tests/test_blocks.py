@@ -5,7 +5,7 @@ import json
 import pytest
 
 import memdesigner as md
-from memdesigner.io.design_file import design_from_dict, design_to_dict, load_design, save_design
+from memdesigner.io.design_file import copy_design, design_from_dict, design_to_dict, load_design, save_design
 from memdesigner.model import block_edit, blocks
 from memdesigner.model.design import Design
 
@@ -262,7 +262,7 @@ def test_design_file_version_2_round_trip(tmp_path):
     for kw in MODES:
         assert report_text(md.estimate(back, **kw)) == report_text(md.estimate(d, **kw))
     assert design_to_dict(back) == data
-    assert design_to_dict(d.copy()) == data
+    assert design_to_dict(copy_design(d)) == data
     # a definition's problems are named with their path
     bad = dict(data, blocks=[dict(data["blocks"][0], nodes=[{"id": "x", "type": "Nope"}])])
     with pytest.raises(ValueError, match=r"blocks\[0\]: nodes\[0\].type: unknown layer type 'Nope'"):

@@ -5,6 +5,7 @@ x (64 features) -> fc1 Linear 256 -> ReLU -> fc2 Linear 8, batch 32."""
 from helpers import mlp
 
 import memdesigner as md
+from memdesigner.io.design_file import copy_design
 from memdesigner.model.analysis import analyze
 from memdesigner.model.snapshots import Snapshots
 
@@ -51,6 +52,6 @@ def test_rows_equal_those_of_a_fresh_design():
     _rows(take(d))
     d.set_prop("fc1", "out_features", 128)
     got = [r.to_dict() for r in _rows(take(d))]
-    fresh = [r.to_dict() for r in md.estimate(d.copy(), **KW).layers]
+    fresh = [r.to_dict() for r in md.estimate(copy_design(d), **KW).layers]
     assert got == fresh
     assert got[1]["params"] == 64 * 128 + 128 and got[3]["params"] == 128 * 8 + 8

@@ -6,6 +6,7 @@ from helpers import linear_chain
 
 import memdesigner as md
 from memdesigner.engine import compiled_rule
+from memdesigner.io.design_file import copy_design
 from memdesigner.model.analysis import analyze
 from memdesigner.model.snapshots import Snapshots
 
@@ -35,4 +36,4 @@ def test_an_edit_looks_up_only_the_edited_ops_number(monkeypatch):
     rep = md.estimate(snap, analysis=analyze(snap), **KW)
     assert counted.lookups == 1
     assert rep.params == (N - 1) * 72 - 8
-    assert rep.to_dict() == md.estimate(d.copy(), **KW).to_dict()
+    assert rep.to_dict() == md.estimate(copy_design(d), **KW).to_dict()
