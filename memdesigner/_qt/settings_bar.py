@@ -65,7 +65,7 @@ class SettingsBar(QWidget):
         self.ckpt = QCheckBox("Checkpointing")
         self.ckpt.setToolTip("Activation checkpointing: recompute activations in backward (sqrt(n) segments)")
         self.device = QComboBox()
-        self.device.setMinimumContentsLength(26)  # the bar fits a 1366 px laptop with room to spare
+        self.device.setMinimumContentsLength(22)  # the bar fits a 1200 px window (a 1366 px laptop with room)
         self.device.setSizeAdjustPolicy(QComboBox.AdjustToMinimumContentsLengthWithIcon)
         self.device_warning = QLabel(self)  # the window moves it into its status bar
         self.device_warning.setStyleSheet("color: #c0392b;")
