@@ -105,6 +105,7 @@ class BatchSweep:
     peaks: list  # bytes, one per batch
     max_batch: int | None
     capacity: int | None
+    empty: bool = False  # nothing to estimate (only inputs)
 
 
 def compute(req: EstimateRequest, cancel=None, views: bool = True) -> EstimateResult:
@@ -175,7 +176,7 @@ def sweep(req: EstimateRequest, an: Analysis, is_stale=lambda: False) -> BatchSw
     if not an.ok or is_stale():
         return None
     got = batch_sweep(req.design, req.settings, req.device, an, is_stale)
-    return None if got is None else BatchSweep(req.gen, got.batches, got.peaks, got.max_batch, got.capacity)
+    return None if got is None else BatchSweep(req.gen, got.batches, got.peaks, got.max_batch, got.capacity, got.empty)
 
 
 class EstimateService(QObject):

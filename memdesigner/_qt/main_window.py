@@ -52,6 +52,7 @@ from memdesigner._qt.summary import SummaryPanel
 from memdesigner._qt.timeline import BatchPlot, TimelinePlot
 from memdesigner._qt.view import GraphView
 from memdesigner.model.design import Design
+from memdesigner.model.run_settings import normalize
 
 
 class MainWindow(QMainWindow):
@@ -383,8 +384,13 @@ class MainWindow(QMainWindow):
         return False
 
     def new_design(self):
+        """A new design starts from the default run settings on the same device (it inherited the
+        last design's mode, batch, LoRA, GPUs... without saying so)."""
         if self.maybe_save():
-            self.set_design(Design(), None)
+            d = Design()
+            dev = self.settings_bar.device_id()
+            d.settings = normalize({"device": dev} if dev else {})
+            self.set_design(d, None)
 
     def open_dialog(self):
         if not self.maybe_save():

@@ -10,6 +10,8 @@ from memdesigner._qt import theme
 from memdesigner.engine.sanity import ABSURD_BYTES
 from memdesigner.units import format_bytes, format_count, format_flops
 
+NOTHING = "nothing to estimate"
+
 
 class _Stat(QWidget):
     def __init__(self, title: str):
@@ -104,6 +106,8 @@ class SummaryPanel(QFrame):
                 self._style_verdict(None)
             elif not any(r.type != "Input" for r in report.layers):  # no "Fits" over an empty canvas
                 self.verdict.setText("Nothing to estimate yet: add layers")
+                self.headroom.set("—", NOTHING)  # (the runtime alone leaves no headroom worth a figure)
+                self.max_batch.set("—", NOTHING)
                 self._style_verdict(None)
             elif report.unruled_ops:  # never a silent green: some memory is a guess
                 n = len(report.unruled_ops)
@@ -137,7 +141,9 @@ class SummaryPanel(QFrame):
             self.import_note.setToolTip("\n".join(warnings[:30]) + ("\n…" if n > 30 else ""))
 
     def set_max_batch(self, sweep):
-        if sweep is None or sweep.max_batch is None:
+        if sweep is not None and getattr(sweep, "empty", False):
+            self.max_batch.set("—", NOTHING)
+        elif sweep is None or sweep.max_batch is None:
             self.max_batch.set("—", "pick a device" if sweep is not None else "")
         else:
             self.max_batch.set(str(sweep.max_batch) if sweep.max_batch else "none",

@@ -21,12 +21,13 @@ from memdesigner.model.design import Design
 @dataclass
 class BatchPoints:
     """``peaks[i]``: device bytes at ``batches[i]``; ``max_batch``: the largest batch that fits
-    (0: not even 1; None: no device, or nothing to estimate)."""
+    (0: not even 1; None: no device, or ``empty``)."""
 
     batches: list
     peaks: list
     max_batch: int | None
     capacity: int | None
+    empty: bool = False  # nothing but inputs: no batch to search (the peak does not grow with it)
 
 
 def has_layers(design: Design) -> bool:
@@ -54,7 +55,7 @@ def batch_sweep(design: Design, settings: Settings, dev: Device | None, analysis
 
     cap = dev.memory_bytes if dev is not None else None
     if not has_layers(design):
-        return BatchPoints([], [], None, cap)
+        return BatchPoints([], [], None, cap, empty=True)
     if design.blocks:  # the flat network (model/blocks.py)
         from memdesigner.model.blocks import for_engine
 
