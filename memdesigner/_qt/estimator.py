@@ -106,6 +106,7 @@ class BatchSweep:
     max_batch: int | None
     capacity: int | None
     empty: bool = False  # nothing to estimate (only inputs)
+    max_context: int | None = None  # generate: the longest context that fits
 
 
 def compute(req: EstimateRequest, cancel=None, views: bool = True) -> EstimateResult:
@@ -176,7 +177,8 @@ def sweep(req: EstimateRequest, an: Analysis, is_stale=lambda: False) -> BatchSw
     if not an.ok or is_stale():
         return None
     got = batch_sweep(req.design, req.settings, req.device, an, is_stale)
-    return None if got is None else BatchSweep(req.gen, got.batches, got.peaks, got.max_batch, got.capacity, got.empty)
+    return None if got is None else BatchSweep(req.gen, got.batches, got.peaks, got.max_batch, got.capacity, got.empty,
+                                            got.max_context)
 
 
 class EstimateService(QObject):

@@ -146,8 +146,11 @@ class SummaryPanel(QFrame):
         elif sweep is None or sweep.max_batch is None:
             self.max_batch.set("—", "pick a device" if sweep is not None else "")
         else:
-            self.max_batch.set(str(sweep.max_batch) if sweep.max_batch else "none",
-                               "fits in device memory" if sweep.max_batch else "batch 1 does not fit")
+            ctx = getattr(sweep, "max_context", None)
+            sub = "fits in device memory" if sweep.max_batch else "batch 1 does not fit"
+            if ctx is not None:  # generate: the engine's longest context (estimate --max-context)
+                sub = f"longest context {ctx:,} tokens" if ctx else "no context fits"
+            self.max_batch.set(str(sweep.max_batch) if sweep.max_batch else "none", sub)
 
 
 def _peak_parts(report) -> str:

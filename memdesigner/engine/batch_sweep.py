@@ -28,6 +28,7 @@ class BatchPoints:
     max_batch: int | None
     capacity: int | None
     empty: bool = False  # nothing but inputs: no batch to search (the peak does not grow with it)
+    max_context: int | None = None  # generate: the longest prompt + new tokens that fits (--max-context)
 
 
 def has_layers(design: Design) -> bool:
@@ -61,12 +62,17 @@ def batch_sweep(design: Design, settings: Settings, dev: Device | None, analysis
 
         design, analysis = for_engine(design, analysis)
     if settings.mode == "generate":  # whole generations per batch (engine/generate.py)
-        from memdesigner.engine.generate import generate_sweep, largest_generate_batch
+        from memdesigner.engine.generate import generate_sweep, largest_generate_batch, longest_context
 
         if not points:
             return BatchPoints([], [], largest_generate_batch(design, settings, dev), cap)
         got = generate_sweep(design, settings, dev, is_stale)
-        return None if got is None else BatchPoints(*got, cap)
+        if got is None or is_stale():
+            return None
+        ctx = longest_context(design, settings, dev, is_stale=is_stale) if dev is not None else None
+        if is_stale():
+            return None
+        return BatchPoints(*got, cap, max_context=ctx)
     an = analysis or analyze(design)
     if not an.ok or is_stale():
         return None

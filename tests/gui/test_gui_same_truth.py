@@ -58,12 +58,16 @@ def shown_largest_batch(window, qtbot) -> str:
     return window.summary.max_batch.value.text()
 
 
-def cli_largest_batch(window, tmp_path, capsys) -> int:
+def cli_json(window, tmp_path, capsys, *more) -> dict:
     path = tmp_path / "design.json"
     assert window.save_to(str(path))
     capsys.readouterr()
-    assert cli.main(["estimate", str(path), "--max-batch", "--format", "json"]) == 0
-    return json.loads(capsys.readouterr().out)["max_batch"]
+    assert cli.main(["estimate", str(path), "--max-batch", "--format", "json", *more]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def cli_largest_batch(window, tmp_path, capsys) -> int:
+    return cli_json(window, tmp_path, capsys)["max_batch"]
 
 
 def _as_shown(n: int) -> str:
@@ -128,4 +132,8 @@ def test_largest_batch_is_the_clis_in_generate_and_inference(window, qtbot, real
     open_panel(qtbot, bar.generate.button)
     type_into(qtbot, bar.generate.new_tokens, 64)
     assert bar.generate.button.text() == "+64 tok"
-    assert shown_largest_batch(window, qtbot) == _as_shown(cli_largest_batch(window, tmp_path, capsys))
+    shown = shown_largest_batch(window, qtbot)
+    want = cli_json(window, tmp_path, capsys, "--max-context")
+    assert shown == _as_shown(want["max_batch"])
+    ctx = want["generate"]["max_context"]
+    assert window.summary.max_batch.sub.text() == f"longest context {ctx:,} tokens" and ctx > 64
