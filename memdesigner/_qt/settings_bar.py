@@ -32,6 +32,16 @@ OPT_LABELS = {"none": "none", "sgd": "SGD", "momentum": "SGD + momentum", "adam"
               "adamw8bit": "AdamW 8-bit", "paged_adamw8bit": "Paged 8-bit", "adafactor": "Adafactor"}  # bnb, torch
 
 
+COMMON_DEVICE = "rtx4090"  # a new user's first device: a common 24 GB card
+
+
+def default_device_id(devices: dict, last) -> str | None:
+    """The device a new window starts on: the one used last, else a common 24 GB card."""
+    if isinstance(last, str) and last in devices:
+        return last
+    return COMMON_DEVICE if COMMON_DEVICE in devices else None
+
+
 def load_devices() -> list:
     """Shipped and user profiles; bad user entries are skipped (device_warning says which)."""
     return devmod.all_devices()
