@@ -137,3 +137,40 @@ def test_largest_batch_is_the_clis_in_generate_and_inference(window, qtbot, real
     assert shown == _as_shown(want["max_batch"])
     ctx = want["generate"]["max_context"]
     assert window.summary.max_batch.sub.text() == f"longest context {ctx:,} tokens" and ctx > 64
+
+
+@pytest.mark.parametrize("optimizer, gpus, strategy, offload, pp, amp, ckpt", [
+    ("adam", 2, "ddp", False, 1, False, True),
+    ("adamw", 4, "zero1", False, 1, True, False),
+    ("adam", 2, "zero2", True, 1, False, False),
+    ("momentum", 1, "none", False, 2, False, True),
+])
+def test_largest_batch_is_the_clis_over_a_settings_grid(window, qtbot, real_devices, tmp_path, capsys, optimizer,
+                                                         gpus, strategy, offload, pp, amp, ckpt):
+    load(window, qtbot, load_design("resources/examples/seed_geron_cnn.json"))
+    bar = window.settings_bar
+    choose(qtbot, bar.mode, "train")
+    choose(qtbot, bar.optimizer, optimizer)
+    choose(qtbot, bar.device, "rtx3060-12gb")
+    for box, on in ((bar.amp, amp), (bar.ckpt, ckpt)):
+        if box.isChecked() != on:
+            box.setFocus()
+            qtbot.keyClick(box, Qt.Key_Space)
+    par = bar.parallel
+    open_panel(qtbot, par.button)
+    if gpus > 1:
+        type_into(qtbot, par.gpus, gpus)
+    choose(qtbot, par.strategy, strategy)
+    if offload:
+        par.offload.setFocus()
+        qtbot.keyClick(par.offload, Qt.Key_Space)
+    if pp > 1:
+        type_into(qtbot, par.pp, pp)
+        type_into(qtbot, par.mb, pp)
+    shown = shown_largest_batch(window, qtbot)
+    got = cli_json(window, tmp_path, capsys)
+    s = got["settings"]
+    assert (s["gpus"], s["strategy"], s["amp"], s["checkpointing"], s["pipeline_parallel"]) == (gpus, strategy, amp,
+                                                                                                 ckpt, pp)
+    assert shown == _as_shown(got["max_batch"])
+    assert window.result.report.device_peak_bytes == got["device_peak_bytes"]
