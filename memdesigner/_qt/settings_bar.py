@@ -3,8 +3,8 @@ view of the document's RunSettings model (memdesigner/model/run_settings.py), wh
 
 from __future__ import annotations
 
-from PySide6.QtCore import Signal
-from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QLabel, QWidget
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import QCheckBox, QComboBox, QCompleter, QHBoxLayout, QLabel, QWidget
 
 from memdesigner._qt import undo_bursts
 from memdesigner._qt.finetune_widgets import FinetuneControls
@@ -77,6 +77,7 @@ class SettingsBar(QWidget):
         self.device = QComboBox()
         self.device.setMinimumContentsLength(22)  # the bar fits a 1200 px window (a 1366 px laptop with room)
         self.device.setSizeAdjustPolicy(QComboBox.AdjustToMinimumContentsLengthWithIcon)
+        self._searchable_devices()
         self.device_warning = QLabel(self)  # the window moves it into its status bar
         self.device_warning.setStyleSheet("color: #c0392b;")
         self.reload_devices()
@@ -121,6 +122,34 @@ class SettingsBar(QWidget):
         self.device.setCurrentIndex(max(i, 0))
         self.device.blockSignals(False)
         self._show_device_problems(devmod.device_file_problems())
+
+    def _searchable_devices(self) -> None:
+        """The picker takes typed text ("5090", "mi300"): its completer lists the devices whose name
+        contains it, and Enter picks the one (31 profiles were a long scroll)."""
+        self.device.setEditable(True)
+        self.device.setInsertPolicy(QComboBox.NoInsert)
+        self.device.lineEdit().setPlaceholderText("type to search devices")
+        comp = self.device.completer()
+        comp.setFilterMode(Qt.MatchContains)
+        comp.setCaseSensitivity(Qt.CaseInsensitive)
+        comp.setCompletionMode(QCompleter.PopupCompletion)
+        self._typed = ""  # (what was typed: on Enter the combo puts its current item's text back first)
+        self.device.lineEdit().textEdited.connect(lambda t: setattr(self, "_typed", t))
+        self.device.lineEdit().editingFinished.connect(self._device_typed)
+
+    def _device_typed(self) -> None:
+        """Enter or leaving the field: the device the text names, or that alone contains it; else
+        the text goes back to the device shown (a typo never leaves a name with no device)."""
+        text, self._typed = self._typed.strip().lower(), ""
+        i = self.device.currentIndex()
+        if text and text != self.device.itemText(i).lower():
+            hits = [k for k in range(self.device.count()) if text in self.device.itemText(k).lower()]
+            exact = [k for k in hits if self.device.itemText(k).lower() == text]
+            if exact or len(hits) == 1:
+                i = (exact or hits)[0]
+        if i != self.device.currentIndex():
+            self.device.setCurrentIndex(i)
+        self.device.lineEdit().setText(self.device.itemText(self.device.currentIndex()))
 
     def _show_device_problems(self, problems: list[str]) -> None:
         """A short note in the status bar; every problem line in its tooltip."""

@@ -41,3 +41,22 @@ def test_headless_render_window_gets_no_device(qtbot, monkeypatch):
     win = MainWindow(headless=True)
     qtbot.addWidget(win)
     assert win.settings_bar.device_id() is None
+
+
+def test_device_picker_is_searched_by_typing(window, qtbot, monkeypatch):
+    monkeypatch.setattr("memdesigner._qt.settings_bar.load_devices", devmod.all_devices)
+    bar = window.settings_bar
+    bar.reload_devices()
+    edit = bar.device.lineEdit()
+    for typed, want in (("3080", "rtx3080-10gb"), ("jetson", "jetson-orin-nano-8gb"), ("m2 max", "apple-m2-max-32gb")):
+        bar.device.setFocus()
+        edit.selectAll()
+        qtbot.keyClicks(edit, typed)
+        with qtbot.waitSignal(window.service.result_ready, timeout=10000):
+            qtbot.keyClick(edit, Qt.Key_Return)
+        assert bar.device_id() == want, typed
+        assert edit.text() == bar.device.currentText()
+    edit.selectAll()
+    qtbot.keyClicks(edit, "nvidia")  # names many: nothing changes, the shown name comes back
+    qtbot.keyClick(edit, Qt.Key_Return)
+    assert bar.device_id() == "apple-m2-max-32gb" and edit.text() == bar.device.currentText()
