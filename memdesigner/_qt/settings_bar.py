@@ -121,6 +121,7 @@ class SettingsBar(QWidget):
         i = self.device.findData(current)
         self.device.setCurrentIndex(max(i, 0))
         self.device.blockSignals(False)
+        self._device_name_from_start()
         self._show_device_problems(devmod.device_file_problems())
 
     def _searchable_devices(self) -> None:
@@ -136,6 +137,11 @@ class SettingsBar(QWidget):
         self._typed = ""  # (what was typed: on Enter the combo puts its current item's text back first)
         self.device.lineEdit().textEdited.connect(lambda t: setattr(self, "_typed", t))
         self.device.lineEdit().editingFinished.connect(self._device_typed)
+        self.device.currentIndexChanged.connect(self._device_name_from_start)
+
+    def _device_name_from_start(self, *_) -> None:
+        """Show a long device name from its start ("NVIDIA GeForce RTX 4090 ..."), not its end."""
+        self.device.lineEdit().setCursorPosition(0)
 
     def _device_typed(self) -> None:
         """Enter or leaving the field: the device the text names, or that alone contains it; else
@@ -150,6 +156,7 @@ class SettingsBar(QWidget):
         if i != self.device.currentIndex():
             self.device.setCurrentIndex(i)
         self.device.lineEdit().setText(self.device.itemText(self.device.currentIndex()))
+        self._device_name_from_start()
 
     def _show_device_problems(self, problems: list[str]) -> None:
         """A short note in the status bar; every problem line in its tooltip."""
@@ -296,3 +303,4 @@ class SettingsBar(QWidget):
         self.parallel.apply(d)
         self.finetune.apply_dict(d)
         self._sync_enabled()
+        self._device_name_from_start()

@@ -55,7 +55,7 @@ def test_device_picker_is_searched_by_typing(window, qtbot, monkeypatch):
         with qtbot.waitSignal(window.service.result_ready, timeout=10000):
             qtbot.keyClick(edit, Qt.Key_Return)
         assert bar.device_id() == want, typed
-        assert edit.text() == bar.device.currentText()
+        assert edit.text() == bar.device.currentText() and edit.cursorPosition() == 0  # the name from its start
     edit.selectAll()
     qtbot.keyClicks(edit, "nvidia")  # names many: nothing changes, the shown name comes back
     qtbot.keyClick(edit, Qt.Key_Return)
