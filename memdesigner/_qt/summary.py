@@ -11,6 +11,7 @@ from memdesigner.engine.sanity import ABSURD_BYTES
 from memdesigner.units import format_bytes, format_count, format_flops
 
 NOTHING = "nothing to estimate"
+SEARCHING = "searching for these settings"
 
 
 class _Stat(QWidget):
@@ -90,6 +91,7 @@ class SummaryPanel(QFrame):
         if dev is None:
             self.capacity.set("none", "pick a device above")
             self.headroom.set("—")
+            self.max_batch.set("—", "pick a device")
             self.verdict.setText(f"{n_iss} error(s) in the graph" if n_iss else
                                  f"{n_pending} layer(s) not connected yet" if n_pending else "No device selected")
             self._style_verdict(None if not n_iss else False)
@@ -98,6 +100,8 @@ class SummaryPanel(QFrame):
             head = dev["headroom_bytes"]
             pct = 100 * max(head, -dev["capacity_bytes"] * 10**9) / dev["capacity_bytes"]  # no float overflow
             self.headroom.set(format_bytes(head), f"{pct:.0f}% of capacity")
+            # until the engine's search for these settings lands (the last one was for others)
+            self.max_batch.set("…", SEARCHING)
             if n_iss:
                 self.verdict.setText(f"⚠ {n_iss} error(s) in the graph — estimate covers the valid part")
                 self._style_verdict(False)

@@ -66,3 +66,18 @@ def test_find_says_no_match_in_the_box(window, qtbot):
     qtbot.keyClicks(edit, "conv")
     qtbot.keyClick(edit, Qt.Key_Return)
     assert window.scene.selected_node_ids() == ["conv"] and not box.note.isVisible()
+
+
+def test_largest_batch_of_other_settings_is_not_shown_beside_a_new_verdict(window, qtbot):
+    d = small_cnn()
+    d.settings = {"mode": "train", "optimizer": "adam", "batch": 4, "device": "small"}
+    load(window, qtbot, d)
+    before = shown_largest_batch(window, qtbot)
+    assert before not in ("…", "—")
+    bar = window.settings_bar
+    with qtbot.waitSignal(window.result_applied, timeout=10000):
+        choose(qtbot, bar.optimizer, "sgd")  # far less state: a larger batch fits
+    s = window.summary
+    assert (s.max_batch.value.text(), s.max_batch.sub.text()) == ("…", "searching for these settings")
+    after = shown_largest_batch(window, qtbot)
+    assert int(after) > int(before)
