@@ -35,8 +35,9 @@ def render_design(design: Design, out_png, settings: Settings | None = None, dev
     try:
         win.resize(*size)
         win.set_design(design, None, layout="always")
-        d = {"mode": settings.mode, "batch": settings.batch, "optimizer": settings.optimizer,
-             "dtype": settings.dtype, "amp": settings.amp, "checkpointing": settings.checkpointing}
+        # every run setting, not only the core ones: GPUs, strategy, TP, LoRA... were dropped, so the
+        # picture showed another run than the one asked for
+        d = {k: v for k, v in settings.to_dict().items() if v is not None}
         if device_id is not None:
             if not win.settings_bar.set_device(device_id):
                 raise KeyError(f"unknown device {device_id!r}")

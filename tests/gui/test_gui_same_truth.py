@@ -178,3 +178,27 @@ def test_largest_batch_is_the_clis_over_a_settings_grid(window, qtbot, real_devi
                                                                                                  ckpt, pp)
     assert shown == _as_shown(got["max_batch"])
     assert window.result.report.device_peak_bytes == got["device_peak_bytes"]
+
+
+def test_render_shows_the_run_the_command_line_asked_for(qtbot, monkeypatch, tmp_path, capsys):
+    """`memdesigner render --gpus 3 --strategy zero3 --tensor-parallel 2` drew a one-GPU window."""
+    from memdesigner._qt import main_window
+
+    seen = {}
+    close = main_window.MainWindow.close
+
+    def seeing_close(win):
+        if win.headless and win.result is not None:
+            seen.update(text=win.settings_bar.parallel.button.text(), batch=win.summary.max_batch.value.text(),
+                        peak=win.result.report.device_peak_bytes)
+        return close(win)
+
+    monkeypatch.setattr(main_window.MainWindow, "close", seeing_close)
+    monkeypatch.setattr("memdesigner._qt.settings_bar.load_devices", devmod.all_devices)
+    args = ["resources/examples/seed_keras_audio.json", "--mode", "train", "--device", "rtx3080-10gb", "--gpus", "3",
+            "--strategy", "zero3", "--tensor-parallel", "2"]
+    assert cli.main(["render", *args[:1], "-o", str(tmp_path / "seed.png"), *args[1:]]) == 0
+    capsys.readouterr()
+    assert cli.main(["estimate", *args, "--max-batch", "--format", "json"]) == 0
+    want = json.loads(capsys.readouterr().out)
+    assert seen == {"text": "3× zero3 · TP 2", "batch": str(want["max_batch"]), "peak": want["device_peak_bytes"]}
