@@ -65,3 +65,30 @@ def test_xcb_problem_names_packages(monkeypatch, tmp_path):
     assert "\n" not in msg
     assert xcb_problem({"DISPLAY": ":0", "QT_QPA_PLATFORM": "offscreen"}, "linux") is None
     assert xcb_problem({"WAYLAND_DISPLAY": "w"}, "linux") is None
+
+
+def test_display_with_no_server_one_line_exit_2(tmp_path):
+    """DISPLAY naming a display no X server serves (Xvfb gone): Qt's xcb plugin aborted (134)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("WAYLAND_DISPLAY", "QT_QPA_PLATFORM", "XAUTHORITY")}
+    env["DISPLAY"] = ":4711"  # no /tmp/.X11-unix/X4711 here
+    env["XAUTHORITY"] = str(tmp_path / "none")
+    assert not os.path.exists("/tmp/.X11-unix/X4711")
+    res = subprocess.run([sys.executable, "-m", "memdesigner.cli"], env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert res.returncode == 2, (res.returncode, res.stderr[-300:])
+    assert res.stderr == ("memdesigner: error: no X server answers at DISPLAY=:4711 (is Xvfb or the desktop "
+                          "running?): use `memdesigner render DESIGN.json -o OUT.png` or `memdesigner estimate "
+                          "DESIGN.json` instead\n")
+
+
+def test_x_server_check_only_where_qt_uses_x11():
+    from memdesigner._qt.preflight import x_server_problem
+
+    down = lambda display: False  # noqa: E731
+    assert x_server_problem({"DISPLAY": ":1"}, "linux", down).startswith("no X server answers at DISPLAY=:1")
+    assert x_server_problem({"DISPLAY": ":1"}, "linux", lambda d: True) is None
+    assert x_server_problem({"DISPLAY": ":1", "WAYLAND_DISPLAY": "wayland-0"}, "linux", down) is None
+    assert x_server_problem({"DISPLAY": ":1", "QT_QPA_PLATFORM": "offscreen"}, "linux", down) is None
+    assert x_server_problem({"DISPLAY": ":1", "QT_QPA_PLATFORM": "xcb"}, "linux", down) is not None
+    assert x_server_problem({"DISPLAY": ":1"}, "darwin", down) is None
+    assert x_server_problem({"DISPLAY": ":1"}, "linux", lambda d: None) is None  # no libxcb: Qt decides

@@ -20,8 +20,9 @@ from PySide6.QtCore import QObject, QTimer, Signal
 
 from memdesigner._qt import worker
 from memdesigner._qt.estimate_timing import EstimateTiming
+from memdesigner.engine.batch_sweep import batch_sweep
 from memdesigner.engine.devices import Device
-from memdesigner.engine.estimate import estimate, peak_for_batch
+from memdesigner.engine.estimate import estimate
 from memdesigner.engine.gc_pause import gc_paused, promote_survivors
 from memdesigner.engine.settings import Settings
 from memdesigner.model.analysis import Analysis, analyze
@@ -104,6 +105,8 @@ class BatchSweep:
     peaks: list  # bytes, one per batch
     max_batch: int | None
     capacity: int | None
+    empty: bool = False  # nothing to estimate (only inputs)
+    max_context: int | None = None  # generate: the longest context that fits
 
 
 def compute(req: EstimateRequest, cancel=None, views: bool = True) -> EstimateResult:
@@ -167,41 +170,15 @@ def _compute(req: EstimateRequest, cancel=None) -> EstimateResult:
 
 
 def sweep(req: EstimateRequest, an: Analysis, is_stale=lambda: False) -> BatchSweep | None:
-    """The peak-vs-batch curve and the largest batch, from the engine's batch curve (the same
-    largest batch as ``memdesigner estimate --max-batch``). Checks between engine calls whether a
-    newer edit made this work pointless, so the worker is free again quickly. None when abandoned."""
-    from memdesigner.engine.batch_curve import batch_curve
-
-    dev, s = req.device, req.settings
+    """The peak-vs-batch curve and the largest batch of the engine (engine/batch_sweep.py: the
+    same largest batch as ``memdesigner estimate --max-batch`` for these settings). Checks between
+    engine calls whether a newer edit made this work pointless, so the worker is free again
+    quickly. None when abandoned."""
     if not an.ok or is_stale():
         return None
-    if s.mode == "generate":  # whole generations per batch (engine/generate.py)
-        from memdesigner.engine.generate import generate_sweep
-
-        got = generate_sweep(req.design, s, dev, is_stale)
-        return None if got is None else BatchSweep(req.gen, *got, dev.memory_bytes if dev else None)
-    curve = batch_curve(req.design, s, dev, an)
-    if is_stale():
-        return None
-    best = curve.largest_batch(dev.memory_bytes) if dev is not None else None
-    top = max(2 * s.batch, 2 * (best or 1), 8)
-    batches, b = [], 1
-    while b <= top:
-        batches.append(b)
-        b *= 2
-    exact = {s.batch} | ({best, best + 1} if best else set())
-    batches = sorted(set(batches) | exact)
-    peaks = []
-    for b in batches:
-        if is_stale():
-            return None
-        # the envelope (live bytes + runtime) where it is exact up to allocator rounding; the
-        # points a user reads off (their batch, the largest that fits) are simulated exactly
-        if b in exact or not curve.affine:
-            peaks.append(curve.device_peak(b) if dev is not None else peak_for_batch(req.design, s, dev, an, b))
-        else:
-            peaks.append(curve.device_peak_bounds(b)[0])
-    return BatchSweep(req.gen, batches, peaks, best, dev.memory_bytes if dev else None)
+    got = batch_sweep(req.design, req.settings, req.device, an, is_stale)
+    return None if got is None else BatchSweep(req.gen, got.batches, got.peaks, got.max_batch, got.capacity, got.empty,
+                                            got.max_context)
 
 
 class EstimateService(QObject):

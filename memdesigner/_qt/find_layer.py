@@ -25,6 +25,11 @@ class FindLayer(QWidget):
         self.edit.setClearButtonEnabled(True)
         self.edit.setMinimumWidth(260)
         lay.addWidget(self.edit)
+        self.note = QLabel("")  # "no match", where the user is looking (the status bar is far below)
+        self.note.setStyleSheet("color: #c0392b;")
+        self.note.hide()
+        lay.addWidget(self.note)
+        self.edit.textEdited.connect(self._clear_note)
         self.model = QStringListModel(self)
         self.completer = QCompleter(self.model, self)
         self.completer.setCaseSensitivity(Qt.CaseInsensitive)
@@ -49,6 +54,11 @@ class FindLayer(QWidget):
         self.raise_()
         self.edit.setFocus()
         self.edit.selectAll()
+
+    def _clear_note(self, *_):
+        if self.note.isVisible():
+            self.note.hide()
+            self.adjustSize()
 
     def keyPressEvent(self, ev):
         if ev.key() == Qt.Key_Escape:
@@ -110,7 +120,11 @@ class FindLayer(QWidget):
         win = self.win
         if target is None:
             win.statusBar().showMessage(f"No layer named {text.strip()!r}", 4000)
+            self.note.setText("no match")
+            self.note.show()
+            self.adjustSize()
             return None
+        self._clear_note()
         inst, nid = target
         nav = getattr(win, "blocks_nav", None)
         if nav is not None:

@@ -10,14 +10,11 @@ from PySide6.QtWidgets import (
     QComboBox,
     QHBoxLayout,
     QLineEdit,
-    QMenu,
-    QToolButton,
-    QVBoxLayout,
     QWidget,
-    QWidgetAction,
 )
 
 from memdesigner._qt.number_fields import RefusingDoubleSpinBox, RefusingSpinBox
+from memdesigner._qt.popup_button import PopupButton
 from memdesigner.model.design import Design
 
 KINDS = (("full", "full FT"), ("frozen", "frozen"), ("lora", "LoRA"), ("qlora", "QLoRA"))
@@ -100,22 +97,9 @@ class FinetuneControls(QWidget):
         self.master = QCheckBox("fp32 masters")
         self.master.setToolTip("With dtype bf16/fp16: an fp32 master copy of the weights and fp32 optimizer state")
         # the bar shows the choice; its options open from a button (the bar must fit a laptop screen)
-        self.more = QToolButton()
-        self.more.setText("FT")
+        self.more = PopupButton("FT", (self.kind, self.freeze, self.rank, self.alpha, self.dropout, self.targets,
+                                       self.bits, self.accum, self.layer_ckpt, self.master))
         self.more.setToolTip("Fine-tuning: full / frozen parts / LoRA / QLoRA and their options")
-        self.more.setPopupMode(QToolButton.InstantPopup)
-        self.more.setStyleSheet("QToolButton::menu-indicator { image: none; width: 0px; }")  # the bar is full
-        menu = QMenu(self.more)
-        panel = QWidget()
-        col = QVBoxLayout(panel)
-        col.setContentsMargins(8, 6, 8, 6)
-        for w in (self.kind, self.freeze, self.rank, self.alpha, self.dropout, self.targets, self.bits, self.accum,
-                  self.layer_ckpt, self.master):
-            col.addWidget(w)
-        act = QWidgetAction(menu)
-        act.setDefaultWidget(panel)
-        menu.addAction(act)
-        self.more.setMenu(menu)
         lay.addWidget(self.more)
         self.layer_ckpt.toggled.connect(self._changed)
         self.master.toggled.connect(self._changed)

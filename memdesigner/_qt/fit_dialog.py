@@ -77,3 +77,4 @@ class FitDialog(QDialog):
         settings = dict(s.settings)
         settings["device"] = s.device
         self.applied.emit(settings, s.design_change)
+        self.close()  # its header and rows were for the settings before: stale once applied

@@ -51,7 +51,10 @@ from memdesigner._qt.settings_bar import SettingsBar
 from memdesigner._qt.summary import SummaryPanel
 from memdesigner._qt.timeline import BatchPlot, TimelinePlot
 from memdesigner._qt.view import GraphView
+from memdesigner.document.run_settings import normalize
 from memdesigner.model.design import Design
+
+LAST_DEVICE = "device/last"  # QSettings key: the device a new window starts on
 
 
 class MainWindow(QMainWindow):
@@ -83,7 +86,7 @@ class MainWindow(QMainWindow):
         from memdesigner._qt import idle_gc
 
         self.idle_gc = idle_gc.install(self)  # full collections when idle (_qt/idle_gc.py)
-        self.set_design(Design(), None)
+        self.set_design(self._first_design(), None)
         if not headless:
             self._restore_state()
         from memdesigner._qt.window_fit import place
@@ -274,9 +277,24 @@ class MainWindow(QMainWindow):
     def _estimate_inputs(self):
         return self.design, self.settings_bar.settings(), self.settings_bar.current_device()
 
+    def _first_design(self) -> Design:
+        """The empty design a window opens with: on the device used last, else a common 24 GB card
+        (a new user saw "No device selected" and no verdict). Headless (render): no device."""
+        from memdesigner._qt.settings_bar import default_device_id
+
+        d = Design()
+        dev = None if self.headless else default_device_id(self.settings_bar.devices, QSettings().value(LAST_DEVICE))
+        if dev:
+            d.settings = normalize({"device": dev})
+        return d
+
     def _settings_changed(self):
         self._update_title()
         self.service.schedule(design_changed=False)
+        dev = self.settings_bar.device_id()
+        if dev and not self.headless and dev != getattr(self, "_last_device", None):
+            self._last_device = dev
+            QSettings().setValue(LAST_DEVICE, dev)  # the next window starts on it
 
     @property
     def dirty(self) -> bool:
@@ -383,8 +401,13 @@ class MainWindow(QMainWindow):
         return False
 
     def new_design(self):
+        """A new design starts from the default run settings on the same device (it inherited the
+        last design's mode, batch, LoRA, GPUs... without saying so)."""
         if self.maybe_save():
-            self.set_design(Design(), None)
+            d = Design()
+            dev = self.settings_bar.device_id()
+            d.settings = normalize({"device": dev} if dev else {})
+            self.set_design(d, None)
 
     def open_dialog(self):
         if not self.maybe_save():

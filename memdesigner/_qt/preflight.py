@@ -94,8 +94,7 @@ def xcb_problem(env=None, platform: str | None = None) -> str | None:
     platform = sys.platform if platform is None else platform
     if not platform.startswith("linux"):
         return None
-    first = _platforms(env)[0]
-    if not (first == "xcb" or (first == "" and env.get("DISPLAY") and not env.get("WAYLAND_DISPLAY"))):
+    if not _uses_xcb(env):
         return None
     plugin = _xcb_plugin()
     if plugin is None:
@@ -111,5 +110,43 @@ def xcb_problem(env=None, platform: str | None = None) -> str | None:
             f"`sudo apt-get install {' '.join(pkgs)}` (or run `bash scripts/setup.sh`)")
 
 
+def _uses_xcb(env) -> bool:
+    first = _platforms(env)[0]
+    return first == "xcb" or (first == "" and bool(env.get("DISPLAY")) and not env.get("WAYLAND_DISPLAY"))
+
+
+def x_server_problem(env=None, platform: str | None = None, connect=None) -> str | None:
+    """When Qt will use X11 and no X server answers at DISPLAY (a stale ``:99`` after Xvfb quit,
+    an ssh session without forwarding): one line. Asked the way Qt's plugin asks, through
+    libxcb's xcb_connect (auth included); None when that is fine or cannot be told (no libxcb)."""
+    env = os.environ if env is None else env
+    platform = sys.platform if platform is None else platform
+    if not platform.startswith("linux") or not _uses_xcb(env) or not env.get("DISPLAY"):
+        return None
+    display = env["DISPLAY"]
+    ok = (connect or _xcb_connects)(display)
+    if ok is None or ok:
+        return None
+    return f"no X server answers at DISPLAY={display} (is Xvfb or the desktop running?): {HEADLESS_HINT}"
+
+
+def _xcb_connects(display: str) -> bool | None:
+    import ctypes
+
+    try:
+        xcb = ctypes.CDLL("libxcb.so.1")
+    except OSError:
+        return None
+    xcb.xcb_connect.restype = ctypes.c_void_p
+    xcb.xcb_connect.argtypes = [ctypes.c_char_p, ctypes.c_void_p]
+    xcb.xcb_connection_has_error.argtypes = [ctypes.c_void_p]
+    xcb.xcb_disconnect.argtypes = [ctypes.c_void_p]
+    conn = xcb.xcb_connect(display.encode(), None)
+    try:
+        return xcb.xcb_connection_has_error(conn) == 0
+    finally:
+        xcb.xcb_disconnect(conn)  # (an errored connection is freed the same way)
+
+
 def window_problem() -> str | None:
-    return display_problem() or xcb_problem()
+    return display_problem() or xcb_problem() or x_server_problem()

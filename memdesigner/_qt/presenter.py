@@ -38,7 +38,7 @@ class ResultPresenter(QObject):
         w.result = res
         rep = res.report
         w.summary.set_report(rep, res.error, self.import_warnings)
-        if w.sweep is not None and rep is not None:
+        if w.sweep is not None and rep is not None and w.sweep.gen == res.gen:  # (an older one: other settings)
             w.summary.set_max_batch(w.sweep)
         if res.error:
             w.statusBar().showMessage(f"Estimate failed: {res.error}", 10000)

@@ -289,12 +289,37 @@ def _read(file: Path) -> dict:
     return data
 
 
+STALE_LOCK_SECONDS = 60.0  # (younger: maybe an instance between creating its lock and its first write)
+
+
+def _sweep_stale_locks(d: Path, now: float | None = None) -> None:
+    """Remove the ``.lock`` files no process holds and no autosave needs (their autosave is gone:
+    discarded, or never written by an instance killed at start). They piled up in the folder."""
+    now = time.time() if now is None else now
+    for lf in d.glob("autosave-*.lock"):
+        try:
+            if lf.with_suffix(".json").exists() or now - lf.stat().st_mtime < STALE_LOCK_SECONDS:
+                continue
+        except OSError:
+            continue
+        lock = FileLock(str(lf))
+        try:
+            lock.acquire(timeout=0)
+        except (Timeout, OSError):
+            continue  # held: a running instance's
+        try:
+            _unlink(lf)
+        finally:
+            lock.release()
+
+
 def find() -> list[Recoverable]:
     """Every autosave whose instance is gone, newest first, each locked for this process."""
     d = recovery_dir()
     out: list[Recoverable] = []
     if not d.is_dir():
         return out
+    _sweep_stale_locks(d)
     for f in d.glob("autosave-*.json"):
         lock = FileLock(str(_lock_path(f)))
         try:

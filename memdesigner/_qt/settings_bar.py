@@ -1,10 +1,10 @@
 """Run settings (mode, batch, optimizer, dtype, AMP, checkpointing) and the device drop-down: a
-view of the document's RunSettings model (memdesigner/model/run_settings.py), which holds the truth."""
+view of the document's RunSettings model (memdesigner/document/run_settings.py), which holds the truth."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import Signal
-from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QLabel, QWidget
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import QCheckBox, QComboBox, QCompleter, QHBoxLayout, QLabel, QWidget
 
 from memdesigner._qt import undo_bursts
 from memdesigner._qt.finetune_widgets import FinetuneControls
@@ -30,6 +30,16 @@ RENDER_DEFAULTS = {**CORE, "new_tokens": Settings().new_tokens, "kv_cache": "dyn
 
 OPT_LABELS = {"none": "none", "sgd": "SGD", "momentum": "SGD + momentum", "adam": "Adam", "adamw": "AdamW",
               "adamw8bit": "AdamW 8-bit", "paged_adamw8bit": "Paged 8-bit", "adafactor": "Adafactor"}  # bnb, torch
+
+
+COMMON_DEVICE = "rtx4090"  # a new user's first device: a common 24 GB card
+
+
+def default_device_id(devices: dict, last) -> str | None:
+    """The device a new window starts on: the one used last, else a common 24 GB card."""
+    if isinstance(last, str) and last in devices:
+        return last
+    return COMMON_DEVICE if COMMON_DEVICE in devices else None
 
 
 def load_devices() -> list:
@@ -65,8 +75,9 @@ class SettingsBar(QWidget):
         self.ckpt = QCheckBox("Checkpointing")
         self.ckpt.setToolTip("Activation checkpointing: recompute activations in backward (sqrt(n) segments)")
         self.device = QComboBox()
-        self.device.setMinimumContentsLength(26)  # the bar fits a 1366 px laptop with room to spare
+        self.device.setMinimumContentsLength(22)  # the bar fits a 1200 px window (a 1366 px laptop with room)
         self.device.setSizeAdjustPolicy(QComboBox.AdjustToMinimumContentsLengthWithIcon)
+        self._searchable_devices()
         self.device_warning = QLabel(self)  # the window moves it into its status bar
         self.device_warning.setStyleSheet("color: #c0392b;")
         self.reload_devices()
@@ -110,7 +121,42 @@ class SettingsBar(QWidget):
         i = self.device.findData(current)
         self.device.setCurrentIndex(max(i, 0))
         self.device.blockSignals(False)
+        self._device_name_from_start()
         self._show_device_problems(devmod.device_file_problems())
+
+    def _searchable_devices(self) -> None:
+        """The picker takes typed text ("5090", "mi300"): its completer lists the devices whose name
+        contains it, and Enter picks the one (31 profiles were a long scroll)."""
+        self.device.setEditable(True)
+        self.device.setInsertPolicy(QComboBox.NoInsert)
+        self.device.lineEdit().setPlaceholderText("type to search devices")
+        comp = self.device.completer()
+        comp.setFilterMode(Qt.MatchContains)
+        comp.setCaseSensitivity(Qt.CaseInsensitive)
+        comp.setCompletionMode(QCompleter.PopupCompletion)
+        self._typed = ""  # (what was typed: on Enter the combo puts its current item's text back first)
+        self.device.lineEdit().textEdited.connect(lambda t: setattr(self, "_typed", t))
+        self.device.lineEdit().editingFinished.connect(self._device_typed)
+        self.device.currentIndexChanged.connect(self._device_name_from_start)
+
+    def _device_name_from_start(self, *_) -> None:
+        """Show a long device name from its start ("NVIDIA GeForce RTX 4090 ..."), not its end."""
+        self.device.lineEdit().setCursorPosition(0)
+
+    def _device_typed(self) -> None:
+        """Enter or leaving the field: the device the text names, or that alone contains it; else
+        the text goes back to the device shown (a typo never leaves a name with no device)."""
+        text, self._typed = self._typed.strip().lower(), ""
+        i = self.device.currentIndex()
+        if text and text != self.device.itemText(i).lower():
+            hits = [k for k in range(self.device.count()) if text in self.device.itemText(k).lower()]
+            exact = [k for k in hits if self.device.itemText(k).lower() == text]
+            if exact or len(hits) == 1:
+                i = (exact or hits)[0]
+        if i != self.device.currentIndex():
+            self.device.setCurrentIndex(i)
+        self.device.lineEdit().setText(self.device.itemText(self.device.currentIndex()))
+        self._device_name_from_start()
 
     def _show_device_problems(self, problems: list[str]) -> None:
         """A short note in the status bar; every problem line in its tooltip."""
@@ -257,3 +303,4 @@ class SettingsBar(QWidget):
         self.parallel.apply(d)
         self.finetune.apply_dict(d)
         self._sync_enabled()
+        self._device_name_from_start()

@@ -10,6 +10,9 @@ from memdesigner._qt import theme
 from memdesigner.engine.sanity import ABSURD_BYTES
 from memdesigner.units import format_bytes, format_count, format_flops
 
+NOTHING = "nothing to estimate"
+SEARCHING = "searching for these settings"
+
 
 class _Stat(QWidget):
     def __init__(self, title: str):
@@ -88,6 +91,7 @@ class SummaryPanel(QFrame):
         if dev is None:
             self.capacity.set("none", "pick a device above")
             self.headroom.set("—")
+            self.max_batch.set("—", "pick a device")
             self.verdict.setText(f"{n_iss} error(s) in the graph" if n_iss else
                                  f"{n_pending} layer(s) not connected yet" if n_pending else "No device selected")
             self._style_verdict(None if not n_iss else False)
@@ -96,6 +100,8 @@ class SummaryPanel(QFrame):
             head = dev["headroom_bytes"]
             pct = 100 * max(head, -dev["capacity_bytes"] * 10**9) / dev["capacity_bytes"]  # no float overflow
             self.headroom.set(format_bytes(head), f"{pct:.0f}% of capacity")
+            # until the engine's search for these settings lands (the last one was for others)
+            self.max_batch.set("…", SEARCHING)
             if n_iss:
                 self.verdict.setText(f"⚠ {n_iss} error(s) in the graph — estimate covers the valid part")
                 self._style_verdict(False)
@@ -104,6 +110,8 @@ class SummaryPanel(QFrame):
                 self._style_verdict(None)
             elif not any(r.type != "Input" for r in report.layers):  # no "Fits" over an empty canvas
                 self.verdict.setText("Nothing to estimate yet: add layers")
+                self.headroom.set("—", NOTHING)  # (the runtime alone leaves no headroom worth a figure)
+                self.max_batch.set("—", NOTHING)
                 self._style_verdict(None)
             elif report.unruled_ops:  # never a silent green: some memory is a guess
                 n = len(report.unruled_ops)
@@ -137,11 +145,16 @@ class SummaryPanel(QFrame):
             self.import_note.setToolTip("\n".join(warnings[:30]) + ("\n…" if n > 30 else ""))
 
     def set_max_batch(self, sweep):
-        if sweep is None or sweep.max_batch is None:
+        if sweep is not None and getattr(sweep, "empty", False):
+            self.max_batch.set("—", NOTHING)
+        elif sweep is None or sweep.max_batch is None:
             self.max_batch.set("—", "pick a device" if sweep is not None else "")
         else:
-            self.max_batch.set(str(sweep.max_batch) if sweep.max_batch else "none",
-                               "fits in device memory" if sweep.max_batch else "batch 1 does not fit")
+            ctx = getattr(sweep, "max_context", None)
+            sub = "fits in device memory" if sweep.max_batch else "batch 1 does not fit"
+            if ctx is not None:  # generate: the engine's longest context (estimate --max-context)
+                sub = f"longest context {ctx:,} tokens" if ctx else "no context fits"
+            self.max_batch.set(str(sweep.max_batch) if sweep.max_batch else "none", sub)
 
 
 def _peak_parts(report) -> str:

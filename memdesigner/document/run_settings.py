@@ -11,10 +11,11 @@ from memdesigner.engine.settings import DTYPES, MODES, OPTIMIZERS, Settings
 
 CORE = {"mode": "inference", "batch": 1, "optimizer": "adam", "dtype": "fp32", "amp": False, "checkpointing": False}
 GENERATE_KEYS = ("new_tokens", "kv_cache", "kv_dtype")
-PARALLEL_KEYS = ("tensor_parallel", "sequence_parallel", "pipeline_parallel", "micro_batches")  # the bar's TP popup
+PARALLEL_KEYS = ("gpus", "strategy", "offload", "tensor_parallel", "sequence_parallel", "pipeline_parallel",
+                 "micro_batches")  # the bar's GPUs popup
 FINETUNE_KEYS = ("freeze", "lora_r", "lora_alpha", "lora_dropout", "lora_targets", "base_bits", "grad_accum",
                  "checkpoint_layers", "master_weights")
-EXTRA_KEYS = ("gpus", "strategy", "foreach", "offload", "checkpoint_units", "seq_len")  # no widget in the bar yet: carried
+EXTRA_KEYS = ("foreach", "checkpoint_units", "seq_len")  # no widget in the bar: carried
 
 
 def _valid(key: str, v) -> bool:

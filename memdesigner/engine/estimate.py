@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from memdesigner.engine import finetune, tensor_parallel
+from memdesigner.engine.batch_sweep import has_layers
 from memdesigner.engine.devices import Device, get_device
 from memdesigner.engine.gc_pause import gc_paused
 from memdesigner.engine.graph_facts import graph_facts, graph_facts_of
@@ -69,7 +70,7 @@ def _estimate(design, settings, device, max_batch, analysis, kw) -> Report:
                             "split (docs/memory-model.md §16): every rank holds the whole model")
     finetune.annotate(rep, plan, settings)
     rep.sequence_length = length
-    if max_batch and dev is not None and an.ok:
+    if max_batch and dev is not None and an.ok and has_layers(design):  # (an empty canvas: nothing to search)
         rep.max_batch = largest_batch(design, settings, dev, an, prepared=True)
     return rep
 

@@ -306,19 +306,30 @@ def largest_generate_batch(design: Design, settings: Settings, dev: Device, limi
     return largest_fitting(lambda b: generate_peak(design, settings.with_(batch=b), dev) <= dev.memory_bytes, 1, limit)
 
 
-def longest_context(design: Design, settings: Settings, dev: Device, limit: int = 1 << 20) -> int:
+class _Stale(Exception):
+    pass
+
+
+def longest_context(design: Design, settings: Settings, dev: Device, limit: int = 1 << 20,
+                    is_stale=lambda: False) -> int | None:
     """The longest context (prompt + new tokens) whose generation fits the device, new tokens as
-    set; 0 when even a one-token prompt does not fit or the design's positions run out."""
+    set; 0 when even a one-token prompt does not fit or the design's positions run out. None when
+    ``is_stale()`` turned true between estimates (the window's newer edit: seconds on 8B models)."""
     d = _expanded(design)
 
     def fits(prompt: int) -> bool:
+        if is_stale():
+            raise _Stale
         probe = step_design(d, tokens=prompt, past=0, cache="none")
         try:
             return generate_peak(probe, settings, dev) <= dev.memory_bytes
         except GenerateError:  # e.g. past the model's positions
             return False
 
-    best = largest_fitting(fits, 1, limit)
+    try:
+        best = largest_fitting(fits, 1, limit)
+    except _Stale:
+        return None
     return best + settings.new_tokens if best > 0 else 0
 
 

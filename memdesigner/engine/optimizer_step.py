@@ -21,7 +21,7 @@ def run_optimizer_step(sim, r) -> None:
         if s.use_foreach:
             total = sum(map(itemgetter(1), local)) * sf  # (each tensor's bytes, summed in C)
             t = mem.alloc(total, K, 1, "Adam step temporary: _foreach_sqrt of every exp_avg_sq")
-            mem.event("optimizer_step", None, "adam (foreach)")
+            mem.event("optimizer_step", None, f"{opt} (foreach)")  # AdamW is not shown as Adam
             mem.decref(t)
         else:
             # for-loop Adam: sqrt(exp_avg_sq) and the div denominator of parameter i, while the
