@@ -38,6 +38,8 @@ class ResultPresenter(QObject):
         w.result = res
         rep = res.report
         w.summary.set_report(rep, res.error, self.import_warnings)
+        if rep is not None:
+            w.settings_bar.show_sequence(rep.sequence_length)
         if w.sweep is not None and rep is not None and w.sweep.gen == res.gen:  # (an older one: other settings)
             w.summary.set_max_batch(w.sweep)
         if res.error:

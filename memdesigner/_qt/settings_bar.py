@@ -21,11 +21,11 @@ from memdesigner.document.run_settings import (
     normalize,
 )
 from memdesigner.engine import devices as devmod
-from memdesigner.engine.settings import DTYPES, MODES, OPTIMIZERS, Settings
+from memdesigner.engine.settings import DTYPES, MAX_SEQ_LEN, MODES, OPTIMIZERS, Settings
 from memdesigner.units import format_gib
 
 # the keys the bar's widgets write; the rest of the model's dict is carried through unchanged
-OWNED = (*CORE, "device", *GENERATE_KEYS, *FINETUNE_KEYS, *PARALLEL_KEYS, "training")
+OWNED = (*CORE, "device", *GENERATE_KEYS, *FINETUNE_KEYS, *PARALLEL_KEYS, "training", "seq_len")
 RENDER_DEFAULTS = {**CORE, "new_tokens": Settings().new_tokens, "kv_cache": "dynamic", "kv_dtype": "auto"}
 
 OPT_LABELS = {"none": "none", "sgd": "SGD", "momentum": "SGD + momentum", "adam": "Adam", "adamw": "AdamW",
@@ -64,6 +64,15 @@ class SettingsBar(QWidget):
         self.batch = RefusingSpinBox(1, 1 << 20)  # -5 is refused out loud, not made 5
         self.batch.setKeyboardTracking(False)
         self.batch.setAccelerated(True)
+        # token models: the sequence length, a run setting (seq_len); shown once an estimate says the
+        # design has tokens, with the length it estimated (Report.sequence_length)
+        self.seq = RefusingSpinBox(1, MAX_SEQ_LEN)
+        self.seq.setKeyboardTracking(False)
+        self.seq.setAccelerated(True)
+        self.seq.setSuffix(" tok")  # its own label, and narrow: the bar must fit 1366 px in generate mode too
+        self.seq.setMaximumWidth(self.seq.fontMetrics().horizontalAdvance("262144 tok") + 28)  # six digits shown
+        self.seq.setToolTip("Sequence length in tokens (a run setting: the design is not edited)")
+        self._shown_length: int | None = None  # the last estimate's length (None: no token input)
         self.optimizer = QComboBox()
         for o in OPTIMIZERS:
             self.optimizer.addItem(OPT_LABELS.get(o, o), o)
@@ -81,10 +90,14 @@ class SettingsBar(QWidget):
         self.device_warning = QLabel(self)  # the window moves it into its status bar
         self.device_warning.setStyleSheet("color: #c0392b;")
         self.reload_devices()
-        for label, w in (("Mode", self.mode), ("Batch", self.batch), ("Optimizer", self.optimizer),
+        self._labels = {}
+        for label, w in (("Mode", self.mode), ("Batch", self.batch), ("", self.seq), ("Optimizer", self.optimizer),
                          ("dtype", self.dtype)):
-            lay.addWidget(QLabel(label))
+            if label:
+                self._labels[label] = QLabel(label)
+                lay.addWidget(self._labels[label])
             lay.addWidget(w)
+        self.seq.setVisible(False)
         lay.addWidget(self.amp)
         lay.addWidget(self.ckpt)
         self.generate = GenerateOptions(self)
@@ -99,6 +112,7 @@ class SettingsBar(QWidget):
         lay.addStretch(1)
         self.mode.currentIndexChanged.connect(self._changed)
         self.batch.valueChanged.connect(self._changed)
+        self.seq.valueChanged.connect(self._changed)
         self.optimizer.currentIndexChanged.connect(self._changed)
         self.dtype.currentIndexChanged.connect(self._changed)
         self.amp.toggled.connect(self._changed)
@@ -179,7 +193,10 @@ class SettingsBar(QWidget):
             self.amp.setChecked(False)
             self.amp.blockSignals(False)
         self.amp.setEnabled(fp32)
-        self.generate.setVisible(self.mode.currentData() == "generate")
+        generate = self.mode.currentData() == "generate"
+        self.generate.setVisible(generate)
+        for w in (self._labels["Optimizer"], self.optimizer, self.ckpt):  # training's: room for generate's own
+            w.setVisible(not generate)
 
     def _changed(self, *_):
         """A widget changed: the user edits the document's settings (one undo step when bound)."""
@@ -234,11 +251,26 @@ class SettingsBar(QWidget):
              "amp": self.amp.isChecked() and dtype == "fp32", "checkpointing": self.ckpt.isChecked()}
         if self.device_id():
             d["device"] = self.device_id()
+        set_before = self.model.get("seq_len") if self.model is not None else None
+        if self._shown_length is not None and (set_before or self.seq.value() != self._shown_length):
+            d["seq_len"] = self.seq.value()
+        elif self._shown_length is None and set_before:
+            d["seq_len"] = set_before  # not known yet to be a token model: kept
         if mode == "generate":
             d.update(self.generate.values())
         d.update(self.parallel.values())
         d.update(self.finetune.to_dict())
         return d
+
+    def show_sequence(self, length: int | None) -> None:
+        """The sequence length the last estimate used (Report.sequence_length: the seq_len setting
+        or the design's own); None: the design has no token input, and the field hides."""
+        self._shown_length = length
+        self.seq.setVisible(length is not None)
+        if length is not None and 1 <= length <= self.seq.maximum():
+            self.seq.blockSignals(True)
+            self.seq.setValue(length)
+            self.seq.blockSignals(False)
 
     # -- values ---------------------------------------------------------------------------
     def settings(self) -> Settings:
@@ -280,7 +312,7 @@ class SettingsBar(QWidget):
 
     def _put(self, d: dict) -> None:
         """Show the keys ``d`` has on the widgets (signals blocked)."""
-        widgets = (self.mode, self.batch, self.optimizer, self.dtype, self.amp, self.ckpt, self.device)
+        widgets = (self.mode, self.batch, self.seq, self.optimizer, self.dtype, self.amp, self.ckpt, self.device)
         for w in widgets:
             w.blockSignals(True)
         try:
@@ -292,6 +324,9 @@ class SettingsBar(QWidget):
                         combo.setCurrentIndex(i)
             if isinstance(d.get("batch"), int) and 1 <= d["batch"] <= self.batch.maximum():  # 2**63: skipped
                 self.batch.setValue(d["batch"])
+            seq = d.get("seq_len")
+            if isinstance(seq, int) and 1 <= seq <= self.seq.maximum():
+                self.seq.setValue(seq)
             if "amp" in d:
                 self.amp.setChecked(bool(d["amp"]))
             if "checkpointing" in d:
