@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from memdesigner.engine.devices import Device
+from memdesigner.engine.sequence_length import sized_for
 from memdesigner.engine.settings import Settings
 from memdesigner.model.analysis import Analysis, analyze
 from memdesigner.model.design import Design
@@ -57,6 +58,7 @@ def batch_sweep(design: Design, settings: Settings, dev: Device | None, analysis
     cap = dev.memory_bytes if dev is not None else None
     if not has_layers(design):
         return BatchPoints([], [], None, cap, empty=True)
+    design, analysis = sized_for(design, analysis, settings.seq_len)  # the seq_len setting's length
     if design.blocks:  # the flat network (model/blocks.py)
         from memdesigner.model.blocks import for_engine
 

@@ -12,7 +12,7 @@ from memdesigner.engine.peak_rules import why_alive
 from memdesigner.engine.per_rank import run_ranks
 from memdesigner.engine.report import Report
 from memdesigner.engine.sanity import ABSURD_BYTES, absurd_size_warning
-from memdesigner.engine.sequence_length import at_length, design_length
+from memdesigner.engine.sequence_length import design_length, sized_for
 from memdesigner.engine.settings import Settings
 from memdesigner.engine.simulate import CATS, Simulation
 from memdesigner.model.analysis import Analysis, analyze
@@ -49,10 +49,7 @@ def estimate(design: Design, settings: Settings | None = None, *, device=None, m
 
 def _estimate(design, settings, device, max_batch, analysis, kw) -> Report:
     settings, dev = _resolve(settings, device, kw)
-    if settings.seq_len:  # a token model at another length: its token inputs resized (a copy)
-        sized = at_length(design, settings.seq_len)
-        if sized is not design:
-            design, analysis = sized, None
+    design, analysis = sized_for(design, analysis, settings.seq_len)  # a token model at another length
     if design.blocks:  # the engine runs on the flat network (model/blocks.py)
         design, analysis = for_engine(design, analysis)
     length = design_length(design)

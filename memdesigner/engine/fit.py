@@ -20,7 +20,7 @@ from memdesigner.engine.devices import Device, all_devices
 from memdesigner.engine.estimate import _prepare, _resolve, estimate, largest_batch
 from memdesigner.engine.search import smallest_fitting
 from memdesigner.engine.sequence_curve import longest_fitting
-from memdesigner.engine.sequence_length import at_length, token_inputs
+from memdesigner.engine.sequence_length import at_length, sized_for, token_inputs
 from memdesigner.engine.settings import Settings
 from memdesigner.engine.simulate import Simulation
 from memdesigner.model.analysis import analyze
@@ -319,8 +319,7 @@ def make_it_fit(design: Design, settings: Settings | None = None, *, device, **k
     s, dev = _resolve(settings, device, kw)
     if dev is None:
         raise ValueError("device: make-it-fit needs a device")
-    if s.seq_len:  # the advice is for the design at that length (its token inputs resized)
-        design = at_length(design, s.seq_len)
+    design, _ = sized_for(design, None, s.seq_len)  # the advice is for the design at that length
     ctx = _Ctx(design, s, dev)
     base = ctx.est(s)
     seq = next(iter(token_inputs(ctx.design)), None)

@@ -41,3 +41,12 @@ def at_length(design: Design, n: int) -> Design:
     for nid in nids:
         d.nodes[nid].props = dict(d.nodes[nid].props, shape=[n])
     return d
+
+
+def sized_for(design: Design, analysis, seq_len: int):
+    """(design, analysis) at the seq_len setting (0: as given): the resized copy comes with no
+    analysis. Every entry point that estimates (estimate, the batch sweep, make-it-fit) starts here."""
+    if not seq_len:
+        return design, analysis
+    sized = at_length(design, seq_len)
+    return (design, analysis) if sized is design else (sized, None)

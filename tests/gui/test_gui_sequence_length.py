@@ -65,3 +65,30 @@ def test_the_bar_with_tokens_fits_1366_in_every_mode(window, qtbot):
         _settled(window, qtbot)
         assert bar.seq.isVisible() and bar.seq.value() == 2048
         assert window.minimumSizeHint().width() <= 1366, (mode, window.minimumSizeHint().width())
+
+
+def test_largest_batch_follows_the_tokens_field(window, qtbot, tmp_path, capsys, monkeypatch):
+    """LARGEST BATCH at the typed length equals `estimate --max-batch` of the saved design (the
+    window's batch sweep searched the design's own 2,048 tokens: 5 beside the CLI's 2 at 4,096)."""
+    from memdesigner.engine import devices as devmod
+
+    monkeypatch.setattr("memdesigner._qt.settings_bar.load_devices", devmod.all_devices)
+    bar = window.settings_bar
+    bar.reload_devices()
+    big = {**LLAMA, "vocab_size": 32000, "hidden_size": 1024, "intermediate_size": 2816, "num_hidden_layers": 4,
+           "num_attention_heads": 16, "num_key_value_heads": 4}
+    load(window, qtbot, design_from_config(big, seq_len=256))
+    bar.apply_dict({"mode": "train", "optimizer": "adamw", "device": "t4"})
+    bar.seq.setFocus()
+    bar.seq.lineEdit().selectAll()
+    qtbot.keyClicks(bar.seq, "4096")
+    qtbot.keyClick(bar.seq, Qt.Key_Return)
+    svc = window.service
+    qtbot.waitUntil(lambda: window.sweep is not None and window.sweep.gen == svc.gen and not svc.busy, timeout=60000)
+    path = tmp_path / "d.json"
+    assert window.save_to(str(path))
+    capsys.readouterr()
+    assert cli.main(["estimate", str(path), "--max-batch", "--format", "json"]) == 0
+    want = json.loads(capsys.readouterr().out)
+    assert want["sequence_length"] == 4096 and want["max_batch"] >= 1
+    assert window.summary.max_batch.value.text() == str(want["max_batch"])
