@@ -4,6 +4,9 @@ embedding), in the window's words rather than the command line's."""
 
 from __future__ import annotations
 
+import os
+
+from PySide6.QtCore import QSettings
 from PySide6.QtWidgets import (
     QComboBox,
     QDialog,
@@ -33,7 +36,7 @@ class TorchImportDialog(QDialog):
         lay.addWidget(warn)
         form = QFormLayout()
         self.factory = QLineEdit()
-        self.factory.setPlaceholderText("empty: the first nn.Module class in the file")
+        self.factory.setPlaceholderText("empty: the file's model (the nn.Module class no other class uses)")
         self.shape = QLineEdit()
         self.shape.setPlaceholderText("per sample, e.g. 3, 224, 224 (empty: the factory's own)")
         self.dtype = QComboBox()
@@ -49,6 +52,24 @@ class TorchImportDialog(QDialog):
         buttons.rejected.connect(self.reject)
         lay.addWidget(buttons)
         self.error = ""
+        self._recall()
+
+    def _key(self) -> str:
+        return "torch_import/" + os.path.abspath(self.path).replace("/", "|")  # (QSettings: "/" nests groups)
+
+    def _recall(self) -> None:
+        """The factory, shape and dtype last imported from this file (people import the same file
+        again after editing it)."""
+        last = QSettings().value(self._key())
+        if isinstance(last, dict):
+            self.factory.setText(str(last.get("factory", "")))
+            self.shape.setText(str(last.get("shape", "")))
+            i = self.dtype.findData(last.get("dtype", "auto"))
+            self.dtype.setCurrentIndex(max(i, 0))
+
+    def remember(self) -> None:
+        QSettings().setValue(self._key(), {"factory": self.factory.text().strip(), "shape": self.shape.text().strip(),
+                                           "dtype": self.dtype.currentData()})
 
     def values(self):
         """(FILE[:FACTORY], input shape or None, input dtype or None for automatic); ValueError
@@ -86,5 +107,6 @@ def ask_and_import(window, path: str | None = None, answer=None):
     if not ok:
         return None
     spec, shape, dtype = dlg.values()
+    dlg.remember()
     return window._import(lambda cancel: hooks.import_torch(spec, input_shape=shape, input_dtype=dtype, cancel=cancel),
                           "PyTorch")

@@ -46,6 +46,8 @@ def start_import(window, fn, what: str) -> worker.Task:
     job = fn if _takes_cancel(fn) else (lambda _cancel: fn())
 
     def failed(err):
+        window.busy_label.setText("")  # before the message box, which waits for the user
+        window.statusBar().showMessage(f"{what} import failed: {first_line(err, 160)}", 12000)
         if isinstance(err, hooks.MissingFeature):
             QMessageBox.information(window, f"{what} import unavailable", first_line(err))
         else:

@@ -42,9 +42,47 @@ def _fresh_module(p: Path):
     return mod
 
 
+def _model_class(mod, source: str):
+    """The file's model among the nn.Module classes it defines: one no other of them uses (the
+    blocks, heads and helpers a model is made of are named inside its class), constructible with
+    no arguments, the last defined when several are; None when the file defines none."""
+    import ast
+    import inspect
+
+    import torch
+
+    mod_name = mod.__name__
+    classes = [obj for obj in vars(mod).values()
+               if isinstance(obj, type) and issubclass(obj, torch.nn.Module) and obj.__module__ == mod_name]
+    if not classes:
+        return None
+    used: set[str] = set()
+    try:
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.ClassDef):
+                inner = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} | \
+                        {n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute)}
+                used |= inner - {node.name}
+    except SyntaxError:  # (exec accepted it: a parser difference) every class stays a candidate
+        pass
+
+    def no_args(cls) -> bool:
+        try:
+            params = list(inspect.signature(cls).parameters.values())
+        except (TypeError, ValueError):
+            return True
+        return all(p.default is not p.empty or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params)
+
+    for pool in ([c for c in classes if c.__name__ not in used and no_args(c)],
+                 [c for c in classes if no_args(c)], classes):
+        if pool:
+            return pool[-1]  # vars() keeps definition order: the model usually comes last
+    return None
+
+
 def load_factory(target: str):
-    """Resolve "FILE.py:FACTORY" to the factory callable; "FILE.py" alone takes the first
-    nn.Module class the file defines (built with no arguments)."""
+    """Resolve "FILE.py:FACTORY" to the factory callable; "FILE.py" alone takes the file's model
+    class (``_model_class``: the nn.Module class no other one uses, built with no arguments)."""
     if ":" in target and not Path(target).exists():
         path, fname = target.rsplit(":", 1)
     else:
@@ -53,14 +91,11 @@ def load_factory(target: str):
     if not p.exists():
         raise TorchImportError(f"{path}: no such file")
     mod = _fresh_module(p)
-    mod_name = mod.__name__
     if fname is None:
-        import torch
-
-        for obj in vars(mod).values():
-            if isinstance(obj, type) and issubclass(obj, torch.nn.Module) and obj.__module__ == mod_name:
-                return obj
-        raise TorchImportError(f"{path}: defines no nn.Module class; name a factory as FILE.py:FACTORY")
+        cls = _model_class(mod, p.read_text(errors="replace"))
+        if cls is None:
+            raise TorchImportError(f"{path}: defines no nn.Module class; name a factory as FILE.py:FACTORY")
+        return cls
     fn = getattr(mod, fname, None)
     if fn is None and hasattr(mod, "MODELS"):
         fn = mod.MODELS.get(fname)
@@ -109,5 +144,5 @@ def load_factory_module(target: str, meta: bool = True):
         module, shape = build_module(fn, meta)
     except TorchImportError as err:
         raise TorchImportError(f"{target}: {err}") from None
-    name = getattr(fn, "__name__", None) or Path(target.split(":")[0]).stem
+    name = type(module).__name__  # the model's class, not the factory that made it ("make")
     return module, shape, name

@@ -253,3 +253,42 @@ def test_cancel_an_import_kills_it_and_leaves_the_document(window, qtbot, tmp_pa
                     timeout=10000)
     assert window.design.nodes == before
     assert "cancelled" in window.statusBar().currentMessage()
+
+
+def test_the_dialog_remembers_each_files_factory_shape_and_dtype(window, qtbot, tmp_path, monkeypatch):
+    """Typed into the dialog once (real keys), offered again the next time the same file is
+    imported; the design is named after the model's class; a failed import leaves no
+    'importing…' behind and says so in the status bar."""
+    from PySide6.QtCore import Qt
+    from PySide6.QtWidgets import QMessageBox
+
+    path = tmp_path / "tok.py"
+    path.write_text(TOKENS)
+
+    def typed(dlg):
+        for field, text in ((dlg.factory, "no_shape"), (dlg.shape, "12")):
+            field.setFocus()
+            qtbot.keyClicks(field, text)
+        dlg.dtype.setFocus()
+        qtbot.keyClick(dlg.dtype, Qt.Key_End)  # int64
+        return True
+
+    window.import_torch(str(path), typed)
+    qtbot.waitUntil(lambda: window.result is not None and window.result.report is not None
+                    and window.result.report.params == 3300, timeout=60000)
+    assert window.design.name == "Tok"  # the class no_shape() builds, not "no_shape"
+    seen = {}
+
+    def look(dlg):
+        seen.update(factory=dlg.factory.text(), shape=dlg.shape.text(), dtype=dlg.dtype.currentData())
+        return False
+
+    window.stack.setClean()
+    window._settings_dirty = False
+    window.import_torch(str(path), look)
+    assert seen == {"factory": "no_shape", "shape": "12", "dtype": "int64"}
+    shown = []
+    monkeypatch.setattr(QMessageBox, "warning", staticmethod(lambda *a, **k: shown.append(a[2])))
+    window.import_torch(str(path), _answer("nope", "12"))
+    qtbot.waitUntil(lambda: len(shown) == 1, timeout=60000)
+    assert window.busy_label.text() == "" and "import failed" in window.statusBar().currentMessage()
