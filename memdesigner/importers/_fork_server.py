@@ -82,9 +82,9 @@ def start(ctx, make_child, cancel, hide_main) -> Child | None:
     for _ in range(2):
         pid = _server_pid()
         if pid is not None and _stopped(pid):
-            restart_server()
+            restart_server(pid)
         pid = _server_pid()
-        warm = pid is not None and pid in _ANSWERED
+        warm = pid in _ANSWERED and _state(pid) not in ("", "Z", "X")  # (a dead one is relaunched)
         limit = SERVER_PING_S if warm else SERVER_START_S
         child = make_child()
         outcome = _start_bounded(child, limit, cancel, hide_main)
@@ -96,7 +96,8 @@ def start(ctx, make_child, cancel, hide_main) -> Child | None:
             return None
         if isinstance(outcome, BaseException) and not isinstance(outcome, (EOFError, OSError)):
             raise outcome  # the request itself (it does not pickle, ...): no server helps
-        restart_server()  # it did not answer, or it died under the start: a fresh one
+        # it did not answer, or it died under the start: a fresh one (this start may have launched it)
+        restart_server(pid if pid is not None else _server_pid())
         if not warm:
             if isinstance(outcome, BaseException):
                 raise TorchImportError(f"the import server ended before it answered ({type(outcome).__name__})")
@@ -137,24 +138,31 @@ def _server_pid() -> int | None:
     return getattr(forkserver._forkserver, "_forkserver_pid", None)
 
 
-def _stopped(pid: int) -> bool:
+def _state(pid: int) -> str:
+    """/proc's one-letter state of ``pid``; "" when there is none (or no /proc: then the bounded
+    start alone finds a server that does not answer)."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             stat = f.read()
     except OSError:
-        return False
-    return stat[stat.rfind(b")") + 2:][:1] in (b"T", b"t")
+        return ""
+    return stat[stat.rfind(b")") + 2:][:1].decode()
 
 
-def restart_server() -> None:
-    """Kill the fork server (a stopped one too) and forget it: the next start launches a fresh
-    one. Children it forked live on (their supervisors answer for them)."""
+def _stopped(pid: int) -> bool:
+    return _state(pid) in ("T", "t")
+
+
+def restart_server(pid: int | None) -> None:
+    """Kill the fork server ``pid`` (a stopped one too) and forget it, unless another start
+    replaced it already: the next start launches a fresh one. Children it forked live on (their
+    supervisors answer for them). The attributes are multiprocessing's own: its ``_stop`` would
+    wait for a stopped server for ever."""
     from multiprocessing import forkserver
 
     fs = forkserver._forkserver
     with fs._lock:
-        pid = fs._forkserver_pid
-        if pid is None:
+        if pid is None or fs._forkserver_pid != pid:
             return
         try:
             os.kill(pid, signal.SIGKILL)

@@ -10,7 +10,9 @@ caller writes it. Every failure is one line: the factory's exception, an exit, a
     design = import_file_isolated("model.py:make", input_shape=(3, 224, 224), timeout=300)
 
 On Linux the child is forked from a server that has torch imported already (the first import pays
-for that once; the next ones take a fraction of a second); elsewhere it is spawned.
+for that once; the next ones take a fraction of a second); elsewhere it is spawned. The child is
+contained (``_contained``): what the model's code starts ends with it, at the time limit, on
+Cancel and when the caller dies; a server that stops answering is replaced (``_fork_server``).
 ``memdesigner.importers.torch_fx.import_file`` stays the in-process API for trusted code.
 """
 
@@ -37,7 +39,7 @@ DEFAULT_TIMEOUT_S = 300.0
 POLL_S = 0.1  # how often a waiting caller looks at its cancel event
 MAX_DIMS = 8
 _PRELOAD = ["torch", "torch.fx", "memdesigner.importers.torch_fx", "memdesigner.io.design_file",
-            "memdesigner.importers._torch_warm"]
+            "memdesigner.importers._torch_warm", "memdesigner.importers._server_quick_exit"]
 _CTX = None
 _START_LOCK = threading.Lock()
 
