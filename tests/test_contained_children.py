@@ -245,3 +245,25 @@ def test_kill_9_of_the_cli_mid_import_leaves_no_process(model):
             os.kill(pid, signal.SIGKILL)
         if cli.poll() is None:
             cli.kill()
+
+
+def test_cancel_works_while_the_fork_server_does_not_answer(stopped_server, monkeypatch):
+    """Cancel is seen during the start too (the start waited on the stopped server for ever)."""
+    monkeypatch.setattr(_fork_server, "_stopped", lambda pid: False)
+    monkeypatch.setattr(_fork_server, "SERVER_PING_S", 600.0)
+    import_file_isolated("model.py:good", timeout=60)  # a warm server
+    assert _import_in_thread("model.py:stops_the_fork_server", 60, 60) is not None
+    cancel, box = threading.Event(), {}
+
+    def run():
+        try:
+            import_file_isolated("model.py:good", timeout=60, cancel=cancel)
+        except Cancelled as err:
+            box["raised"] = err
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    time.sleep(1.0)
+    cancel.set()
+    t.join(5)
+    assert isinstance(box.get("raised"), Cancelled)
