@@ -186,21 +186,44 @@ def _import_in_thread(spec: str, timeout: float, wait_s: float):
     return box.get("design")
 
 
-@pytest.mark.parametrize("seen_stopped", [True, False], ids=["stopped-state", "ping-only"])
-def test_an_import_after_the_model_stopped_the_fork_server_works(stopped_server, monkeypatch, seen_stopped):
+def test_an_import_after_the_model_stopped_the_fork_server_works(stopped_server, monkeypatch):
     """The model SIGSTOPs the fork server and returns: its own result arrives, and the next import
-    starts a fresh server (the stopped one never answered: that import waited for ever). Seen
-    in /proc or, with that look turned off, by the start's bounded wait."""
-    if seen_stopped:  # only the look in /proc can be what replaces it in time
-        monkeypatch.setattr(_fork_server, "SERVER_PING_S", 600.0)
-    else:
-        monkeypatch.setattr(_fork_server, "_stopped", lambda pid: False)
-        monkeypatch.setattr(_fork_server, "SERVER_PING_S", 1.0)
+    starts a fresh server at once, seen stopped in /proc (it never answered: that import waited
+    for ever)."""
+    monkeypatch.setattr(_fork_server, "SERVER_PING_S", 600.0)  # only the look in /proc can help in time
     import_file_isolated("model.py:good", timeout=60)  # a warm server
     d = _import_in_thread("model.py:stops_the_fork_server", 60, 60)
     assert d is not None and len(d.nodes) == 3
     (server,) = _noted(stopped_server)
     assert _state(server) == "T"
+    d = _import_in_thread("model.py:good", 60, 120)
+    assert d is not None and len(d.nodes) == 3
+    assert not _running(server)  # replaced
+
+
+def test_a_fork_server_that_does_not_answer_is_replaced_and_cancel_works_meanwhile(stopped_server, monkeypatch):
+    """With the look in /proc turned off, a server that does not answer is found by the start's
+    bounded wait; while the start waits, Cancel is seen (the start waited for ever)."""
+    monkeypatch.setattr(_fork_server, "_stopped", lambda pid: False)
+    monkeypatch.setattr(_fork_server, "SERVER_PING_S", 600.0)
+    import_file_isolated("model.py:good", timeout=60)  # a warm server
+    assert _import_in_thread("model.py:stops_the_fork_server", 60, 60) is not None
+    (server,) = _noted(stopped_server)
+    cancel, box = threading.Event(), {}
+
+    def cancelled():
+        try:
+            import_file_isolated("model.py:good", timeout=60, cancel=cancel)
+        except Cancelled as err:
+            box["raised"] = err
+
+    t = threading.Thread(target=cancelled, daemon=True)
+    t.start()
+    time.sleep(1.0)
+    cancel.set()
+    t.join(5)
+    assert isinstance(box.get("raised"), Cancelled)
+    monkeypatch.setattr(_fork_server, "SERVER_PING_S", 1.0)
     d = _import_in_thread("model.py:good", 60, 120)
     assert d is not None and len(d.nodes) == 3
     assert not _running(server)  # replaced
@@ -245,25 +268,3 @@ def test_kill_9_of_the_cli_mid_import_leaves_no_process(model):
             os.kill(pid, signal.SIGKILL)
         if cli.poll() is None:
             cli.kill()
-
-
-def test_cancel_works_while_the_fork_server_does_not_answer(stopped_server, monkeypatch):
-    """Cancel is seen during the start too (the start waited on the stopped server for ever)."""
-    monkeypatch.setattr(_fork_server, "_stopped", lambda pid: False)
-    monkeypatch.setattr(_fork_server, "SERVER_PING_S", 600.0)
-    import_file_isolated("model.py:good", timeout=60)  # a warm server
-    assert _import_in_thread("model.py:stops_the_fork_server", 60, 60) is not None
-    cancel, box = threading.Event(), {}
-
-    def run():
-        try:
-            import_file_isolated("model.py:good", timeout=60, cancel=cancel)
-        except Cancelled as err:
-            box["raised"] = err
-
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-    time.sleep(1.0)
-    cancel.set()
-    t.join(5)
-    assert isinstance(box.get("raised"), Cancelled)
