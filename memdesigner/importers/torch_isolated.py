@@ -10,7 +10,9 @@ caller writes it. Every failure is one line: the factory's exception, an exit, a
     design = import_file_isolated("model.py:make", input_shape=(3, 224, 224), timeout=300)
 
 On Linux the child is forked from a server that has torch imported already (the first import pays
-for that once; the next ones take a fraction of a second); elsewhere it is spawned.
+for that once; the next ones take a fraction of a second); elsewhere it is spawned. The child is
+contained (``_contained``): what the model's code starts ends with it, at the time limit, on
+Cancel and when the caller dies; a server that stops answering is replaced (``_fork_server``).
 ``memdesigner.importers.torch_fx.import_file`` stays the in-process API for trusted code.
 """
 
@@ -29,6 +31,7 @@ import time
 import types
 from pathlib import Path
 
+from memdesigner.importers import _contained, _fork_server
 from memdesigner.importers.torch_fx import META_BATCH, NeedsInputShape, TorchImportError
 from memdesigner.text import first_line, one_line
 
@@ -36,7 +39,7 @@ DEFAULT_TIMEOUT_S = 300.0
 POLL_S = 0.1  # how often a waiting caller looks at its cancel event
 MAX_DIMS = 8
 _PRELOAD = ["torch", "torch.fx", "memdesigner.importers.torch_fx", "memdesigner.io.design_file",
-            "memdesigner.importers._torch_warm"]
+            "memdesigner.importers._torch_warm", "memdesigner.importers._server_quick_exit"]
 _CTX = None
 _START_LOCK = threading.Lock()
 
@@ -118,31 +121,33 @@ def wait_for_child(recv, timeout: float | None, cancel=None) -> bool:
             return True
 
 
-def run_in_child(child, request: dict, name: str, timeout: float | None, cancel, decode) -> tuple:
-    """Run ``child(send, request)`` in a fresh process and wait for the one message it sends:
-    (``decode(bytes)``, or None when it ended without a readable answer; its exit code).
-    TimeoutError after ``timeout`` s, Cancelled once ``cancel`` is set; the child is killed then."""
+def run_in_child(job, request: dict, name: str, timeout: float | None, cancel, decode) -> tuple:
+    """Run ``job(request) -> bytes`` in a contained child process (``_contained``: the model's
+    own processes are ended with it) and wait for its answer: (``decode(bytes)``, or None when
+    it ended without a readable answer; its exit code). TimeoutError after ``timeout`` s,
+    Cancelled once ``cancel`` is set; the child and all it started are killed then."""
     ctx = _context()
-    recv, send = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=child, args=(send, request), name=name, daemon=True)
-    msg = None
+    child = _fork_server.start(ctx, lambda: _fork_server.Child(ctx, job, request, name), cancel, _main_hidden)
+    if child is None:
+        raise Cancelled("cancelled")
+    msg = code = None
     try:
-        with _main_hidden():
-            proc.start()
-        send.close()
-        if not wait_for_child(recv, timeout, cancel):
+        if not wait_for_child(child.recv, timeout, cancel):
             raise TimeoutError(name)
         try:
-            msg = decode(recv.recv_bytes())
-        except (EOFError, OSError, ValueError, pickle.UnpicklingError):  # no readable answer
-            msg = None
-        proc.join(10)
+            code, payload = _contained.read_frame(child.recv.recv_bytes())
+        except (EOFError, OSError):  # the supervisor itself was killed
+            payload = None
+        if payload is not None:
+            try:
+                msg = decode(payload)
+            except (ValueError, pickle.UnpicklingError, EOFError):  # no readable answer
+                msg = None
     finally:
-        recv.close()
-        if proc.is_alive():
-            proc.kill()
-            proc.join(5)
-    return msg, proc.exitcode
+        child.stop()
+    if code is None:
+        code = child.exitcode()
+    return msg, code
 
 
 def import_file_isolated(target: str, input_shape=None, input_dtype=None, name: str | None = None,
@@ -166,7 +171,7 @@ def import_file_isolated(target: str, input_shape=None, input_dtype=None, name: 
                "input_shape": list(input_shape) if input_shape is not None else None,
                "input_dtype": input_dtype, "name": name}
     try:
-        msg, exitcode = run_in_child(_child, request, "memdesigner-torch-import", timeout, cancel,
+        msg, exitcode = run_in_child(_job, request, "memdesigner-torch-import", timeout, cancel,
                                      lambda b: json.loads(b.decode("utf-8")))
     except TimeoutError:
         raise TorchImportError(f"{shown}: the model code did not finish within {timeout:g} s "
@@ -189,12 +194,8 @@ def import_file_isolated(target: str, input_shape=None, input_dtype=None, name: 
     return design
 
 
-def _child(conn, request: dict) -> None:
-    """Runs in the child: import, serialize, send, and leave at once (no atexit handlers or threads
-    of the model's code get to run after the answer)."""
-    devnull = os.open(os.devnull, os.O_RDWR)
-    for fd in (0, 1, 2):  # the model's prints and warnings must not reach the caller's terminal
-        os.dup2(devnull, fd)
+def _job(request: dict) -> bytes:
+    """Runs in the child's worker: import and serialize (the supervisor sends it back)."""
     msg: dict
     try:
         import torch  # noqa: F401
@@ -203,13 +204,9 @@ def _child(conn, request: dict) -> None:
     else:
         msg = _run(request)
     try:
-        payload = json.dumps(msg)
+        return json.dumps(msg).encode("utf-8")
     except (TypeError, ValueError) as err:
-        payload = json.dumps({"ok": False, "error": f"the imported design cannot be sent back: {first_line(err)}"})
-    try:
-        conn.send_bytes(payload.encode("utf-8"))
-    finally:
-        os._exit(0)
+        return json.dumps({"ok": False, "error": f"the imported design cannot be sent back: {first_line(err)}"}).encode()
 
 
 def _run(request: dict) -> dict:
@@ -226,6 +223,8 @@ def _run(request: dict) -> dict:
         return {"ok": True, "design": design_to_dict(d), "warnings": [str(w) for w in d.import_warnings],
                 "params": int(getattr(d, "import_params", 0) or 0)}
     except SystemExit as err:
+        if not _contained.in_worker():  # a process the model forked exits: it is no answer
+            raise
         return {"ok": False, "error": f"the model code called sys.exit({_safe_repr(err.code)})"}
     except NeedsInputShape as err:
         return {"ok": False, "error": _safe_str(err), "needs_input_shape": True}

@@ -39,7 +39,7 @@ def measure_isolated(design, settings, *, cancel=None, timeout: float | None = N
         raise ImportError("No module named 'torch'")
     request = {"design": design_to_dict(design), "settings": settings, "cwd": os.getcwd()}
     try:
-        msg, exitcode = run_in_child(_child, request, "memdesigner-measure", timeout, cancel, pickle.loads)
+        msg, exitcode = run_in_child(_job, request, "memdesigner-measure", timeout, cancel, pickle.loads)
     except TimeoutError:
         raise MeasureError(f"the measurement did not finish within {timeout:g} s") from None
     if msg is None:
@@ -49,10 +49,8 @@ def measure_isolated(design, settings, *, cancel=None, timeout: float | None = N
     return msg["result"]
 
 
-def _child(conn, request: dict) -> None:
-    devnull = os.open(os.devnull, os.O_RDWR)
-    for fd in (0, 1, 2):
-        os.dup2(devnull, fd)
+def _job(request: dict) -> bytes:
+    """Runs in the child's worker (the supervisor sends the bytes back)."""
     try:
         os.chdir(request["cwd"])
         from memdesigner.io.design_file import design_from_dict
@@ -62,13 +60,9 @@ def _child(conn, request: dict) -> None:
         # the harness's raw record holds torch objects (dtypes): unpickling it would import torch
         # into the caller, which is what running here avoids
         res.pop("record", None)
-        payload = pickle.dumps({"ok": True, "result": res}, protocol=4)
+        return pickle.dumps({"ok": True, "result": res}, protocol=4)
     except BaseException as err:  # noqa: BLE001 - one line back to the window, whatever happened
-        payload = pickle.dumps({"ok": False, "error": f"{type(err).__name__}: {first_line(err)}"}, protocol=4)
-    try:
-        conn.send_bytes(payload)
-    finally:
-        os._exit(0)
+        return pickle.dumps({"ok": False, "error": f"{type(err).__name__}: {first_line(err)}"}, protocol=4)
 
 
 __all__ = ["MeasureError", "measure_isolated", "torch_available"]
