@@ -419,7 +419,9 @@ class MainWindow(QMainWindow):
         try:
             self.document.save(path)  # clean afterwards, autosave gone, in the recent files
         except OSError as err:
-            QMessageBox.warning(self, "Cannot save", f"{path}: {err}")
+            from memdesigner.io.atomic_write import cannot_write
+
+            QMessageBox.warning(self, "Cannot save", cannot_write(path, err))
             return False
         self._add_recent(self.path)
         self._update_title()
@@ -530,7 +532,9 @@ class MainWindow(QMainWindow):
             else:
                 self.table.write_csv(path)
         except OSError as err:
-            QMessageBox.warning(self, "Export failed", str(err))
+            from memdesigner.io.atomic_write import cannot_write
+
+            QMessageBox.warning(self, "Export failed", cannot_write(path, err) if err.strerror else str(err))
             return None
         self.statusBar().showMessage(f"Exported {path}", 4000)
         return path

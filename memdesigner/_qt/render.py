@@ -50,8 +50,9 @@ def render_design(design: Design, out_png, settings: Settings | None = None, dev
         win.minimap.hide()  # a picture of the design, not of the window's navigation aids
         win.view.fit_all()
         app.processEvents()
-        if not win.grab().save(str(out_png)):
-            raise OSError(f"{out_png}: cannot write: Qt could not save the image (name it .png)")
+        from memdesigner._qt.exports import save_picture
+
+        save_picture(win.grab(), out_png)  # in memory, then written atomically
     finally:
         win.service.shutdown()
         win.close()
