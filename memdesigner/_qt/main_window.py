@@ -158,6 +158,7 @@ class MainWindow(QMainWindow):
         self.scene.message.connect(lambda m: self.statusBar().showMessage(m, 6000))
         self.scene.building_changed.connect(self._building_message)
         self.inspector.message.connect(lambda m: self.statusBar().showMessage(m, 6000))
+        self.document.problem.connect(lambda m: self.statusBar().showMessage(m, 8000))
         self.timeline.node_clicked.connect(lambda nid: self.select_node(nid, center=True))
         self.table.node_clicked.connect(lambda nid: self.select_node(nid, center=True))
         self.settings_bar.changed.connect(self._settings_changed)
