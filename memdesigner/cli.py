@@ -437,5 +437,7 @@ def main(argv=None) -> int:
         return 0
 
 
-if __name__ == "__main__":
-    raise SystemExit(main())
+if __name__ == "__main__":  # python -m memdesigner.cli: run the imported module, whose CliError the
+    from memdesigner.cli import main as _main  # subcommand modules raise (__main__'s is another class)
+
+    raise SystemExit(_main())

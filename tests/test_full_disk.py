@@ -130,3 +130,34 @@ def test_a_short_write_is_not_an_error(tmp_path, monkeypatch):
     monkeypatch.setattr(atomic_write, "_write_chunk", lambda fd, data: os.write(fd, data[:7]))
     write_atomic(tmp_path / "f", b"0123456789" * 30)
     assert (tmp_path / "f").read_bytes() == b"0123456789" * 30
+
+
+def test_python_m_memdesigner_cli_errors_are_one_line_too(tmp_path):
+    """``python -m memdesigner.cli`` runs cli.py as __main__: the subcommands' CliError (from the
+    imported memdesigner.cli) must still be caught there, not end in a traceback."""
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "memdesigner.cli", "report", LENET, "--no-graph", "-o",
+                        str(tmp_path / "no" / "r.html")], capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.splitlines() == [f"memdesigner: error: {tmp_path / 'no' / 'r.html'}: cannot write: folder "
+                                     f"{tmp_path / 'no'} does not exist"]
+
+
+def test_a_failed_headless_render_is_one_line_without_qt_noise(tmp_path):
+    """The offscreen platform's "does not support propagateSizeHints()" warning came before the
+    error on every headless render that failed after the window was drawn."""
+    pytest.importorskip("PySide6")
+    import subprocess
+    import sys
+
+    out = tmp_path / "w.notapicture"
+    r = subprocess.run([sys.executable, "-m", "memdesigner.cli", "render", LENET, "-o", str(out)],
+                       capture_output=True, text=True, timeout=300,
+                       env=dict(os.environ, PYTHONPATH=str(ROOT), QT_QPA_PLATFORM="offscreen"))
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.splitlines() == [f"memdesigner: error: {out}: cannot write: Qt could not save the image "
+                                     "(name it .png)"]
+    assert os.listdir(tmp_path) == []

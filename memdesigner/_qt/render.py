@@ -31,6 +31,9 @@ def render_design(design: Design, out_png, settings: Settings | None = None, dev
     from memdesigner._qt.main_window import MainWindow
 
     settings = settings or Settings()
+    from PySide6.QtCore import qInstallMessageHandler
+
+    previous = qInstallMessageHandler(_without_offscreen_noise)
     win = MainWindow(headless=True)
     try:
         win.resize(*size)
@@ -58,3 +61,11 @@ def render_design(design: Design, out_png, settings: Settings | None = None, dev
         win.close()
         win.deleteLater()
         app.processEvents()
+        qInstallMessageHandler(previous)
+
+
+def _without_offscreen_noise(mode, context, message: str) -> None:
+    """Qt's messages to stderr as usual, less the offscreen platform's "does not support
+    propagateSizeHints()" that every headless render printed: an error must stay one line."""
+    if "propagateSizeHints" not in message:
+        sys.stderr.write(f"{message}\n")
