@@ -107,9 +107,22 @@ def _mode_for(path: Path) -> int:
             return stat.S_IMODE(st.st_mode)
     except OSError:
         pass
+    return 0o666 & ~_umask()
+
+
+def _umask() -> int:
+    """The process's umask, read without setting it where the OS allows (Linux): setting it to
+    read it leaves a moment in which a file another thread creates gets mode 0666."""
+    try:
+        with open("/proc/self/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
     umask = os.umask(0)
     os.umask(umask)
-    return 0o666 & ~umask
+    return umask
 
 
 def _unlink(path) -> None:
