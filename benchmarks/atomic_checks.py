@@ -95,7 +95,8 @@ def _child(code: Path, kind: str, target: Path, refs: Path, k: int = 0, rounds: 
     argv = [sys.executable, "-c", "import json\n" + CHILD, kind, str(target), str(refs), str(k)]
     if rounds is not None:
         argv.append(str(rounds))
-    return subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # cwd: a folder with no memdesigner in it (-c puts the working folder first on sys.path)
+    return subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=str(refs))
 
 
 def kill_check(code: Path, kind: str, kills: int, rng: random.Random) -> dict:
@@ -233,7 +234,7 @@ print(json.dumps(out))
 def autosave_check(code: Path) -> dict:
     with tempfile.TemporaryDirectory(prefix="memdesigner-autosave-") as tmp:
         r = subprocess.run([sys.executable, "-c", AUTOSAVE, tmp], env=dict(os.environ, PYTHONPATH=str(code)),
-                           capture_output=True, text=True, timeout=120)
+                           capture_output=True, text=True, timeout=120, cwd=tmp)
         if r.returncode != 0:
             return {"crashed": r.stderr.strip().splitlines()[-1]}
         return json.loads(r.stdout)
