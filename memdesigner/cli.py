@@ -308,14 +308,24 @@ def cmd_render(args) -> int:
     try:
         render_design(design, args.output, settings, device_id=dev.id if dev else None)
     except OSError as err:
-        raise CliError(f"{args.output}: cannot write: {err.strerror}" if err.strerror else str(err)) from None
+        from memdesigner.io.atomic_write import cannot_write
+
+        raise CliError(cannot_write(args.output, err) if err.strerror else str(err)) from None
     print(args.output)
     return 0
 
 
-def cmd_import(args) -> int:
+def _save(design, path) -> None:
+    from memdesigner.io.atomic_write import cannot_write
     from memdesigner.io.design_file import save_design
 
+    try:
+        save_design(design, path)
+    except OSError as err:
+        raise CliError(cannot_write(path, err)) from None
+
+
+def cmd_import(args) -> int:
     _writable(args.output)
     if args.source == "keras":
         from memdesigner.importers.keras_json import load_keras_json
@@ -350,7 +360,7 @@ def cmd_import(args) -> int:
             raise CliError(str(err)) from None
     else:
         raise CliError("import needs a source: torch, keras, onnx or hf")
-    save_design(design, args.output)
+    _save(design, args.output)
     for w in getattr(design, "import_warnings", []):
         sys.stderr.write(f"memdesigner: warning: {w}\n")
     print(args.output)
@@ -373,11 +383,12 @@ def cmd_export(args) -> int:
         code = to_python(design)
     except ValueError as err:
         raise CliError(str(err)) from None
+    from memdesigner.io.atomic_write import cannot_write, write_atomic
+
     try:
-        with open(args.output, "w", encoding="utf-8") as f:
-            f.write(code)
+        write_atomic(args.output, code)
     except OSError as err:
-        raise CliError(f"{args.output}: cannot write: {err.strerror or err}") from None
+        raise CliError(cannot_write(args.output, err)) from None
     print(args.output)
     return 0
 
@@ -433,5 +444,7 @@ def main(argv=None) -> int:
         return 0
 
 
-if __name__ == "__main__":
-    raise SystemExit(main())
+if __name__ == "__main__":  # python -m memdesigner.cli: run the imported module, whose CliError the
+    from memdesigner.cli import main as _main  # subcommand modules raise (__main__'s is another class)
+
+    raise SystemExit(_main())

@@ -39,7 +39,9 @@ def run(args) -> int:
     try:
         files = write_report(content, args.output, kind, images=args.images)
     except OSError as err:
-        raise CliError(f"{args.output}: cannot write: {err.strerror or err}") from None
+        from memdesigner.io.atomic_write import cannot_write
+
+        raise CliError(cannot_write(args.output, err)) from None
     for f in files:
         print(f)
     return 0

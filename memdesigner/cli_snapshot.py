@@ -176,6 +176,8 @@ def cmd_export_snapshot(args) -> int:
     except ValueError as err:
         raise CliError(f"{args.design}: {err}") from None
     except OSError as err:
-        raise CliError(f"{args.output}: cannot write ({err.strerror or err})") from None
+        from memdesigner.io.atomic_write import cannot_write
+
+        raise CliError(cannot_write(args.output, err)) from None
     print(f"{args.output} (peak {format_bytes(rep.peak_bytes, 2)}; open it at pytorch.org/memory_viz)")
     return 0

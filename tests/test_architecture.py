@@ -1,6 +1,6 @@
 """The architecture's contracts (pyproject's import-linter section): model, engine, io and importers
 never import Qt, and the packages import only downward (cli > _qt > measure > reports, snapshot,
-exporters, importers > document > engine, io > model > units). The tools are the ones installed
+exporters, importers > document > engine > io > model > units). The tools are the ones installed
 beside this interpreter (the README's test command runs ``.venv/bin/python -m pytest`` without the
 venv on PATH), and a missing tool fails the test rather than skipping it."""
 

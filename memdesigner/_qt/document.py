@@ -85,6 +85,7 @@ def _changed(old: dict, new: dict) -> list:
 class DesignDocument(QObject):
     changed = Signal()  # the design or its settings changed (undo and redo included)
     saved = Signal(str)  # the absolute path written
+    problem = Signal(str)  # one line for the status bar: an autosave could not be written
 
     def __init__(self, parent=None, autosave: bool = True, remember: bool = True):
         super().__init__(parent)
@@ -276,6 +277,7 @@ class DesignDocument(QObject):
         edit writes the full autosave here."""
         self._done_compacting()
         self._full = True
+        self._autosave_failed(err)
 
     def _done_compacting(self) -> None:
         task, self._compacting = self._compacting, None
@@ -293,26 +295,36 @@ class DesignDocument(QObject):
         self._ops, self._removed, self._since = [], set(), []  # the full autosave holds them
         try:
             job = self.slot.begin_write(freeze(self.design), self.path)
-        except OSError:
+        except OSError as err:
             self._full = True
+            self._autosave_failed(err)
             return False
         self._full, self._meta, self._names = False, self._meta_now(), self._names_now()
         box: list = []
         task = worker.run(self, job, title="Autosave", label="", progress=False,
                           on_result=lambda landed: self._written(box[0], False),
-                          on_error=lambda err: self._written(box[0], True))
+                          on_error=lambda err: self._written(box[0], True, err))
         box.append(task)
         self._writing = task
         return True
 
-    def _written(self, task, failed: bool) -> None:
+    def _written(self, task, failed: bool, err=None) -> None:
         """A worker's full write ended. Failed (a full disk): the next edit writes in full again
         (until one lands, the autosave on disk is the one before)."""
         if self._writing is task:
             self._writing = None
             if failed:
                 self._full = True
+                self._autosave_failed(err)
         task.deleteLater()
+
+    def _autosave_failed(self, err) -> None:
+        """Say why in one line (a full disk, a folder where the autosave file should be); the
+        work is still in the window and the next autosave tries again."""
+        from memdesigner.io.atomic_write import cannot_write
+
+        why = cannot_write(self.slot.file, err) if isinstance(err, OSError) else f"{type(err).__name__}: {err}"
+        self.problem.emit(" ".join(f"Autosave failed: {why}".split()))
 
     def autosave(self) -> bool:
         """Write the recovery file now (only while there is unsaved work); a clean document
@@ -328,8 +340,9 @@ class DesignDocument(QObject):
         self._ops, self._removed, self._since = [], set(), []  # the full autosave holds them (a new journal begins)
         try:
             self.slot.write(self.design, self.path)
-        except OSError:
+        except OSError as err:
             self._full = True
+            self._autosave_failed(err)
             return False
         self._full, self._meta, self._names = False, self._meta_now(), self._names_now()
         return True

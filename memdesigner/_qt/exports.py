@@ -1,9 +1,34 @@
-"""Pictures and tables out of the window: canvas as PNG/SVG, timeline as PNG, table as CSV."""
+"""Pictures and tables out of the window: canvas as PNG/SVG, timeline as PNG, table as CSV.
+Each picture is drawn into memory and written atomically (io/atomic_write.py), never by Qt
+straight into the file: a full disk leaves the old picture whole."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import QRectF, QSize, Qt
+from pathlib import Path
+
+from PySide6.QtCore import QBuffer, QByteArray, QIODevice, QRectF, QSize, Qt
 from PySide6.QtGui import QColor, QImage, QPainter
+
+from memdesigner.io.atomic_write import write_atomic
+
+
+def encoded(picture, path) -> bytes:
+    """A QImage or QPixmap in the format its file name asks for (.png, .jpg, ...), as bytes;
+    OSError when Qt has no writer for it (as QImage.save(path) would fail)."""
+    fmt = Path(str(path)).suffix.lstrip(".").upper()
+    data = QByteArray()
+    buf = QBuffer(data)
+    buf.open(QIODevice.WriteOnly)
+    ok = bool(fmt) and picture.save(buf, fmt)
+    buf.close()
+    if not ok:
+        raise OSError(f"{path}: cannot write: Qt could not save the image (name it .png)")
+    return bytes(data)
+
+
+def save_picture(picture, path) -> None:
+    """Write a QImage or QPixmap to ``path`` atomically."""
+    write_atomic(path, encoded(picture, path))
 
 
 def svg_available() -> bool:
@@ -36,8 +61,7 @@ def canvas_png(scene, path: str, scale: float = 2.0) -> None:
     p.setRenderHints(QPainter.Antialiasing | QPainter.TextAntialiasing)
     scene.render(p, QRectF(0, 0, size.width(), size.height()), rect, Qt.KeepAspectRatio)
     p.end()
-    if not img.save(path):
-        raise OSError(f"cannot write {path}")
+    save_picture(img, path)
 
 
 def scene_image(scene, size: QSize) -> QImage:
@@ -55,16 +79,20 @@ def canvas_svg(scene, path: str, title: str = "memdesigner") -> None:
     from PySide6.QtSvg import QSvgGenerator
 
     rect = _scene_rect(scene)
+    data = QByteArray()
+    buf = QBuffer(data)
+    buf.open(QIODevice.WriteOnly)
     gen = QSvgGenerator()
-    gen.setFileName(path)
+    gen.setOutputDevice(buf)
     gen.setSize(QSize(int(rect.width()), int(rect.height())))
     gen.setViewBox(QRectF(0, 0, rect.width(), rect.height()))
     gen.setTitle(title)
     p = QPainter(gen)
     scene.render(p, QRectF(0, 0, rect.width(), rect.height()), rect)
     p.end()
+    buf.close()
+    write_atomic(path, bytes(data))
 
 
 def widget_png(widget, path: str) -> None:
-    if not widget.grab().save(path):
-        raise OSError(f"cannot write {path}")
+    save_picture(widget.grab(), path)

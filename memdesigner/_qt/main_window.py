@@ -161,6 +161,7 @@ class MainWindow(QMainWindow):
         self.scene.message.connect(lambda m: self.statusBar().showMessage(m, 6000))
         self.scene.building_changed.connect(self._building_message)
         self.inspector.message.connect(lambda m: self.statusBar().showMessage(m, 6000))
+        self.document.problem.connect(lambda m: self.statusBar().showMessage(m, 8000))
         self.timeline.node_clicked.connect(lambda nid: self.select_node(nid, center=True))
         self.table.node_clicked.connect(lambda nid: self.select_node(nid, center=True))
         self.settings_bar.changed.connect(self._settings_changed)
@@ -442,7 +443,9 @@ class MainWindow(QMainWindow):
         try:
             self.document.save(path)  # clean afterwards, autosave gone, in the recent files
         except OSError as err:
-            QMessageBox.warning(self, "Cannot save", f"{path}: {err}")
+            from memdesigner.io.atomic_write import cannot_write
+
+            QMessageBox.warning(self, "Cannot save", cannot_write(path, err))
             return False
         self._add_recent(self.path)
         self._update_title()
@@ -553,7 +556,9 @@ class MainWindow(QMainWindow):
             else:
                 self.table.write_csv(path)
         except OSError as err:
-            QMessageBox.warning(self, "Export failed", str(err))
+            from memdesigner.io.atomic_write import cannot_write
+
+            QMessageBox.warning(self, "Export failed", cannot_write(path, err) if err.strerror else str(err))
             return None
         self.statusBar().showMessage(f"Exported {path}", 4000)
         return path

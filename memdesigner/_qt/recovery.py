@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
 import threading
 import time
 import uuid
@@ -25,12 +24,8 @@ from pathlib import Path
 
 from filelock import FileLock, Timeout
 
-from memdesigner.io.design_file import (
-    DesignFileError,
-    design_to_dict,
-    parse_design_text,
-    write_text_atomic,
-)
+from memdesigner.io.atomic_write import commit, stage, write_atomic
+from memdesigner.io.design_file import DesignFileError, design_to_dict, parse_design_text
 from memdesigner.model.design import Design
 
 FORMAT = "memdesigner-autosave"
@@ -100,7 +95,8 @@ class Slot:
     def _open_journal(self, continuation: bool) -> tuple[int, Path]:
         self._gen += 1
         path = self.file.with_name(f"{self.file.stem}.{self._gen}{'c' if continuation else ''}.journal")
-        return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o600), path
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0)  # a link there is refused
+        return os.open(path, flags, 0o600), path
 
     def write(self, design: Design, source_path: str | None) -> Path:
         """The full autosave, atomically, and a fresh (empty) journal after it. A kill before
@@ -111,7 +107,8 @@ class Slot:
         base = design_to_dict(design)
         try:
             with self._io:
-                write_text_atomic(self.file, _envelope_text(base, source_path, path.name), fsync=False)
+                write_atomic(self.file, _envelope_text(base, source_path, path.name), fsync=False,
+                             follow_symlinks=False)
                 self._epoch += 1
                 self.pending = None
                 self._drop_journals(keep=path)
@@ -141,14 +138,14 @@ class Slot:
             os.close(self._journal[0])  # kept on disk: the autosave there names it until this lands
         self._journal = (fd, path)
         self._base = self._mirror = None  # no compaction before this lands
-        target = Path(os.path.realpath(self.file))
+        target = _own(self.file)
 
         def job(cancel=None) -> bool:
             from memdesigner.io.design_freeze import thaw
 
             design = thaw(frozen)
             base = design_to_dict(design)
-            tmp = _temp_text(target, _envelope_text(base, source_path, path.name))
+            tmp = stage(target, _envelope_text(base, source_path, path.name), fsync=False)
             return self._land(tmp, target, epoch, path, base, design)
 
         return job
@@ -160,7 +157,7 @@ class Slot:
             if self._epoch != epoch or not journal.exists():
                 _unlink(tmp)
                 return False
-            os.replace(tmp, target)
+            commit(tmp, target, fsync=False)
             self._mirror = design
             if base is not None:
                 self._base = base
@@ -186,7 +183,7 @@ class Slot:
         os.close(old_fd)
         self._journal = (fd, path)
         epoch, base, mirror = self._epoch, self._base, self._mirror
-        target = Path(os.path.realpath(self.file))
+        target = _own(self.file)
 
         def job(cancel=None) -> bool:
             from memdesigner.io.design_file import design_from_dict
@@ -195,7 +192,7 @@ class Slot:
             design = mirror if mirror is not None else design_from_dict(base, "autosave")
             try:
                 apply_steps(design, steps)
-                tmp = _temp_text(target, _envelope_text(design, source_path, path.name))
+                tmp = stage(target, _envelope_text(design, source_path, path.name), fsync=False)
             except BaseException:
                 with self._io:
                     if self._mirror is design:
@@ -262,17 +259,10 @@ class Recoverable:
             self.lock = None
 
 
-def _temp_text(target: Path, text: str) -> Path:
-    """``text`` in a temporary file beside ``target`` (renamed over it by Slot._land); nothing
-    left behind when the write fails."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=str(target.parent))
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-    except BaseException:
-        _unlink(Path(tmp))
-        raise
-    return Path(tmp)
+def _own(file: Path) -> Path:
+    """The autosave's own path, never resolved: a link someone put in its place is replaced by
+    the rename, not followed to overwrite the file it points at."""
+    return Path(os.path.abspath(file))
 
 
 def _unlink(path: Path) -> None:

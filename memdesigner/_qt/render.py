@@ -32,6 +32,9 @@ def render_design(design: Design, out_png, settings: Settings | None = None, dev
     from memdesigner._qt.main_window import MainWindow
 
     settings = settings or Settings()
+    from PySide6.QtCore import qInstallMessageHandler
+
+    previous = qInstallMessageHandler(_without_offscreen_noise)
     win = MainWindow(headless=True)
     try:
         win.resize(*size)
@@ -50,10 +53,19 @@ def render_design(design: Design, out_png, settings: Settings | None = None, dev
         win.minimap.hide()  # a picture of the design, not of the window's navigation aids
         win.view.fit_all()
         app.processEvents()
-        if not win.grab().save(str(out_png)):
-            raise OSError(f"{out_png}: cannot write: Qt could not save the image (name it .png)")
+        from memdesigner._qt.exports import save_picture
+
+        save_picture(win.grab(), out_png)  # in memory, then written atomically
     finally:
         win.service.shutdown()
         win.close()
         win.deleteLater()
         app.processEvents()
+        qInstallMessageHandler(previous)
+
+
+def _without_offscreen_noise(mode, context, message: str) -> None:
+    """Qt's messages to stderr as usual, less the offscreen platform's "does not support
+    propagateSizeHints()" that every headless render printed: an error must stay one line."""
+    if "propagateSizeHints" not in message:
+        sys.stderr.write(f"{message}\n")

@@ -126,7 +126,10 @@ def export_report_dialog(window, path: str | None = None) -> str | None:
             canvas_png_bytes(window.scene), path)
 
     def failed(err):
-        QMessageBox.warning(window, "Export failed", f"{path}: {err}")
+        from memdesigner.io.atomic_write import cannot_write
+
+        text = cannot_write(path, err) if isinstance(err, OSError) and err.strerror else f"{path}: {err}"
+        QMessageBox.warning(window, "Export failed", text)
 
     def done(_files=None):
         window.statusBar().showMessage(f"Exported {path}", 4000)

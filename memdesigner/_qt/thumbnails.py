@@ -72,7 +72,11 @@ def thumbnail(path, size: QSize = SIZE) -> QPixmap | None:
     key = _key(data, size)
     try:
         cache_dir().mkdir(parents=True, exist_ok=True)
-        img.save(str(cache_dir() / f"{key}.png"))
+        from memdesigner._qt.exports import encoded
+        from memdesigner.io.atomic_write import write_atomic
+
+        # atomically: a kill mid-write must not leave a torn picture that later starts read as valid
+        write_atomic(cache_dir() / f"{key}.png", encoded(img, "thumbnail.png"), fsync=False)
     except OSError:
         pass  # a read-only cache only costs the next start a render
     _MEMORY[key] = QPixmap.fromImage(img)

@@ -84,10 +84,10 @@ def _read_user(path: Path | None) -> tuple[list[Device], list[str]]:
 
 def save_user_devices(devs: list[Device], path: Path | None = None) -> None:
     path = path or user_devices_path()
+    from memdesigner.io.atomic_write import write_atomic
+
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"devices": [d.to_dict() for d in devs]}, indent=2))
-    tmp.replace(path)
+    write_atomic(path, json.dumps({"devices": [d.to_dict() for d in devs]}, indent=2))
 
 
 def all_devices(user_path: Path | None = None) -> list[Device]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import io
 from dataclasses import dataclass, field
 
 from memdesigner.engine.simulate import CATS
@@ -48,11 +49,14 @@ class LayerRow:
 
 def write_layers_csv(rows, path) -> None:
     """The per-layer table as CSV, rows in the order given (the window passes its sorted view)."""
-    with open(path, "w", newline="", encoding="utf-8") as f:
-        w = csv.writer(f)
-        w.writerow(CSV_COLUMNS)
-        for row in rows:
-            w.writerow(row.csv_values())
+    from memdesigner.io.atomic_write import write_atomic
+
+    buf = io.StringIO(newline="")
+    w = csv.writer(buf)
+    w.writerow(CSV_COLUMNS)
+    for row in rows:
+        w.writerow(row.csv_values())
+    write_atomic(path, buf.getvalue())  # a full disk leaves the old table whole
 
 
 @dataclass

@@ -619,8 +619,13 @@ def cli_export_torch(args) -> int:
     except (DesignFileError, ExportError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    with open(args.output, "w", encoding="utf-8") as f:
-        f.write(code)
+    from memdesigner.io.atomic_write import cannot_write, write_atomic
+
+    try:
+        write_atomic(args.output, code)
+    except OSError as err:
+        print(f"error: {cannot_write(args.output, err)}", file=sys.stderr)
+        return 2
     print(f"wrote {args.output}")
     return 0
 

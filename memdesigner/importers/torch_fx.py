@@ -263,6 +263,7 @@ def add_torch_import_parser(subparsers):
 
 
 def cli_import_torch(args) -> int:
+    from memdesigner.io.atomic_write import cannot_write
     from memdesigner.io.design_file import save_design
 
     try:
@@ -276,7 +277,11 @@ def cli_import_torch(args) -> int:
         return 2
     for w in d.import_warnings:
         print(f"warning: {w}", file=sys.stderr)
-    save_design(d, args.output)
+    try:
+        save_design(d, args.output)
+    except OSError as err:
+        print(f"error: {cannot_write(args.output, err)}", file=sys.stderr)
+        return 2
     print(f"wrote {args.output}: {len(d.nodes)} nodes, {d.import_params:,} parameters")
     return 0
 

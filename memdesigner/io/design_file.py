@@ -5,12 +5,10 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import stat
-import tempfile
 from importlib import resources
 from pathlib import Path
 
+from memdesigner.io.atomic_write import write_atomic
 from memdesigner.model import registry
 from memdesigner.model.design import Design
 from memdesigner.model.registry import LayerError
@@ -379,42 +377,6 @@ def design_text(d: Design) -> str:
 
 
 def save_design(d: Design, path) -> None:
-    """Write the design file atomically (write_text_atomic)."""
-    write_text_atomic(path, design_text(d))
-
-
-def write_text_atomic(path, text: str, fsync: bool = True) -> None:
-    """Write to a temporary file in the target's folder, then rename over the target, so a crash
-    or kill at any moment leaves the old file or the new one, never a torn one. A symlink is
-    written through (its target is replaced, the link stays), and the file keeps its mode (a new
-    one gets the umask's default) rather than mkstemp's 0600."""
-    path = Path(os.path.realpath(path))
-    mode = _mode_for(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=str(path.parent))
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            if hasattr(os, "fchmod"):
-                os.fchmod(f.fileno(), mode)
-            f.write(text)
-            f.flush()
-            if fsync:
-                os.fsync(f.fileno())
-        if not hasattr(os, "fchmod"):
-            os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-
-
-def _mode_for(path: Path) -> int:
-    """The permission bits the saved file should have: the existing file's, else 0666 less the umask."""
-    try:
-        return stat.S_IMODE(os.stat(path).st_mode)
-    except OSError:
-        umask = os.umask(0)
-        os.umask(umask)
-        return 0o666 & ~umask
+    """Write the design file atomically (io/atomic_write.py): a full disk or a kill leaves the
+    old file whole."""
+    write_atomic(path, design_text(d))

@@ -115,8 +115,9 @@ def save_snapshot(result: dict, path) -> None:
 
     if not result.get("snapshot"):
         raise ValueError(result.get("snapshot_note") or "this measurement has no memory snapshot")
-    with open(path, "wb") as f:
-        pickle.dump(result["snapshot"], f, protocol=4)
+    from memdesigner.io.atomic_write import write_atomic
+
+    write_atomic(path, pickle.dumps(result["snapshot"], protocol=4))
 
 
 def measure_design(design, settings=None, *, method: str = "auto", steps: int = 2, seed: int = 0) -> dict:

@@ -1,9 +1,11 @@
-"""Write a report file; the format follows the file name (.html/.htm or .md)."""
+"""Write a report file; the format follows the file name (.html/.htm or .md). Each file is
+written atomically (io/atomic_write.py): a full disk leaves the old report whole."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from memdesigner.io.atomic_write import write_atomic
 from memdesigner.reports.content import ReportContent
 
 FORMATS = {".html": "html", ".htm": "html", ".md": "md", ".markdown": "md"}
@@ -29,7 +31,7 @@ def write_report(c: ReportContent, path, fmt: str | None = None, images: str = "
     if kind == "html":
         from memdesigner.reports.html import render_html
 
-        path.write_text(render_html(c), encoding="utf-8")
+        write_atomic(path, render_html(c))
         return [path]
     from memdesigner.reports.markdown import render_markdown
 
@@ -37,7 +39,7 @@ def write_report(c: ReportContent, path, fmt: str | None = None, images: str = "
     written = []
     for name, data in pictures.items():
         p = path.with_name(name)
-        p.write_bytes(data)
+        write_atomic(p, data)
         written.append(p)
-    path.write_text(text, encoding="utf-8")
+    write_atomic(path, text)
     return [path, *written]

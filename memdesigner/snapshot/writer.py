@@ -153,8 +153,9 @@ def estimate_snapshot(design: Design, settings=None, *, device=None, **kw) -> tu
 
 
 def write_estimate_snapshot(path, design: Design, settings=None, *, device=None, **kw):
-    """Write the snapshot pickle (protocol 4); returns the Report."""
+    """Write the snapshot pickle (protocol 4) atomically; returns the Report."""
+    from memdesigner.io.atomic_write import write_atomic
+
     snap, report = estimate_snapshot(design, settings, device=device, **kw)
-    with open(path, "wb") as f:
-        pickle.dump(snap, f, protocol=PICKLE_PROTOCOL)
+    write_atomic(path, pickle.dumps(snap, protocol=PICKLE_PROTOCOL))
     return report
