@@ -103,6 +103,8 @@ class _Graph:
             self.bind(out, node)
             return
         if isinstance(out, (list, tuple)):
+            node.meta["tensor_meta"] = tuple(_tensor_meta(torch, o) if isinstance(o, torch.Tensor) else None
+                                             for o in out)  # as ShapeProp leaves a tuple's
             for i, o in enumerate(out):
                 if isinstance(o, torch.Tensor):
                     g = self.graph.call_function(operator.getitem, (node, i))

@@ -106,8 +106,13 @@ def from_module(module, input_shape, input_dtype: str = "float", name: str | Non
 
     x = _meta_input(torch, input_shape, input_dtype, max(vocab, 1))
     _check_returns_tensors(torch, gm, module)
-    if dispatched is None:
-        _propagate(torch, gm, x)  # (the dispatch trace recorded each node's tensor_meta as it ran)
+    if dispatched is None:  # (the dispatch trace recorded each node's tensor_meta as it ran)
+        try:
+            _propagate(torch, gm, x)
+        except Exception as prop_err:  # noqa: BLE001 - a meta-only failure (.item() on meta, a device mismatch)
+            gm, input_dtype, dispatched = _dispatch_fallback(
+                torch, module, input_shape, input_dtype, auto, vocab, rebuild,
+                TorchImportError(f"shape propagation on meta tensors: {_first_line(prop_err)}"))
 
     design = Design(name=name or type(module).__name__)
     st = _State(design, torch, module, gm=gm)
@@ -145,6 +150,12 @@ def _dispatch_fallback(torch, module, input_shape, input_dtype, auto, vocab, reb
         why = why[:240] + "..."
     return gm, dt, (f"imported through a dispatch-level trace of one forward on {how}: the graph is the "
                     f"branch that ran ({why})")
+
+
+def _first_line(err) -> str:
+    err = err.__cause__ or err  # ShapeProp wraps the op's own error in a page about the node
+    lines = [ln for ln in str(err).splitlines() if ln.strip()]
+    return (lines[-1] if lines else type(err).__name__)[:200]
 
 
 def import_file(target: str, input_shape=None, input_dtype=None, name: str | None = None) -> Design:

@@ -1,0 +1,141 @@
+"""The PyTorch importer's last path (importers/_torch_dispatch.py): models whose forward runs in
+eager PyTorch but that neither torch.fx nor torch.export can trace import through a
+dispatch-level trace of one forward, and estimate close to what PyTorch measured.
+
+Truth: ../shared/truth/measure.py (CPU, torch 2.13.0, method a, seed 0), measured once per
+configuration; the estimate must be within TOL of it (the design was recorded at batch 2, so
+batch 4 checks that it scales with the batch)."""
+
+import pytest
+
+torch = pytest.importorskip("torch")
+nn = torch.nn
+
+import memdesigner  # noqa: E402
+from memdesigner.importers.torch_fx import from_module  # noqa: E402
+
+
+class ItemScale(nn.Module):
+    """``.item()`` in forward: a scale read as a Python number (fake tensors refuse: real CPU run)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(64, 256)
+        self.fc2 = nn.Linear(256, 32)
+
+    def forward(self, x):
+        h = torch.relu(self.fc1(x))
+        s = float(h.abs().mean().item())
+        return self.fc2(h * (1.0 / (1.0 + s)))
+
+
+class RowLoop(nn.Module):
+    """A Python loop over a tensor's rows (fx cannot iterate a Proxy), with a branch on each row's
+    values (torch.export cannot guard on them)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(64, 128)
+        self.out = nn.Linear(128, 16)
+
+    def forward(self, x):
+        h = self.fc(x)  # (B, T, 128)
+        rows = [torch.tanh(r) * (2.0 if r.sum() > 0 else 3.0) for r in h.unbind(1)]
+        return self.out(torch.stack(rows, 1))
+
+
+class Branch(nn.Module):
+    """A data-dependent branch: ``if h.sum() > 0``."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(64, 128)
+        self.b = nn.Linear(128, 128)
+        self.c = nn.Linear(128, 8)
+
+    def forward(self, x):
+        h = torch.sigmoid(self.a(x))
+        if h.sum() > 0:
+            h = self.b(h).relu()
+        return self.c(h)
+
+
+class AutocastOff(nn.Module):
+    """``torch.autocast(device_type=x.device.type, enabled=False)`` (transformers' rotary embeddings):
+    fx cannot pass a Proxy as the device type and autocast on meta fails under torch.export; fake
+    CPU tensors run it."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(32, 64)
+        self.b = nn.Linear(64, 8)
+
+    def forward(self, x):
+        h = torch.relu(self.a(x))
+        with torch.autocast(device_type=h.device.type, enabled=False):
+            h = h.float() * 2
+        return self.b(h)
+
+
+class TgtMask(nn.Module):
+    """nn.Transformer with a causal tgt_mask: fx traces it as one call, whose shape propagation
+    on meta fails (``Tensor.item()`` on meta); the decoder's cross-attention splits its
+    in_proj_weight in q and kv rows, which must still count as the parameter."""
+
+    def __init__(self):
+        super().__init__()
+        self.t = nn.Transformer(d_model=32, nhead=4, num_encoder_layers=1, num_decoder_layers=1,
+                                dim_feedforward=64, batch_first=True)
+
+    def forward(self, x):
+        mask = nn.Transformer.generate_square_subsequent_mask(x.shape[1])
+        return self.t(x, x, tgt_mask=mask)
+
+
+SHAPES = {ItemScale: (64,), RowLoop: (6, 64), Branch: (64,), AutocastOff: (32,), TgtMask: (8, 32)}
+
+# (mode, optimizer, batch) -> measured peak bytes
+TRUTH = {
+    ItemScale: {("inference", "none", 2): 104_320, ("train", "sgd", 2): 201_736, ("train", "adam", 4): 530_452},
+    RowLoop: {("inference", "none", 2): 63_808, ("train", "sgd", 2): 93_064, ("train", "adam", 4): 239_380},
+    Branch: {("inference", "none", 2): 107_040, ("train", "sgd", 2): 208_520, ("train", "adam", 4): 546_588},
+    AutocastOff: {("inference", "none", 2): 11_808, ("train", "sgd", 2): 21_896, ("train", "adam", 4): 59_156},
+    TgtMask: {("inference", "none", 2): 102_656, ("train", "sgd", 2): 216_328, ("train", "adam", 4): 509_968},
+}
+TOL = {ItemScale: 0.005, RowLoop: 0.03, Branch: 0.005, AutocastOff: 0.005, TgtMask: 0.03}
+PATH = {ItemScale: "real CPU", RowLoop: "real CPU", Branch: "real CPU", AutocastOff: "fake tensors",
+        TgtMask: "real CPU"}
+
+
+def _design(cls):
+    torch.manual_seed(0)
+    with torch.device("meta"):
+        module = cls()
+    return from_module(module, SHAPES[cls], rebuild=cls)
+
+
+@pytest.fixture(scope="module")
+def designs():
+    return {cls: _design(cls) for cls in TRUTH}
+
+
+@pytest.mark.parametrize("cls", list(TRUTH), ids=lambda c: c.__name__)
+def test_it_imports_through_the_dispatch_trace_and_says_so(designs, cls):
+    d = designs[cls]
+    first = d.import_warnings[0]
+    assert first.startswith("imported through a dispatch-level trace of one forward on " + PATH[cls])
+    assert d.import_params == sum(p.numel() for p in cls().parameters())
+    assert not any(w.startswith("parameter count") for w in d.import_warnings)
+    # the detach autograd makes of every output it saves, and ops whose value only Python read
+    # (``.item()``'s mean, the branch's comparison), are not the model's: they are not imported
+    assert not any(".detach()" in w or w.split(":")[0].startswith(("gt", "sum", "mean", "abs"))
+                   for w in d.import_warnings)
+
+
+@pytest.mark.parametrize(("cls", "conf"), [(c, k) for c, v in TRUTH.items() for k in v],
+                         ids=lambda x: x.__name__ if isinstance(x, type) else "-".join(map(str, x)))
+def test_the_estimate_is_within_tolerance_of_the_measurement(designs, cls, conf):
+    mode, opt, batch = conf
+    est = memdesigner.estimate(designs[cls], mode=mode, optimizer=opt, batch=batch, backend="cpu").peak_bytes
+    truth = TRUTH[cls][conf]
+    assert abs(est - truth) <= TOL[cls] * truth, (est, truth, f"{100 * (est - truth) / truth:+.2f} %")
