@@ -305,23 +305,43 @@ def _real_copy(torch, module):
 
 
 def dispatch_graph_module(torch, module, input_shape, input_dtype, vocab, batch, rebuild=None):
-    """(GraphModule with tensor_meta on its nodes, how it ran: "fake" or "real CPU"). ``rebuild``
-    (optional) builds the module again on the CPU with real weights, for the real run."""
+    """(GraphModule with tensor_meta on its nodes, how it ran: "fake tensors" or "real CPU
+    tensors ..."). ``rebuild`` (optional) builds the module again on the CPU with real weights,
+    for the real run. A module whose training forward fails (a detector without targets) is run
+    in eval mode, as it runs at all."""
     shape = (int(batch), *input_shape)
     params = dict(module.named_parameters(remove_duplicate=False))
     params.update(module.named_buffers(remove_duplicate=False))
     try:
-        g = _fake_record(torch, module, shape, input_dtype, vocab)
-        how = "fake tensors"
-    except Exception as fake_err:  # noqa: BLE001 - a value read in Python, a data-dependent size
+        g, how = _run_once(torch, module, shape, input_dtype, vocab, batch, rebuild, train=module.training)
+    except TorchImportError as train_err:
+        if not module.training:
+            raise
         try:
-            real = rebuild() if rebuild is not None else _real_copy(torch, module)
-            g = _real_record(torch, module, real, shape, input_dtype, vocab)
-        except Exception as real_err:  # noqa: BLE001 - the forward does not run: say both
-            raise TorchImportError(f"the forward does not run on fake tensors ({_short(fake_err)}) nor on the "
-                                   f"CPU ({_short(real_err)})") from None
-        how = f"real CPU tensors at batch {batch} (fake tensors: {_short(fake_err)})"
+            g, how = _run_once(torch, module, shape, input_dtype, vocab, batch, rebuild, train=False)
+        except TorchImportError:
+            raise train_err from None
+        how += f", in eval mode (in training mode {train_err})"
     return _graph_module(torch, module, g, params), how
+
+
+def _run_once(torch, module, shape, input_dtype, vocab, batch, rebuild, train: bool):
+    was = module.training
+    module.train(train)
+    try:
+        try:
+            return _fake_record(torch, module, shape, input_dtype, vocab), "fake tensors"
+        except Exception as fake_err:  # noqa: BLE001 - a value read in Python, a data-dependent size
+            try:
+                real = rebuild() if rebuild is not None else _real_copy(torch, module)
+                real.train(train)
+                g = _real_record(torch, module, real, shape, input_dtype, vocab)
+            except Exception as real_err:  # noqa: BLE001 - the forward does not run: say both
+                raise TorchImportError(f"the forward does not run on fake tensors ({_short(fake_err)}) nor on "
+                                       f"the CPU ({_short(real_err)})") from None
+            return g, f"real CPU tensors at batch {batch} (fake tensors: {_short(fake_err)})"
+    finally:
+        module.train(was)
 
 
 def _short(err) -> str:
