@@ -6,6 +6,8 @@ Truth: ../shared/truth/measure.py (CPU, torch 2.13.0, method a, seed 0), measure
 configuration; the estimate must be within TOL of it (the design was recorded at batch 2, so
 batch 4 checks that it scales with the batch)."""
 
+import functools
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -125,6 +127,7 @@ PATH = {ItemScale: "real CPU", RowLoop: "real CPU", Branch: "real CPU", Autocast
         TgtMask: "real CPU", EvalOnly: "fake tensors, in eval mode (in training mode the forward does not run"}
 
 
+@functools.cache
 def _design(cls):
     torch.manual_seed(0)
     with torch.device("meta"):
@@ -132,14 +135,9 @@ def _design(cls):
     return from_module(module, SHAPES[cls], rebuild=cls)
 
 
-@pytest.fixture(scope="module")
-def designs():
-    return {cls: _design(cls) for cls in TRUTH}
-
-
 @pytest.mark.parametrize("cls", list(TRUTH), ids=lambda c: c.__name__)
-def test_it_imports_through_the_dispatch_trace_and_says_so(designs, cls):
-    d = designs[cls]
+def test_it_imports_through_the_dispatch_trace_and_says_so(cls):
+    d = _design(cls)
     first = d.import_warnings[0]
     assert first.startswith("imported through a dispatch-level trace of one forward on " + PATH[cls])
     assert d.import_params == sum(p.numel() for p in cls().parameters())
@@ -152,8 +150,8 @@ def test_it_imports_through_the_dispatch_trace_and_says_so(designs, cls):
 
 @pytest.mark.parametrize(("cls", "conf"), [(c, k) for c, v in TRUTH.items() for k in v],
                          ids=lambda x: x.__name__ if isinstance(x, type) else "-".join(map(str, x)))
-def test_the_estimate_is_within_tolerance_of_the_measurement(designs, cls, conf):
+def test_the_estimate_is_within_tolerance_of_the_measurement(cls, conf):
     mode, opt, batch = conf
-    est = memdesigner.estimate(designs[cls], mode=mode, optimizer=opt, batch=batch, backend="cpu").peak_bytes
+    est = memdesigner.estimate(_design(cls), mode=mode, optimizer=opt, batch=batch, backend="cpu").peak_bytes
     truth = TRUTH[cls][conf]
     assert abs(est - truth) <= TOL[cls] * truth, (est, truth, f"{100 * (est - truth) / truth:+.2f} %")
