@@ -12,6 +12,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 nn = torch.nn
+F = torch.nn.functional
 
 import memdesigner  # noqa: E402
 from memdesigner.importers.torch_fx import from_module  # noqa: E402
@@ -94,6 +95,29 @@ class TgtMask(nn.Module):
         return self.t(x, x, tgt_mask=mask)
 
 
+class LossInside(nn.Module):
+    """A causal LM that returns ``(loss, logits)`` as transformers' models with labels do, its
+    logits made under an autocast-off block (fake tensors run it): ``F.cross_entropy`` and
+    ``F.scaled_dot_product_attention`` are recorded whole, so they map onto the Loss and attention
+    rules rather than into their aten pieces as Generic ops."""
+
+    truth_input = ("tokens", 64)
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(64, 32)
+        self.qkv = nn.Linear(32, 96)
+        self.head = nn.Linear(32, 64)
+
+    def forward(self, ids):
+        h = self.emb(ids)
+        q, k, v = self.qkv(h).view(ids.shape[0], ids.shape[1], 3, 4, 8).permute(2, 0, 3, 1, 4)
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(h.shape)
+        with torch.autocast(device_type=h.device.type, enabled=False):
+            logits = self.head(h + a).float()
+        return F.cross_entropy(logits.view(-1, 64), ids.view(-1)), logits
+
+
 class EvalOnly(nn.Module):
     """A detector's contract: in training mode the forward needs targets (torch.export runs it in
     training mode and fails as eager would); it is imported as it runs, in eval mode."""
@@ -111,7 +135,7 @@ class EvalOnly(nn.Module):
 
 
 SHAPES = {ItemScale: (64,), RowLoop: (6, 64), Branch: (64,), AutocastOff: (32,), TgtMask: (8, 32),
-          EvalOnly: (3, 16, 16)}
+          EvalOnly: (3, 16, 16), LossInside: (16,)}
 
 # (mode, optimizer, batch) -> measured peak bytes
 TRUTH = {
@@ -120,11 +144,12 @@ TRUTH = {
     Branch: {("inference", "none", 2): 107_040, ("train", "sgd", 2): 208_520, ("train", "adam", 4): 546_588},
     AutocastOff: {("inference", "none", 2): 11_808, ("train", "sgd", 2): 21_896, ("train", "adam", 4): 59_156},
     TgtMask: {("inference", "none", 2): 102_656, ("train", "sgd", 2): 216_328, ("train", "adam", 4): 509_968},
+    LossInside: {("train", "sgd", 2): 95_628, ("train", "adam", 4): 220_576},
     EvalOnly: {("inference", "none", 2): 39_952, ("inference", "none", 4): 78_864},
 }
-TOL = {ItemScale: 0.005, RowLoop: 0.03, Branch: 0.005, AutocastOff: 0.005, TgtMask: 0.03, EvalOnly: 0.005}
+TOL = {ItemScale: 0.005, RowLoop: 0.03, Branch: 0.005, AutocastOff: 0.005, TgtMask: 0.03, EvalOnly: 0.005, LossInside: 0.005}
 PATH = {ItemScale: "real CPU", RowLoop: "real CPU", Branch: "real CPU", AutocastOff: "fake tensors",
-        TgtMask: "real CPU", EvalOnly: "fake tensors, in eval mode (in training mode the forward does not run"}
+        TgtMask: "real CPU", LossInside: "fake tensors", EvalOnly: "fake tensors, in eval mode (in training mode the forward does not run"}
 
 
 @functools.cache

@@ -8,7 +8,9 @@ read in Python, a data-dependent output size), on real CPU tensors at the import
 under a ``TorchDispatchMode`` that writes every aten op into a ``torch.fx`` graph with its
 module scope (global module hooks keep the stack) and its stack trace. Simple torch.nn leaves
 (Linear, Conv2d, norms, activations, pools: the modules the fx path maps whole) become one
-``call_module`` node each instead of their aten ops, so they map onto their registry layers;
+``call_module`` node each instead of their aten ops, and a few functions (F.linear,
+F.cross_entropy, F.scaled_dot_product_attention, ...) one ``call_function`` node each (a
+``TorchFunctionMode`` sees them), so they map onto their registry layers;
 everything else becomes aten nodes that the importer maps as it maps torch.export's, and
 characterises as Generic ops where it has no rule. Values read in Python are baked in as the
 run saw them: the graph is the branch that ran.
@@ -27,6 +29,15 @@ _LEAVES = ("Linear", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose2d", "BatchNorm
            "LayerNorm", "GroupNorm", "Dropout", "ReLU", "ReLU6", "LeakyReLU", "GELU", "SiLU", "Sigmoid", "Tanh",
            "Softmax", "LogSoftmax", "AvgPool2d", "AvgPool3d", "AdaptiveAvgPool2d", "Flatten", "Embedding",
            "Identity")
+
+
+def _leaf_functions(torch) -> set:
+    """Functions kept whole, as torch.fx records them, because the importer maps them onto their
+    layers (Linear, Loss, the attention rule with its backend choice) while their aten pieces
+    (t + addmm, _log_softmax + nll_loss_forward, the math path's ops) would be Generic ops."""
+    F = torch.nn.functional
+    return {F.linear, F.conv1d, F.conv2d, F.conv3d, F.layer_norm, F.embedding, F.dropout, F.softmax,
+            F.log_softmax, F.scaled_dot_product_attention, F.cross_entropy, F.mse_loss, torch.matmul}
 
 
 def _is_leaf(torch, m) -> bool:
@@ -148,6 +159,32 @@ def _recorder(torch, g: _Graph):
     return Recorder()
 
 
+def _function_recorder(torch, g: _Graph):
+    from torch.overrides import TorchFunctionMode
+
+    leaves = _leaf_functions(torch)
+
+    class Functions(TorchFunctionMode):
+        """A leaf function's call becomes one call_function node (its aten ops are not written)."""
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            if func not in leaves or g.leaf_depth:
+                return func(*args, **kwargs)
+            g.leaf_depth += 1
+            try:
+                out = func(*args, **kwargs)
+            finally:
+                g.leaf_depth -= 1
+            if isinstance(out, torch.Tensor):
+                node = g.graph.call_function(func, g.arg(tuple(args)), g.arg(kwargs))
+                g.annotate(node)
+                g.outputs(node, out)
+            return out
+
+    return Functions()
+
+
 @contextlib.contextmanager
 def _module_hooks(torch, g: _Graph, modules: dict):
     """Keep the stack of module calls; a leaf module's call becomes one call_module node."""
@@ -209,7 +246,7 @@ def _record(torch, module, x, run_module, swap: dict):
     g.bind(x, placeholder)
     modules = {id(m): n for n, m in run_module.named_modules(remove_duplicate=False)}
     with torch.enable_grad(), _module_hooks(torch, g, modules), _recorder(torch, g), \
-            coin_flips_run_everything(torch):
+            _function_recorder(torch, g), coin_flips_run_everything(torch):
         out = run_module(x)
     from torch.utils._pytree import tree_leaves
 
