@@ -122,6 +122,10 @@ def from_module(module, input_shape, input_dtype: str = "float", name: str | Non
     _trace_generics(st, gm, input_shape, input_dtype, max(vocab, 1))
     _python_locals(st, gm)
     drop_unbound(st)
+    if dispatched is not None:
+        from memdesigner.importers._torch_unread import add_unread_params
+
+        add_unread_params(st, gm)
     _layout(st)
     _check_params(st)
     if dispatched is not None:
