@@ -190,3 +190,27 @@ def test_the_estimate_is_within_tolerance_of_the_measurement(cls, conf):
     est = memdesigner.estimate(_design(cls), mode=mode, optimizer=opt, batch=batch, backend="cpu").peak_bytes
     truth = TRUTH[cls][conf]
     assert abs(est - truth) <= TOL[cls] * truth, (est, truth, f"{100 * (est - truth) / truth:+.2f} %")
+
+
+class Expanded(nn.Module):
+    """A size baked into the recorded graph (``expand(x.shape[0], ...)`` at batch 2): running the
+    graph again at batch 3, as the Generic characterisation does, fails inside a fake kernel."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(16, 16)
+
+    def forward(self, x):
+        h = self.a(x)
+        if h.sum() > 0:
+            h = h * 2
+        bias = torch.ones(x.shape[1], 16).expand(x.shape[0], x.shape[1], 16)
+        return torch.tanh(h + bias)
+
+
+def test_the_expected_failures_of_the_batch_3_run_print_nothing(capfd):
+    with torch.device("meta"):
+        module = Expanded()
+    d = from_module(module, (4, 16), rebuild=Expanded)
+    assert d.import_warnings[0].startswith("imported through a dispatch-level trace")
+    assert "failed while attempting to run meta" not in capfd.readouterr().err

@@ -119,7 +119,13 @@ def from_module(module, input_shape, input_dtype: str = "float", name: str | Non
     _build(st, gm, input_shape, input_dtype, vocab)
     mark_frozen(design, module, gm, st.param_owner, st.warnings)  # requires_grad=False parameters
     mark_no_grad(design, gm, lambda f: getattr(st.vals.get(f), "nid", None), st.warnings)  # torch.no_grad()
-    _trace_generics(st, gm, input_shape, input_dtype, max(vocab, 1))
+    if dispatched is None:
+        _trace_generics(st, gm, input_shape, input_dtype, max(vocab, 1))
+    else:
+        from memdesigner.importers._torch_dispatch import quiet_meta_failures
+
+        with quiet_meta_failures():
+            _trace_generics(st, gm, input_shape, input_dtype, max(vocab, 1))
     _python_locals(st, gm)
     drop_unbound(st)
     if dispatched is not None:
