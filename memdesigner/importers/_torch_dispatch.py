@@ -153,10 +153,41 @@ def _recorder(torch, g: _Graph):
                 return out
             node = g.graph.call_function(func, g.arg(tuple(args)), g.arg(kwargs))
             g.annotate(node)
+            if isinstance(out, torch.Tensor):
+                _note_alias(torch, g, node, out, (args, kwargs))
             g.outputs(node, out)
             return out
 
     return Recorder()
+
+
+def _note_alias(torch, g: _Graph, node, out, args) -> None:
+    """The argument whose storage the output shares (a view, an in-place op), as the run saw it:
+    the fallback for ops the characterisation cannot run again (after a data-dependent size)."""
+    from torch.utils._pytree import tree_leaves
+
+    from memdesigner.importers._torch_characterise import _sid
+
+    sid = _sid(out)
+    for t in tree_leaves(args):
+        if isinstance(t, torch.Tensor) and _sid(t) == sid:
+            node.meta["dispatch_alias"] = g.node_of(t)
+            return
+
+
+def apply_recorded_aliases(st) -> None:
+    """A Generic op the characterisation could not run again keeps the untraced rule (a new
+    output), except where the run saw its output share an input's storage: then it is that
+    input's view (``result[idx] = roi_align(...)`` in a detector's RoI pooling is one buffer
+    filled level by level, not a new copy per level)."""
+    for fxn, (nid, in_nodes) in st.generic_fx.items():
+        node = st.design.nodes.get(nid)
+        a = fxn.meta.get("dispatch_alias")
+        if node is None or node.props.get("traced") or a is None or a not in in_nodes:
+            continue
+        i = in_nodes.index(a)
+        saved = ",".join(str(k) for k in range(len(in_nodes))) if node.props.get("saves_input", True) else ""
+        node.props.update(traced=True, alias_input=i, eval_alias_input=i, saved_inputs=saved)
 
 
 def _function_recorder(torch, g: _Graph):
@@ -319,7 +350,9 @@ def _input(torch, shape, dtype, vocab, device):
 
 def _real_copy(torch, module):
     """A CPU module to run for real: the module itself, or (built on meta) a copy with fresh
-    random weights: ``reset_parameters`` where a module has it, a small normal draw elsewhere."""
+    random weights: ``reset_parameters`` where a module has it, a small normal draw elsewhere;
+    floating buffers are ones (a frozen batch norm's running variance drawn around 0 would give
+    NaNs)."""
     import copy
 
     if not any(t.device.type == "meta" for t in list(module.parameters()) + list(module.buffers())):
@@ -327,11 +360,10 @@ def _real_copy(torch, module):
     real = copy.deepcopy(module).to_empty(device="cpu")
     torch.manual_seed(0)
     with torch.no_grad():
-        for t in list(real.parameters()) + list(real.buffers()):
-            if t.is_floating_point():
-                t.normal_(0.0, 0.02)
-            else:
-                t.zero_()
+        for t in real.parameters():
+            t.normal_(0.0, 0.02) if t.is_floating_point() else t.zero_()
+        for t in real.buffers():
+            t.fill_(1.0) if t.is_floating_point() else t.zero_()
         for m in real.modules():
             for reset in ("reset_parameters", "reset_running_stats"):
                 fn = getattr(m, reset, None)

@@ -122,10 +122,11 @@ def from_module(module, input_shape, input_dtype: str = "float", name: str | Non
     if dispatched is None:
         _trace_generics(st, gm, input_shape, input_dtype, max(vocab, 1))
     else:
-        from memdesigner.importers._torch_dispatch import quiet_meta_failures
+        from memdesigner.importers._torch_dispatch import apply_recorded_aliases, quiet_meta_failures
 
         with quiet_meta_failures():
             _trace_generics(st, gm, input_shape, input_dtype, max(vocab, 1))
+        apply_recorded_aliases(st)
     _python_locals(st, gm)
     drop_unbound(st)
     if dispatched is not None:
