@@ -68,6 +68,12 @@ def _map(st: _State, gm, fxn):
         # computed from a parameter alone (weight.float(), 1 + weight, weight.t()): still that
         # parameter for the ops that read it (its small copy is not counted)
         return ParamVal(x.name, _tmeta(fxn)[0], True)
+    tms = fxn.meta.get("tensor_meta")
+    if isinstance(x, ParamVal) and not any(isinstance(v, Val) for v in flat) and isinstance(tms, (tuple, list)) \
+            and tms and all(hasattr(m, "shape") for m in tms):
+        # a parameter split in parts (nn.MultiheadAttention's in_proj_weight into q and kv rows in
+        # cross-attention, traced as aten ops): each part is still that parameter
+        return Multi([ParamVal(x.name, tuple(int(d) for d in m.shape), True) for m in tms])
 
     # element-wise merges --------------------------------------------------------------------
     if name in ("add", "iadd", "add_", "__add__", "__iadd__", "__radd__"):

@@ -59,13 +59,17 @@ from memdesigner.model.design import Design
 from memdesigner.model.registry import LayerError
 
 
-def from_module(module, input_shape, input_dtype: str = "float", name: str | None = None) -> Design:
+def from_module(module, input_shape, input_dtype: str = "float", name: str | None = None,
+                rebuild=None) -> Design:
     """Trace ``module`` on an input of per-sample ``input_shape`` and build a design.
 
     input_dtype: "float" (the run's dtype), "int64" (token ids) or "auto"/None: int64 when the
     input goes straight into an embedding (a token model traced on floats fails inside
     F.embedding), float otherwise. A module with ``truth_input = ("tokens", vocab)`` gets int64
-    ids whatever input_dtype says.
+    ids whatever input_dtype says. Where neither torch.fx nor torch.export can trace the module,
+    one forward is recorded at the dispatch level (_torch_dispatch); ``rebuild`` (optional: a
+    callable that builds the module again on the CPU) gives it real weights when fake tensors
+    cannot run it.
     """
     import torch
 
@@ -83,13 +87,18 @@ def from_module(module, input_shape, input_dtype: str = "float", name: str | Non
     auto = input_dtype == "auto"
     if auto:
         input_dtype = "float"
+    dispatched = None
     try:
         gm = _trace(torch, module, _meta_input(torch, input_shape, input_dtype, max(_guess_vocab(module), 1)))
-    except TorchImportError:
-        if not (auto and _has_embedding(torch, module)):
-            raise
-        input_dtype = "int64"  # torch.export ran the forward on floats: retry on token ids
-        gm = _trace(torch, module, _meta_input(torch, input_shape, input_dtype, max(_guess_vocab(module), 1)))
+    except TorchImportError as trace_err:
+        try:
+            if not (auto and _has_embedding(torch, module)):
+                raise
+            input_dtype = "int64"  # torch.export ran the forward on floats: retry on token ids
+            gm = _trace(torch, module, _meta_input(torch, input_shape, input_dtype, max(_guess_vocab(module), 1)))
+        except TorchImportError:
+            gm, input_dtype, dispatched = _dispatch_fallback(torch, module, input_shape, input_dtype, auto, vocab,
+                                                             rebuild, trace_err)
     if auto and input_dtype == "float" and _feeds_embedding(torch, gm):
         input_dtype = "int64"
     if not vocab and input_dtype == "int64":
@@ -97,21 +106,67 @@ def from_module(module, input_shape, input_dtype: str = "float", name: str | Non
 
     x = _meta_input(torch, input_shape, input_dtype, max(vocab, 1))
     _check_returns_tensors(torch, gm, module)
-    _propagate(torch, gm, x)
+    if dispatched is None:  # (the dispatch trace recorded each node's tensor_meta as it ran)
+        try:
+            _propagate(torch, gm, x)
+        except Exception as prop_err:  # noqa: BLE001 - a meta-only failure (.item() on meta, a device mismatch)
+            gm, input_dtype, dispatched = _dispatch_fallback(
+                torch, module, input_shape, input_dtype, auto, vocab, rebuild,
+                TorchImportError(f"shape propagation on meta tensors: {_first_line(prop_err)}"))
 
     design = Design(name=name or type(module).__name__)
     st = _State(design, torch, module, gm=gm)
     _build(st, gm, input_shape, input_dtype, vocab)
     mark_frozen(design, module, gm, st.param_owner, st.warnings)  # requires_grad=False parameters
     mark_no_grad(design, gm, lambda f: getattr(st.vals.get(f), "nid", None), st.warnings)  # torch.no_grad()
-    _trace_generics(st, gm, input_shape, input_dtype, max(vocab, 1))
+    if dispatched is None:
+        _trace_generics(st, gm, input_shape, input_dtype, max(vocab, 1))
+    else:
+        from memdesigner.importers._torch_dispatch import apply_recorded_aliases, quiet_meta_failures
+
+        with quiet_meta_failures():
+            _trace_generics(st, gm, input_shape, input_dtype, max(vocab, 1))
+        apply_recorded_aliases(st)
     _python_locals(st, gm)
     drop_unbound(st)
+    if dispatched is not None:
+        from memdesigner.importers._torch_unread import add_unread_params
+
+        add_unread_params(st, gm)
     _layout(st)
     _check_params(st)
+    if dispatched is not None:
+        st.warnings.insert(0, dispatched)
     design.import_warnings = st.warnings
     design.param_order = param_order(module, st.param_owner, design.nodes)
     return fold_repeats(design)  # repeated identical children open as one block ×N
+
+
+def _dispatch_fallback(torch, module, input_shape, input_dtype, auto, vocab, rebuild, trace_err):
+    """(graph module, input dtype, the warning that says which path ran) from a dispatch-level
+    trace; token ids where the float run fails on a model with an embedding."""
+    from memdesigner.importers._torch_dispatch import dispatch_graph_module
+
+    dtypes = [input_dtype] + (["int64"] if auto and input_dtype == "float" and _has_embedding(torch, module) else [])
+    for k, dt in enumerate(dtypes):
+        try:
+            gm, how = dispatch_graph_module(torch, module, input_shape, dt, max(vocab or _guess_vocab(module), 1),
+                                            META_BATCH, rebuild)
+            break
+        except TorchImportError as err:
+            if k == len(dtypes) - 1:
+                raise TorchImportError(f"{trace_err}; {err}") from None
+    why = str(trace_err)
+    if len(why) > 240:
+        why = why[:240] + "..."
+    return gm, dt, (f"imported through a dispatch-level trace of one forward on {how}: the graph is the "
+                    f"branch that ran ({why})")
+
+
+def _first_line(err) -> str:
+    err = err.__cause__ or err  # ShapeProp wraps the op's own error in a page about the node
+    lines = [ln for ln in str(err).splitlines() if ln.strip()]
+    return (lines[-1] if lines else type(err).__name__)[:200]
 
 
 def import_file(target: str, input_shape=None, input_dtype=None, name: str | None = None) -> Design:
@@ -131,7 +186,8 @@ def import_file(target: str, input_shape=None, input_dtype=None, name: str | Non
     if not isinstance(module, torch.nn.Module):
         raise TorchImportError(f"{target}: the factory returned {type(module).__name__}, not an nn.Module "
                                "(or (module, input_shape))")
-    return from_module(module, shape, input_dtype, name=name or factory_name)
+    return from_module(module, shape, input_dtype, name=name or factory_name,
+                       rebuild=lambda: load_factory_module(target, meta=False)[0])
 
 
 def _check_returns_tensors(torch, gm, module) -> None:
