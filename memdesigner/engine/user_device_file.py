@@ -1,6 +1,7 @@
 """Reading the user's devices.json without letting one bad entry break anything: each bad entry is
 skipped with one line naming the file, the entry and the field; the good entries and the shipped
-profiles stay usable, and the window still starts."""
+profiles stay usable, and the window still starts. The file is read within the bounds of
+io/bounded_read.py: a FIFO, a device or an endless file there is one problem line, not a hang."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import json
 import math
 from importlib import resources
 from pathlib import Path
+
+from memdesigner.io.bounded_read import BoundedReadError, read_json
 
 _SCHEMA = None
 
@@ -30,14 +33,9 @@ def read_user_devices(path: Path, taken_ids=()) -> tuple[list, list[str]]:
     if not path.exists():
         return [], []
     try:
-        data = json.loads(path.read_bytes().decode("utf-8"))
-    except OSError as err:
-        return [], [f"{path}: cannot read: {err.strerror or err}; no user devices loaded"]
-    except UnicodeDecodeError as err:
-        return [], [f"{path}: not UTF-8 text (byte 0x{err.object[err.start]:02x} at offset {err.start}); "
-                    "no user devices loaded"]
-    except json.JSONDecodeError as err:
-        return [], [f"{path}: line {err.lineno} column {err.colno}: invalid JSON: {err.msg}; no user devices loaded"]
+        data = read_json(path, "devices file")
+    except BoundedReadError as err:
+        return [], [f"{err}; no user devices loaded"]
     if not isinstance(data, dict):
         return [], [f"{path}: (top level): expected an object with a \"devices\" list, got {_kind(data)}; "
                     "no user devices loaded"]
