@@ -12,7 +12,7 @@ import os
 DEFAULTS = {
     "FILE_MB": 256,  # bytes read from any one user file (design, devices.json, Keras JSON, autosave, journal)
     "JSON_DEPTH": 64,  # nesting of a JSON file (a design nests about 6 deep, a Keras 3 config 12)
-    "LAYERS": 1_000_000,  # layers after block expansion (a Llama-3-70B is about 2,000)
+    "LAYERS": 200_000,  # layers after block expansion (a Llama-3-70B is about 2,000, a 256-expert MoE of 61 layers 80,000)
     "BLOCK_DEPTH": 32,  # blocks inside blocks (real designs nest 2 or 3 deep)
 }
 

@@ -92,6 +92,12 @@ def test_json_nesting_is_refused_with_its_path(depth):
     assert parse_json('{"a": {"b": ' + "[" * 62 + "1" + "]" * 62 + "}}", "f.json")  # 64 levels: fine
 
 
+@pytest.mark.parametrize("text", ["1.5", '"x"', "NaN", "-Infinity", "null", "[]"])
+def test_a_top_level_scalar_is_not_nested(text):
+    """The fuzzer's find: the depth walk iterated a top-level number (TypeError in `devices`)."""
+    assert parse_json(text, "f.json") == json.loads(text) or text == "NaN"
+
+
 # -- devices.json -------------------------------------------------------------------------------
 
 def _one_warning(capsys, expected: str, path) -> None:

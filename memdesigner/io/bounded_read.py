@@ -73,8 +73,10 @@ def too_deep(data, max_depth: int | None = None) -> list | None:
     Iterative, depths only: a path per value was a quarter of a second for a 10,000-layer design;
     the path is built only for a tree that is too deep."""
     max_depth = max_depth or limit("JSON_DEPTH")
-    stack = [(data, 0)]
     both = (dict, list)
+    if not isinstance(data, both):  # a number or a string at the top: nothing nested
+        return None
+    stack = [(data, 0)]
     while stack:
         obj, depth = stack.pop()
         if depth >= max_depth:  # its children (if any) are nested deeper than max_depth
