@@ -147,9 +147,34 @@ def _alarm(_signum, _frame):
     raise Hang()
 
 
+MEMORY_HEADROOM = 1 << 30  # address space a case may add: an unbounded read fails (MemoryError), not the machine
+
+
+def _vm_bytes() -> int:
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmSize:"))
+
+
+@contextlib.contextmanager
+def memory_capped(extra: int = MEMORY_HEADROOM):
+    """RLIMIT_AS lowered to this process's size + ``extra`` for the block, then restored (a soft
+    limit may be raised again): a regression that reads /dev/zero to the end gives a MemoryError
+    in the case instead of the kernel's OOM killer on a shared machine."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    cap = _vm_bytes() + extra
+    if hard != resource.RLIM_INFINITY:
+        cap = min(cap, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
 def run_main(argv: list, limit_s: float = 10.0, env: dict | None = None) -> Result:
     """``memdesigner.cli.main(argv)`` in this process with captured output, ended after
-    ``limit_s`` seconds (code "hang"); ``env``: variables set for this case only."""
+    ``limit_s`` seconds (code "hang") and capped at MEMORY_HEADROOM more address space (a
+    MemoryError then); ``env``: variables set for this case only."""
     from memdesigner.cli import main
 
     err, out = io.StringIO(), io.StringIO()
@@ -160,7 +185,7 @@ def run_main(argv: list, limit_s: float = 10.0, env: dict | None = None) -> Resu
     t = time.perf_counter()
     try:
         signal.setitimer(signal.ITIMER_REAL, limit_s)
-        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
+        with memory_capped(), contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
             code = main(argv)
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
