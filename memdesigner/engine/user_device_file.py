@@ -11,6 +11,7 @@ from importlib import resources
 from pathlib import Path
 
 from memdesigner.io.bounded_read import BoundedReadError, read_json
+from memdesigner.model.registry import MAX_INT
 
 _SCHEMA = None
 
@@ -62,18 +63,35 @@ def _entry_problem(entry, seen) -> str | None:
         e = errors[0]
         field = ".".join(map(str, e.absolute_path))
         return f"{field}: {e.message}" if field else e.message
+    for key in ("memory_bytes", "runtime_overhead_bytes", "allocator_rounding"):
+        if entry.get(key, 0) > MAX_INT:  # a 400-digit memory_bytes broke the table's GiB column
+            return f"{key}: {_short(entry[key])} is above the maximum 2^62"
     for key in ("bandwidth_bytes_per_s",):
-        if key in entry and not math.isfinite(entry[key]):
-            return f"{key}: {entry[key]!r} is not a finite number"
+        if key in entry and not _finite(entry[key]):
+            return f"{key}: {_short(entry[key])} is not a finite number"
     for dtype, flops in entry.get("peak_flops", {}).items():
-        if not math.isfinite(flops):
-            return f"peak_flops.{dtype}: {flops!r} is not a finite number"
+        if not _finite(flops):
+            return f"peak_flops.{dtype}: {_short(flops)} is not a finite number"
     if entry.get("runtime_overhead_bytes", 0) >= entry["memory_bytes"]:
         return (f"runtime_overhead_bytes: {entry['runtime_overhead_bytes']} is not below memory_bytes "
                 f"{entry['memory_bytes']}")
     if entry["id"] in seen:
         return f"id: {entry['id']!r} is already used by another profile"
     return None
+
+
+def _finite(v) -> bool:
+    """A number that is a finite float (an integer of 400 digits is not: float() overflows)."""
+    try:
+        return math.isfinite(v)
+    except OverflowError:
+        return False
+
+
+def _short(v) -> str:
+    if isinstance(v, int) and v.bit_length() > 64:
+        return f"{v:.3g}" if v.bit_length() < 1000 else f"a number of about {int(v.bit_length() * 0.30103):,} digits"
+    return repr(v)
 
 
 def _kind(value) -> str:
