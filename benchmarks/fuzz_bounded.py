@@ -123,7 +123,9 @@ def run_keras(n: int, seed: int, limit_s: float, tally: Tally) -> None:
     with tempfile.TemporaryDirectory(prefix="memdesigner-fuzz-") as tmp:
         src, out = Path(tmp) / "model.json", Path(tmp) / "out.json"
         jobs = [(c.family, c.ident, c.data) for c in cases]
-        jobs += [(f"hostile:{k}", k, k) for i in range(n // 50) for k in [HOSTILE[i % len(HOSTILE)]]]
+        for i in range(n // 50):  # every 50th case a hostile file (interleaved: a run cut short has them too)
+            kind = HOSTILE[i % len(HOSTILE)]
+            jobs.insert(i * 50, (f"hostile:{kind}", kind, kind))
         for family, what, data in jobs:
             env = make_hostile(data, src, b'{"class_name": "Sequential"}') if isinstance(data, str) else \
                 (remove(src), src.write_bytes(data), {})[2]
