@@ -31,51 +31,11 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _fuzz import DEEP, NUMBERS, ODD_VALUES, _deepen, _delete, _dump, _mutate_bytes, _paths, _set  # noqa: E402, F401
+
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted((ROOT / "resources" / "examples").glob("*.json"))
-
-ODD_VALUES = [None, True, False, 0, -1, 1.5, -7, 2**63, 10**400, 1e308, "x", "", [], {}, [1], {"a": 1},
-              float("nan"), float("inf"), float("-inf"), "\u00e9\u6f22", [0, 0], [-1, 3], 3.0]
-NUMBERS = [0, -1, -(2**31), 2**31, 2**63, 10**40, 10**400, 1e308, 1e-308, 0.5, float("nan"), float("inf"),
-           float("-inf"), 3.0]
-
-
-def _paths(obj, prefix=()):
-    """Every (path, value) in a JSON tree."""
-    yield prefix, obj
-    if isinstance(obj, dict):
-        for k, v in obj.items():
-            yield from _paths(v, (*prefix, k))
-    elif isinstance(obj, list):
-        for i, v in enumerate(obj):
-            yield from _paths(v, (*prefix, i))
-
-
-def _set(root, path, value):
-    if not path:
-        return value
-    cur = root
-    for p in path[:-1]:
-        cur = cur[p]
-    cur[path[-1]] = value
-    return root
-
-
-def _delete(root, path):
-    if not path:
-        return root
-    cur = root
-    for p in path[:-1]:
-        cur = cur[p]
-    del cur[path[-1]]
-    return root
-
-
-def _dump(doc) -> bytes:
-    return json.dumps(doc, indent=1, ensure_ascii=False).encode("utf-8")  # NaN/Infinity as JSON5-ish words
-
-
-DEEP = "@@DEEP@@"
 
 
 def _mutate_tree(rng: random.Random, doc):
@@ -120,34 +80,6 @@ def _mutate_tree(rng: random.Random, doc):
                 e[rng.choice(("from", "to"))] = rng.choice([*ids, "nowhere", ""])
             return "edge end", doc
     return f"swap {path}", _set(doc, path, rng.choice(ODD_VALUES))
-
-
-def _deepen(rng: random.Random, data: bytes) -> bytes:
-    depth = rng.choice((200, 1000, 5000, 100_000))
-    o, c = ("[", "]") if rng.random() < 0.5 else ('{"a":', "}")
-    return data.replace(json.dumps(DEEP).encode(), (o * depth + "1" + c * depth).encode())
-
-
-def _mutate_bytes(rng: random.Random, data: bytes) -> tuple[str, bytes]:
-    kind = rng.choice(("truncate", "utf16", "latin1", "badbyte", "flip", "bom", "utf16le", "nul"))
-    if kind == "truncate":
-        return "truncate", data[: rng.randrange(len(data))]
-    if kind == "utf16":
-        return "utf-16", data.decode("utf-8").encode("utf-16")
-    if kind == "utf16le":
-        return "utf-16-le", data.decode("utf-8").encode("utf-16-le")
-    if kind == "latin1":
-        return "latin-1 e-acute", data.replace(b'"name": "', '"name": "\u00e9'.encode("latin-1"), 1)
-    if kind == "badbyte":
-        i = rng.randrange(len(data))
-        return "byte 0xff", data[:i] + bytes([rng.choice((0xFF, 0xC3, 0x80, 0xFE))]) + data[i:]
-    if kind == "bom":
-        return "utf-8 BOM", b"\xef\xbb\xbf" + data
-    if kind == "nul":
-        i = rng.randrange(len(data))
-        return "NUL byte", data[:i] + b"\x00" + data[i:]
-    i = rng.randrange(len(data))
-    return "bit flip", data[:i] + bytes([data[i] ^ (1 << rng.randrange(8))]) + data[i + 1:]
 
 
 def mutants(n: int, seed: int = 10, examples=None):

@@ -11,6 +11,17 @@ def one_line(text) -> str:
     return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in str(text))
 
 
+def encodable(text: str) -> str:
+    """``text`` with each lone surrogate (what a JSON ``"\\udcff"`` escape in a design's name loads
+    as) written as its six-character escape ``\\udcff``: UTF-8 cannot encode one, so a report,
+    CSV or SVG holding it raised UnicodeEncodeError mid-write. Everything else stays as it is."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def first_line(text, limit: int = MAX_MESSAGE_CHARS) -> str:
     """The first non-empty line of a (possibly multi-line) message, escaped, cut at ``limit``;
     " ..." marks what was left out."""

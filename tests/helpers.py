@@ -52,3 +52,20 @@ from pathlib import Path  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "resources" / "examples"
 TRUTH = Path(os.environ.get("MEMDESIGNER_TRUTH_DIR", ROOT.parent / "shared" / "truth"))
+
+
+def unblock_fifo_later(path, stop, after: float = 3.0):
+    """A thread that, until ``stop`` is set, opens the FIFO at ``path`` for writing every
+    ``after`` seconds and closes it: a reader blocked on it (the bug a bounded reader prevents)
+    then sees an empty file, so its test fails instead of hanging."""
+    import os
+    import threading
+
+    def run():
+        while not stop.wait(after):
+            try:
+                os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+            except OSError:
+                pass  # nobody reading: nothing was blocked
+
+    threading.Thread(target=run, daemon=True).start()

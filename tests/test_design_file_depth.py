@@ -4,7 +4,7 @@ built only for a file that has one (a path list per value was a quarter of a sec
 
 import pytest
 
-from memdesigner.io import design_file
+from memdesigner.io import bounded_read, design_file
 from memdesigner.io.design_file import DesignFileError, design_from_dict, design_to_dict
 from memdesigner.model.design import Design
 
@@ -23,7 +23,7 @@ def test_a_good_file_never_builds_paths(monkeypatch):
     def no_paths(_data):
         raise AssertionError("the path walk ran for a file that is not too deep")
 
-    monkeypatch.setattr(design_file, "_deep_path", no_paths)
+    monkeypatch.setattr(bounded_read, "_deep_path", no_paths)
     assert len(design_from_dict(_design(50)).nodes) == 51
 
 

@@ -56,7 +56,7 @@ def _seed():
 
 def test_deeply_nested_json_is_one_line(tmp_path, capsys):
     err = _keras(tmp_path, capsys, b"[" * 100000 + b"]" * 100000)
-    assert "nested too deeply" in err
+    assert "nested deeper than 64 levels (set MEMDESIGNER_MAX_JSON_DEPTH to raise it)" in err
 
 
 def test_infinite_size_names_the_layer(tmp_path, capsys):

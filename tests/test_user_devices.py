@@ -61,6 +61,13 @@ BAD_ENTRIES = {
     "nan_bandwidth": ('{"id": "n", "memory_bytes": 1000, "bandwidth_bytes_per_s": NaN}',
                       "devices[1] (id 'n'): bandwidth_bytes_per_s: nan is not a finite number"),
     "shipped_id": ('{"id": "h200", "memory_bytes": 1000}', "devices[1] (id 'h200'): id: 'h200' is already used"),
+    # the fuzzer's finds (benchmarks/fuzz_bounded.py): integers too large for a float were OverflowError tracebacks
+    "memory_400_digits": ('{"id": "m4", "memory_bytes": 1' + "0" * 400 + "}",
+                          "devices[1] (id 'm4'): memory_bytes: a number of about 400 digits is above the maximum 2^62"),
+    "bandwidth_400_digits": ('{"id": "b4", "memory_bytes": 1000, "bandwidth_bytes_per_s": 1' + "0" * 400 + "}",
+                             "devices[1] (id 'b4'): bandwidth_bytes_per_s: a number of about 400 digits is not a finite number"),
+    "flops_2000_digits": ('{"id": "f4", "memory_bytes": 1000, "peak_flops": {"fp32": 1' + "0" * 2000 + "}}",
+                          "devices[1] (id 'f4'): peak_flops.fp32: a number of about 2,000 digits is not a finite number"),
 }
 
 

@@ -25,6 +25,7 @@ from pathlib import Path
 from filelock import FileLock, Timeout
 
 from memdesigner.io.atomic_write import commit, stage, write_atomic
+from memdesigner.io.bounded_read import BoundedReadError, read_bytes
 from memdesigner.io.design_file import DesignFileError, design_to_dict, parse_design_text
 from memdesigner.model.design import Design
 
@@ -273,7 +274,11 @@ def _unlink(path: Path) -> None:
 
 
 def _read(file: Path) -> dict:
-    data = parse_design_text(file.read_bytes(), str(file))
+    try:  # bounded: a FIFO or a device in the recovery folder must not hang the window's start
+        raw = read_bytes(file, "autosave file")
+    except BoundedReadError as err:
+        raise DesignFileError(str(err)) from None
+    data = parse_design_text(raw, str(file))
     if not isinstance(data, dict) or data.get("format") != FORMAT or not isinstance(data.get("design"), dict):
         raise DesignFileError(f"{file}: not a memdesigner autosave")
     return data
@@ -360,8 +365,8 @@ def load(rec: Recoverable) -> Design:
         named = rec.file.parent / Path(journal).name
         for jf in [named, *_continuations(named)]:
             try:  # its edits since the full autosave; none when the kill came before the first
-                raw = jf.read_bytes()
-            except OSError:
+                raw = read_bytes(jf, "autosave journal")
+            except BoundedReadError:
                 break
             got = read_steps(raw)
             steps += got

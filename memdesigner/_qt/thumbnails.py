@@ -12,6 +12,7 @@ from PySide6.QtCore import QSize, QStandardPaths
 from PySide6.QtGui import QImage, QPixmap, QUndoStack
 
 from memdesigner._qt import theme
+from memdesigner.io.bounded_read import BoundedReadError, read_bytes
 
 SIZE = QSize(168, 100)
 VERSION = "1"  # bump when the drawing changes: old cached pictures are then ignored
@@ -33,8 +34,8 @@ def _key(data: bytes, size: QSize) -> str:
 def cached(path, size: QSize = SIZE) -> QPixmap | None:
     """The thumbnail when it is already in memory or on disk (no rendering)."""
     try:
-        key = _key(Path(path).read_bytes(), size)
-    except OSError:
+        key = _key(read_bytes(path, "design file"), size)
+    except BoundedReadError:  # a FIFO among the recent files must not hang the start view
         return None
     if key in _MEMORY:
         return _MEMORY[key]
@@ -58,9 +59,9 @@ def thumbnail(path, size: QSize = SIZE) -> QPixmap | None:
     from memdesigner.io.design_file import DesignFileError, load_design
 
     try:
-        data = Path(path).read_bytes()
+        data = read_bytes(path, "design file")
         design = load_design(path)
-    except (OSError, DesignFileError):
+    except (BoundedReadError, DesignFileError):
         return None
     if needs_layout(design):
         for nid, pos in layered_positions(design).items():

@@ -7,6 +7,7 @@ import io
 from dataclasses import dataclass, field
 
 from memdesigner.engine.simulate import CATS
+from memdesigner.text import encodable
 
 # the per-layer export's columns: the window's CSV, the reports and scripts read the same rows
 CSV_COLUMNS = ("id", "name", "type", "output_shape", "params", "weight_bytes", "activation_bytes", "kept_bytes",
@@ -43,7 +44,8 @@ class LayerRow:
 
     def csv_values(self) -> list:
         """One row of the per-layer CSV, in CSV_COLUMNS order (exact integers)."""
-        return [self.id, self.name, self.type, shape_text(self.output_shape), self.params, self.param_bytes,
+        return [encodable(self.id), encodable(self.name), self.type, shape_text(self.output_shape), self.params,
+                self.param_bytes,
                 self.activation_bytes, self.kept_bytes, self.flops]
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
 
+from memdesigner.model.registry import MAX_NUMBER_BITS
 from memdesigner.units import DTYPE_ALIASES
 
 MODES = ("inference", "train", "generate")  # generate: prefill + decode steps (engine/generate.py)
@@ -54,8 +55,7 @@ class Settings:
     def __post_init__(self):
         if self.mode not in MODES:
             raise ValueError(f"mode: {self.mode!r} is not one of {', '.join(MODES)}")
-        if not isinstance(self.batch, int) or isinstance(self.batch, bool) or self.batch < 1:
-            raise ValueError(f"batch: {self.batch!r} must be a positive integer")
+        _positive("batch", self.batch)
         opt = OPTIMIZER_ALIASES.get(self.optimizer, self.optimizer)
         if opt not in OPTIMIZERS:
             raise ValueError(f"optimizer: {self.optimizer!r} is not one of {', '.join(OPTIMIZERS)}")
@@ -66,8 +66,7 @@ class Settings:
         object.__setattr__(self, "dtype", dt)
         if self.backend not in BACKENDS:
             raise ValueError(f"backend: {self.backend!r} is not one of {', '.join(BACKENDS)}")
-        if not isinstance(self.gpus, int) or isinstance(self.gpus, bool) or self.gpus < 1:
-            raise ValueError(f"gpus: {self.gpus!r} must be a positive integer")
+        _positive("gpus", self.gpus)
         if self.strategy not in STRATEGIES:
             raise ValueError(f"strategy: {self.strategy!r} is not one of {', '.join(STRATEGIES)}")
         if self.gpus > 1 and self.strategy == "none":
@@ -79,9 +78,7 @@ class Settings:
         if self.offload != "none" and self.strategy not in ("zero2", "zero3"):
             raise ValueError("offload: params needs strategy zero2 or zero3 (FSDP2 CPUOffloadPolicy)")
         for name in ("tensor_parallel", "pipeline_parallel", "micro_batches"):
-            v = getattr(self, name)
-            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                raise ValueError(f"{name}: {v!r} must be a positive integer")
+            _positive(name, getattr(self, name))
         if 1 < self.pipeline_parallel > self.micro_batches:
             raise ValueError(f"micro_batches: {self.micro_batches} is fewer than the {self.pipeline_parallel} pipeline "
                              "stages (Schedule1F1B needs at least one micro-batch per stage)")
@@ -90,8 +87,7 @@ class Settings:
                              "inference step only)")
         if self.sequence_parallel and self.tensor_parallel < 2:
             raise ValueError("sequence_parallel: needs tensor_parallel 2 or more")
-        if not isinstance(self.new_tokens, int) or isinstance(self.new_tokens, bool) or self.new_tokens < 1:
-            raise ValueError(f"new_tokens: {self.new_tokens!r} must be a positive integer")
+        _positive("new_tokens", self.new_tokens)
         if not isinstance(self.seq_len, int) or isinstance(self.seq_len, bool) or not 0 <= self.seq_len <= MAX_SEQ_LEN:
             raise ValueError(f"seq_len: {self.seq_len!r} must be a whole number of tokens from 1 to {MAX_SEQ_LEN:,} "
                              "(0: the design's own)")
@@ -138,3 +134,14 @@ class Settings:
 
     def to_dict(self) -> dict:
         return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}  # as JSON has it
+
+
+def _positive(name: str, v) -> None:
+    """A count setting: a positive int below 10^1000. Absurd sizes are estimated (with a warning),
+    but a byte total must stay a number Python prints: a 4,300-digit --batch made the table's own
+    formatting raise."""
+    if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+        raise ValueError(f"{name}: {v!r} must be a positive integer")
+    if v.bit_length() > MAX_NUMBER_BITS:
+        raise ValueError(f"{name}: a number of about {int(v.bit_length() * 0.30103):,} digits is above the maximum "
+                         "10^1000")

@@ -56,12 +56,14 @@ Malformed files raise :class:`KerasImportError` (a ValueError) naming the layer 
 
 from __future__ import annotations
 
-import json
+import io
 import re
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from memdesigner.io.bounded_read import BoundedReadError, max_bytes, parse_json, read_bytes
+from memdesigner.limits import raise_hint
 from memdesigner.model import registry
 from memdesigner.model.design import GC_HELD, Design
 from memdesigner.model.registry import LayerError, ShapeCtx, TensorSpec
@@ -147,32 +149,46 @@ def _read(source):
         source = bytes(source).decode("utf-8", errors="replace")
     if isinstance(source, Path) or (isinstance(source, str) and not source.lstrip().startswith(("{", "["))):
         path = Path(source)
-        try:
-            if zipfile.is_zipfile(path):
-                with zipfile.ZipFile(path) as z:
-                    if "config.json" not in z.namelist():
-                        raise KerasImportError(f"{path}: a zip file without config.json is not a .keras model")
-                    text = z.read("config.json").decode("utf-8")
-            else:
-                text = path.read_text(encoding="utf-8")
-        except OSError as err:
-            raise KerasImportError(f"{path}: cannot read: {err.strerror or err}") from None
+        where = str(path)
+        try:  # bounded: a FIFO, a device or an endless file is refused before zipfile or json sees it
+            raw = read_bytes(path, "Keras model file")
+            text = _zip_config(raw, path) if zipfile.is_zipfile(io.BytesIO(raw)) else raw.decode("utf-8")
+        except BoundedReadError as err:
+            raise KerasImportError(str(err)) from None
         except UnicodeDecodeError as err:
             raise KerasImportError(f"{path}: not UTF-8 text (byte {err.start}): not a Keras JSON file") from None
-        except zipfile.BadZipFile as err:
-            raise KerasImportError(f"{path}: a damaged .keras archive: {err}") from None
-        where = str(path)
     elif isinstance(source, str):
         text, where = source, "keras JSON"
     else:
         raise KerasImportError(f"expected a path, a JSON string or a dict, got {type(source).__name__}")
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise KerasImportError(f"{where}: line {err.lineno} column {err.colno}: invalid JSON: {err.msg}") from None
-    except RecursionError:
-        raise KerasImportError(f"{where}: the JSON is nested too deeply to be a Keras model") from None
+        data = parse_json(text, where)
+    except BoundedReadError as err:
+        raise KerasImportError(str(err)) from None
     return data, where
+
+
+def _zip_config(raw: bytes, path: Path) -> str:
+    """config.json of a .keras archive, inflated to at most MEMDESIGNER_MAX_FILE_MB (a zip bomb
+    of a few kB would otherwise inflate to gigabytes)."""
+    cap = max_bytes()
+    try:
+        with zipfile.ZipFile(io.BytesIO(raw)) as z:
+            if "config.json" not in z.namelist():
+                raise KerasImportError(f"{path}: a zip file without config.json is not a .keras model")
+            if z.getinfo("config.json").file_size > cap:
+                raise KerasImportError(f"{path}: config.json inflates to more than the {cap // 1_000_000:,} MB limit "
+                                       f"({raise_hint('FILE_MB')})")
+            with z.open("config.json") as f:
+                data = f.read(cap + 1)  # the declared size may lie
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, EOFError, OSError, ValueError) as err:
+        if isinstance(err, KerasImportError):
+            raise
+        raise KerasImportError(f"{path}: a damaged .keras archive: {one_line(str(err))}") from None
+    if len(data) > cap:
+        raise KerasImportError(f"{path}: config.json inflates to more than the {cap // 1_000_000:,} MB limit "
+                               f"({raise_hint('FILE_MB')})")
+    return data.decode("utf-8")
 
 
 def _cfg_name(layer: dict) -> str:

@@ -9,6 +9,8 @@ from importlib import resources
 from pathlib import Path
 
 from memdesigner.io.atomic_write import write_atomic
+from memdesigner.io.bounded_read import BoundedReadError, depth_message, path_text, read_bytes, too_deep
+from memdesigner.limits import DEFAULTS
 from memdesigner.model import registry
 from memdesigner.model.design import Design
 from memdesigner.model.registry import LayerError
@@ -25,40 +27,12 @@ class DesignFileError(ValueError):
 
 
 MAX_PORT = 4096  # inputs of one node (a Concat of thousands is already far beyond any model)
-MAX_DEPTH = 64  # a design nests about 5 deep; deeper input is a broken or hostile file
+MAX_DEPTH = DEFAULTS["JSON_DEPTH"]  # a design nests about 6 deep; MEMDESIGNER_MAX_JSON_DEPTH changes it
 
 
 def _too_deep(data) -> list | None:
-    """The path to a value nested deeper than MAX_DEPTH, or None (iterative: no recursion). Depths
-    only, containers only: a path list per value was a quarter of a second for a 10,000-layer file;
-    the path is found again only for a file that is too deep."""
-    stack = [(data, 0)]
-    both = (dict, list)
-    while stack:
-        obj, depth = stack.pop()
-        if depth >= MAX_DEPTH:  # its children (if any) are nested deeper than MAX_DEPTH
-            if obj:
-                return _deep_path(data)
-            continue
-        depth += 1
-        for v in (obj.values() if isinstance(obj, dict) else obj):
-            if isinstance(v, both):
-                stack.append((v, depth))
-    return None
-
-
-def _deep_path(data) -> list | None:
-    """The path to a value nested deeper than MAX_DEPTH (slow: each value's path is built)."""
-    stack = [(data, [])]
-    while stack:
-        obj, path = stack.pop()
-        if len(path) > MAX_DEPTH:
-            return path
-        if isinstance(obj, dict):
-            stack.extend((v, [*path, k]) for k, v in obj.items())
-        elif isinstance(obj, list):
-            stack.extend((v, [*path, i]) for i, v in enumerate(obj))
-    return None
+    """The path to a value nested deeper than the depth limit, or None (io/bounded_read.py)."""
+    return too_deep(data)
 
 
 def _reject_constant(name):
@@ -86,7 +60,7 @@ def parse_design_text(data: bytes | str, source: str) -> object:
     except DesignFileError as err:
         raise DesignFileError(f"{source}: invalid JSON: {err}") from None
     except RecursionError:
-        raise DesignFileError(f"{source}: invalid design: nested deeper than {MAX_DEPTH} levels") from None
+        raise DesignFileError(f"{source}: invalid design: {depth_message()}") from None
     except ValueError as err:  # e.g. an integer literal over Python's 4,300-digit limit
         raise DesignFileError(f"{source}: invalid JSON: {str(err).splitlines()[0]}") from None
 
@@ -101,11 +75,7 @@ def schema() -> dict:
     return _SCHEMA
 
 
-def _path_str(path) -> str:
-    out = ""
-    for p in path:
-        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
-    return out or "(top level)"
+_path_str = path_text
 
 
 def _upgrade(data: dict) -> dict:
@@ -187,7 +157,7 @@ def design_from_dict(data, source: str = "design") -> Design:
         raise DesignFileError(f"{source}: format: expected {FORMAT!r}, got {data.get('format')!r}")
     deep = _too_deep(data)
     if deep is not None:
-        raise DesignFileError(f"{source}: {_path_str(deep[:3])}: nested deeper than {MAX_DEPTH} levels")
+        raise DesignFileError(f"{source}: {_path_str(deep[:3])}: {depth_message()}")
     version = data.get("version")
     if isinstance(version, int) and not isinstance(version, bool) and version > VERSION:
         raise DesignFileError(f"{source}: version: {version} is newer than this memdesigner reads ({VERSION})")
@@ -364,9 +334,9 @@ def load_design(path) -> Design:
     field) and nothing else for a missing, unreadable or malformed file."""
     path = Path(path)
     try:
-        data = path.read_bytes()
-    except OSError as err:
-        raise DesignFileError(f"{path}: cannot read: {err.strerror or err}") from None
+        data = read_bytes(path, "design file")
+    except BoundedReadError as err:
+        raise DesignFileError(str(err)) from None
     return design_from_dict(parse_design_text(data, str(path)), str(path))
 
 

@@ -9,13 +9,14 @@ from __future__ import annotations
 import copy
 import dataclasses
 import heapq
+import math
 from dataclasses import dataclass, field
 from itertools import compress, count
 from operator import attrgetter, is_not, ne
 
 from memdesigner.model import registry
 from memdesigner.model.design import Design
-from memdesigner.model.registry import Issue, LayerError, ParamSpec, ShapeCtx, TensorSpec
+from memdesigner.model.registry import MAX_NUMBER_BITS, Issue, LayerError, ParamSpec, ShapeCtx, TensorSpec
 
 
 class NodeInfo:
@@ -86,7 +87,9 @@ def _run_rules(key, lt, props: dict, specs: list, name: str):
     ctx = ShapeCtx(props, specs, name)
     try:
         outputs = list(lt.shape(ctx))
-        res = (outputs, list(lt.params(ctx)), int(lt.flops(ctx, outputs)), None, props)
+        params = list(lt.params(ctx))
+        _check_sizes(outputs, params, "shape" if "shape" in props else "props")
+        res = (outputs, params, int(lt.flops(ctx, outputs)), None, props)
     except LayerError as err:
         res = (None, None, 0, (err.field, err.message), props)
     except (ValueError, TypeError, ZeroDivisionError, IndexError) as err:
@@ -95,6 +98,19 @@ def _run_rules(key, lt, props: dict, specs: list, name: str):
         _CACHE.clear()
     _CACHE[key] = res
     return res
+
+
+def _check_sizes(outputs: list, params: list, field: str) -> None:
+    """No output or parameter of 10^1000 elements or more (MAX_NUMBER_BITS): each dimension is
+    bounded, their product is not, and a 2^20,000-element tensor made every byte total an integer
+    too long to print (a traceback in the table, the JSON and the window)."""
+    for kind, specs in (("output", outputs), ("parameter", params)):
+        for i, spec in enumerate(specs):
+            n = math.prod(spec.shape)
+            if n.bit_length() > MAX_NUMBER_BITS:
+                who = spec.name if kind == "parameter" else str(i)
+                raise LayerError(field, f"{kind} {who} would have about 10^{int(n.bit_length() * 0.30103):,} "
+                                        "elements, more than 10^1000")
 
 
 _PROPS: dict = {}

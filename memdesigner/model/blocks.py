@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from memdesigner.limits import limit, raise_hint
 from memdesigner.model.analysis import Analysis, NodeInfo, _freeze, analyze
 from memdesigner.model.design import Design, Edge, Node
 from memdesigner.model.registry import Issue, LayerError
@@ -93,6 +94,88 @@ class InstanceMeta:
     error: BlockError | None = None
 
 
+# -- the budget: what an expansion would cost, counted before anything is expanded ---------------
+
+MAX_BLOCK_DEPTH = 200  # the most MEMDESIGNER_MAX_BLOCK_DEPTH may allow: expansion recurses about 2 frames a level
+
+
+def _repeat(node: Node) -> int:
+    """An instance's repeat as the expansion reads it (a bad value: 1, as _Expander._instance does)."""
+    try:
+        return int(node.props.get("repeat", 1))
+    except (TypeError, ValueError):
+        return 1
+
+
+def _definition_sizes(lib: dict) -> dict:
+    """Definition name -> (layers one instance of it expands to, how deep blocks nest inside it,
+    counting itself), by multiplying repeat counts down the nesting: nothing is expanded, and the
+    walk is iterative (a 1,000-deep nesting costs no recursion). A definition that contains itself
+    counts its inner self as nothing: the expansion refuses it anyway."""
+    sizes: dict = {}
+
+    def children(name):
+        return iter([n.props.get("definition", "") for n in lib[name].graph.nodes.values() if n.type == BLOCK])
+
+    for root in lib:
+        if root in sizes:
+            continue
+        stack, open_ = [(root, children(root))], {root}
+        while stack:
+            name, todo = stack[-1]
+            child = next(todo, None)
+            if child is not None:
+                if child in lib and child not in sizes and child not in open_:
+                    open_.add(child)
+                    stack.append((child, children(child)))
+                continue
+            stack.pop()
+            open_.discard(name)
+            layers, depth = 0, 0
+            for n in lib[name].graph.nodes.values():
+                if n.type == BLOCK:
+                    inner = sizes.get(n.props.get("definition", ""), (0, 0))
+                    layers += max(_repeat(n), 0) * inner[0]
+                    depth = max(depth, inner[1])
+                elif n.type not in (BIN, BOUT):
+                    layers += 1
+            sizes[name] = (layers, depth + 1)
+    return sizes
+
+
+def _count(n: int) -> str:
+    if n < 10**15:
+        return f"{n:,}"
+    return f"{float(n):.2e}" if n.bit_length() < 1000 else "more than 10^300"
+
+
+def over_budget(design: Design) -> dict:
+    """Top-level instance id -> BlockError for each instance whose expansion would pass
+    MEMDESIGNER_MAX_LAYERS (with what the design holds before it) or nest blocks deeper than
+    MEMDESIGNER_MAX_BLOCK_DEPTH; such an instance is refused, not expanded, so a 797-byte file of
+    two nested x100,000 repeats costs a count instead of gigabytes."""
+    lib = getattr(design, "blocks", {}) or {}
+    sizes = _definition_sizes(lib)
+    cap, max_depth = limit("LAYERS"), min(limit("BLOCK_DEPTH"), MAX_BLOCK_DEPTH)
+    total = sum(1 for n in design.nodes.values() if n.type != BLOCK)
+    out = {}
+    for node in design.nodes.values():
+        if node.type != BLOCK:
+            continue
+        layers, depth = sizes.get(node.props.get("definition", ""), (0, 0))
+        n = max(_repeat(node), 0) * layers
+        if depth > max_depth:
+            out[node.id] = BlockError(node.id, "definition", f"blocks nest {depth} deep, over the limit of {max_depth} "
+                                                             f"({raise_hint('BLOCK_DEPTH')})")
+        elif total + n > cap:
+            what = f"expands to {_count(n)} layers" + ("" if n > cap else f", {_count(total + n)} with the rest")
+            out[node.id] = BlockError(node.id, "repeat", f"{what}, over the {cap:,}-layer limit "
+                                                         f"({raise_hint('LAYERS')})")
+        else:
+            total += n
+    return out
+
+
 class _Expander:
     def __init__(self, design: Design):
         self.src = design
@@ -108,6 +191,7 @@ class _Expander:
         self.meta: dict[str, InstanceMeta] = {}
         self.node_rep: dict[str, tuple] = {}  # expanded id -> (top-level instance id, repetition)
         self.frozen = 0  # how many frozen instances (Node.trainable False) enclose the context expanded now
+        self.refused = over_budget(design)  # top-level instances past the layer or nesting budget
 
     def run(self) -> Design:
         self._context("", self.src, (), None, None, None)
@@ -191,6 +275,8 @@ class _Expander:
         if top is None:
             self.meta[node.id] = InstanceMeta(node.id, node.name, dname, repeat)
         try:
+            if top is None and node.id in self.refused:
+                raise self.refused[node.id]
             if bd is None:
                 raise BlockError(where, "definition", f"no block definition named {dname!r}")
             if dname in stack:
@@ -385,7 +471,8 @@ def engine_view(design: Design) -> tuple[Design, Analysis]:
     if getattr(design, "instances", None) is not None:
         return _engine_view(design)
     try:
-        key = (_content(design), tuple((n, bd.stack, _content(bd.graph)) for n, bd in (design.blocks or {}).items()))
+        key = (_content(design), tuple((n, bd.stack, _content(bd.graph)) for n, bd in (design.blocks or {}).items()),
+               limit("LAYERS"), limit("BLOCK_DEPTH"))  # the budget decides what is expanded
         hit = _VIEWS.get(key)
     except TypeError:  # a prop value that cannot be hashed: no memo
         return _engine_view(design)

@@ -40,6 +40,9 @@ class LayerError(ValueError):
 
 
 MAX_INT = 2**62  # no tensor dimension, stride or count comes near; keeps every product a finite float
+# what no tensor's element count nor a count setting may reach (2^3321 < 10^1000): absurd sizes are
+# estimated with a warning, but every byte total made from them must stay an int Python prints (4,300 digits)
+MAX_NUMBER_BITS = 3321
 
 
 def _strict_int(name: str, value) -> int:

@@ -17,6 +17,7 @@ from memdesigner.model.blocks import expand
 from memdesigner.model.design import Design
 from memdesigner.reports.suggestions import suggestions_for
 from memdesigner.reports.svg_timeline import timeline_svg
+from memdesigner.text import encodable
 
 # where a batch search has to stop (a non-affine step, a peak that does not grow with the batch):
 # that exact result means "at least"; an affine curve's largest batch is exact at any size
@@ -123,7 +124,7 @@ def collect(design: Design, settings: Settings | None = None, device: Device | N
         peak_tensors=tensors[:TOP_TENSORS], rest_count=max(0, len(tensors) - TOP_TENSORS),
         rest_bytes=sum(t.bytes for t in tensors[TOP_TENSORS:]),
         peak_layer_name=peak_node.name if peak_node else (rep.peak_layer or ""),
-        timeline_svg=timeline_svg(rep, design, width=1080), graph_png=graph_png,
+        timeline_svg=encodable(timeline_svg(rep, design, width=1080)), graph_png=graph_png,
         suggestions=suggestions_for(design, settings, device, rep), warnings=list(rep.warnings),
         generated=now.strftime("%Y-%m-%d %H:%M UTC"), version=__version__,
     )

@@ -11,6 +11,7 @@ from memdesigner import colors
 from memdesigner.engine.simulate import CATS
 from memdesigner.reports import fmt
 from memdesigner.reports.content import BATCH_LIMIT, ReportContent, settings_rows
+from memdesigner.text import encodable
 
 
 def _env() -> jinja2.Environment:
@@ -68,9 +69,9 @@ def png_data_uri(png: bytes) -> str:
 
 def render_html(c: ReportContent) -> str:
     tpl = _env().get_template("report.html.j2")
-    return tpl.render(
+    return encodable(tpl.render(
         c=c, colors=colors, settings=settings_rows(c.settings), summary_line=summary_line(c),
         device_rows=device_rows(c), totals=layer_totals(c), cat_label=cat_label, cat_color=cat_color,
         pct=fmt.pct, phase_label=lambda p: colors.PHASE_LABELS.get(p, p),
         graph_uri=png_data_uri(c.graph_png) if c.graph_png else None,
-    )
+    ))

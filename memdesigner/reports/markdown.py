@@ -10,6 +10,7 @@ from memdesigner import colors
 from memdesigner.reports import fmt
 from memdesigner.reports.content import ReportContent, settings_rows
 from memdesigner.reports.html import cat_label, device_rows, layer_totals, max_batch_text, summary_line
+from memdesigner.text import encodable
 
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]|~#!])")
 
@@ -123,4 +124,4 @@ def render_markdown(c: ReportContent, images: str = "inline", stem: str = "repor
         L += ["## Warnings", ""] + [f"- {md(w)}" for w in c.warnings] + [""]
     L += ["---", "", "memdesigner simulates one eager PyTorch step op by op (what each layer allocates, what it "
           "keeps for backward, when each tensor is freed); the rules are in docs/memory-model.md.", ""]
-    return "\n".join(L), pictures
+    return encodable("\n".join(L)), pictures

@@ -37,3 +37,51 @@ def test_window_starts_with_a_bad_user_device_file(qtbot, monkeypatch, tmp_path,
 
 def test_no_note_without_problems(window):
     assert not window.settings_bar.device_warning.isVisible()
+
+
+def _fifo(path):
+    import os
+
+    os.mkfifo(path)
+
+
+def _char_device(path):
+    path.symlink_to("/dev/null")
+
+
+def _deep(path):
+    path.write_text('{"devices": ' + "[" * 100_000 + "]" * 100_000 + "}")
+
+
+@pytest.mark.parametrize("make, expected", [
+    (_fifo, "cannot read: a FIFO (named pipe), not a devices file"),
+    (_char_device, "cannot read: a character device, not a devices file"),
+    (_deep, "nested deeper than 64 levels (set MEMDESIGNER_MAX_JSON_DEPTH to raise it)"),
+], ids=["fifo", "char-device", "nested-100000"])
+def test_window_starts_with_a_hostile_user_device_file(qtbot, monkeypatch, make, expected):
+    """A FIFO (which blocked the start forever), a device and a 100,000-deep file: the window
+    starts with the shipped profiles and shows the one problem line."""
+    import threading
+
+    from helpers import unblock_fifo_later
+
+    from memdesigner._qt.main_window import MainWindow
+
+    monkeypatch.setattr(settings_bar, "load_devices", devices.all_devices)
+    path = devices.user_devices_path()
+    make(path)
+    stop = threading.Event()
+    unblock_fifo_later(path, stop)  # without the bounded reader the FIFO would hang the test: fail it instead
+    try:
+        win = MainWindow()
+    finally:
+        stop.set()
+    qtbot.addWidget(win)
+    win.show()
+    ids = [win.settings_bar.device.itemData(i) for i in range(win.settings_bar.device.count())]
+    assert "h200" in ids
+    note = win.settings_bar.device_warning
+    assert note.isVisible() and "1 problem," in note.text()
+    assert note.toolTip() == f"{path}: {expected}; no user devices loaded"
+    win.stack.setClean()
+    win.close()

@@ -84,3 +84,27 @@ def test_open_a_file_with_an_absurd_batch_setting_opens_it(window, qtbot, tmp_pa
     batch = window.settings_bar.batch.value()
     assert window.open_path(str(p)) is True
     assert window.settings_bar.batch.value() == batch and window.settings_bar.settings().mode == "train"
+
+
+def test_open_a_fifo_or_a_device_is_one_message(window, qtbot, tmp_path, monkeypatch):
+    """File -> Open of a FIFO blocked the window for good, of /dev/zero grew it without end: the
+    bounded reader refuses both at once (io/bounded_read.py)."""
+    import os
+    import threading
+
+    from helpers import unblock_fifo_later
+
+    shown = []
+    monkeypatch.setattr(QMessageBox, "warning", lambda parent, title, text, *a: shown.append(text))
+    fifo, dev = tmp_path / "pipe.json", tmp_path / "null.json"
+    os.mkfifo(fifo)
+    dev.symlink_to("/dev/null")  # a character device, as /dev/zero is, without the risk of an unbounded read
+    stop = threading.Event()
+    unblock_fifo_later(fifo, stop)
+    try:
+        assert window.open_path(str(fifo)) is False
+        assert window.open_path(str(dev)) is False
+    finally:
+        stop.set()
+    assert shown == [f"{fifo}: cannot read: a FIFO (named pipe), not a design file",
+                     f"{dev}: cannot read: a character device, not a design file"]
