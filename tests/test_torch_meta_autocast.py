@@ -1,0 +1,56 @@
+"""PyTorch import of a forward that runs ``torch.autocast(device_type=x.device.type,
+enabled=False)`` (transformers 4.57's rotary embeddings): the module is built on meta, where
+torch 2.13/2.14 reject autocast ("unsupported scalarType"), so fx (control flow) and
+torch.export both failed. During the trace autocast on meta is a no-op."""
+
+import pytest
+
+torch = pytest.importorskip("torch")
+nn = torch.nn
+
+from memdesigner import estimate
+from memdesigner.importers._torch_meta_autocast import autocast_on_meta_is_off
+from memdesigner.importers.torch_fx import from_module
+
+
+class _RotaryLike(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(8, 16)
+        self.b = nn.Linear(16, 4)
+
+    def forward(self, x):
+        h = self.a(x)
+        if h.shape[0] > 0:  # Python control flow on a size: fx gives up, torch.export runs the forward
+            pass
+        with torch.autocast(device_type=h.device.type, enabled=False):  # "Force float32"
+            h = torch.relu(h)
+        return self.b(h)
+
+
+def _meta_module():
+    with torch.device("meta"):
+        return _RotaryLike()
+
+
+def test_autocast_on_meta_imports_and_estimates_what_pytorch_measured():
+    d = from_module(_meta_module(), (8,))
+    assert [n.type for n in d.nodes.values()] == ["Input", "Linear", "ReLU", "Linear"]
+    assert d.import_params == 8 * 16 + 16 + 16 * 4 + 4
+    # batch 2, fp32: weights 212 x 4 B = 848, input 64, h 128, relu(h) 128 -> 1,168 B, as
+    # ../shared/truth/measure.py measured (method a, torch 2.13 CPU); SGD training 1,928 B
+    assert estimate(d, mode="inference", batch=2, dtype="fp32", backend="cpu").peak_bytes == 1168
+    assert estimate(d, mode="train", batch=2, optimizer="sgd", dtype="fp32", backend="cpu").peak_bytes == 1928
+
+
+def test_the_patch_is_narrow_and_restored():
+    original = torch.autocast
+    with autocast_on_meta_is_off(torch):
+        with torch.autocast(device_type="meta", enabled=False):
+            pass
+        with torch.autocast(device_type="cpu", dtype=torch.bfloat16):  # other devices: PyTorch's own
+            assert torch.is_autocast_enabled("cpu")
+        assert isinstance(torch.autocast("cpu"), original)
+    assert torch.autocast is original and torch.amp.autocast is original
+    with pytest.raises(RuntimeError):
+        torch.autocast(device_type="meta", enabled=False)
