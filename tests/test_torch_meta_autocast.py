@@ -54,3 +54,38 @@ def test_the_patch_is_narrow_and_restored():
     assert torch.autocast is original and torch.amp.autocast is original
     with pytest.raises(RuntimeError):
         torch.autocast(device_type="meta", enabled=False)
+
+
+def test_meta_factories_inside_subgraphs_point_at_the_cpu_for_the_fake_run():
+    """torch.export (2.14) keeps transformers 4.57's vmapped mask as a flat_apply of a submodule;
+    its ``arange(..., device=meta)`` met CPU fake tensors ("Tensor device mismatch! Expected:
+    meta, Got: cpu"), so no Generic op of a 4.57 decoder was characterised (SGD +12 % on a
+    small Llama). The fake run's device rewrite reaches every subgraph."""
+    from memdesigner.importers._torch_characterise import _meta_to_cpu
+
+    class Inner(nn.Module):
+        def forward(self, x):
+            return x + torch.arange(x.shape[-1], device="meta")
+
+    class Outer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = torch.fx.symbolic_trace(Inner())
+
+        def forward(self, x):
+            return self.inner(x) * 2
+
+    class KeepInner(torch.fx.Tracer):
+        def is_leaf_module(self, m, qualname):
+            return isinstance(m, torch.fx.GraphModule) or super().is_leaf_module(m, qualname)
+
+    root = Outer()
+    gm = torch.fx.GraphModule(root, KeepInner().trace(root))
+
+    def devices(g):
+        return [str(v) for n in g.graph.nodes for v in n.kwargs.values() if "meta" in str(v) or "cpu" in str(v)]
+
+    assert devices(gm.inner) == ["meta"]
+    _meta_to_cpu(torch, gm)
+    assert devices(gm.inner) == ["cpu"]
+    assert gm(torch.zeros(2, 3)).device.type == "cpu"

@@ -213,7 +213,16 @@ def _set_mode(gm, train: bool) -> None:
 
 def _meta_to_cpu(torch, gm) -> None:
     """A graph traced on the meta device names it in factory calls (torch.ones(..., device=meta)):
-    point those at the CPU, where the fake run happens."""
+    point those at the CPU, where the fake run happens. The subgraphs of higher-order ops too
+    (transformers 4.57 builds its causal mask under torch.vmap: torch.export keeps that as a
+    flat_apply of a submodule whose arange(..., device=meta) met CPU tensors: "Tensor device
+    mismatch! Expected: meta, Got: cpu", and no Generic op was characterised)."""
+    for sub in list(gm.modules()):
+        if isinstance(sub, torch.fx.GraphModule):
+            _graph_meta_to_cpu(torch, sub)
+
+
+def _graph_meta_to_cpu(torch, gm) -> None:
     meta = torch.device("meta")
 
     def fix(a):
@@ -356,7 +365,9 @@ def _describe(torch, in_nodes, r2, r3):
             fixed += b2 - 2 * (b3 - b2)
     alias = in_sids.index(out_sid) if out_sid in in_sids else -1
     strides = ()
-    if alias == -1 and not out2.is_contiguous():  # flash attention writes (B, L, H, D) behind a (B, H, L, D) view
+    # flash attention writes (B, L, H, D) behind a (B, H, L, D) view; an expand is a view with
+    # stride 0 (repeat_kv's k[:, :, None].expand(...)), which the reshape after it must copy
+    if not out2.is_contiguous():
         strides = tuple(int(x) for x in out2.stride())
     return {"out_strides": strides, "temp_bytes_per_sample": max(temp3 - temp2, 0),
             "temp_bytes_fixed": max(temp2 - 2 * (temp3 - temp2), 0), "traced": True, "saved_inputs": ",".join(str(i) for i in saved_inputs),
