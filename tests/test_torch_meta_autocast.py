@@ -89,3 +89,47 @@ def test_meta_factories_inside_subgraphs_point_at_the_cpu_for_the_fake_run():
     _meta_to_cpu(torch, gm)
     assert devices(gm.inner) == ["cpu"]
     assert gm(torch.zeros(2, 3)).device.type == "cpu"
+
+
+def test_tensor_constants_built_on_meta_join_the_fake_cpu_run():
+    """torch.export lifts ``torch.tensor(hidden ** 0.5)`` (Gemma's embedding scale, made on meta)
+    to a graph constant that is neither parameter nor buffer; the fake CPU run met it on meta
+    ("found at least two devices, cpu and meta") and no Generic op of a 4.57 Gemma was
+    characterised (SGD +14.0 % -> +0.53 %)."""
+    from memdesigner.importers._torch_characterise import _fake_cpu_run
+
+    class Scaled(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 4)
+            self.scale = torch.full((4,), 2.0, device="meta")  # a plain attribute: a lifted constant
+
+        def forward(self, x):
+            return self.lin(x) * self.scale
+
+    with torch.device("meta"):
+        root = Scaled()
+    gm = torch.fx.symbolic_trace(root)
+    assert any(n.op == "get_attr" and n.target == "scale" for n in gm.graph.nodes)
+    del gm._buffers["scale"]  # fx registers it as a buffer; torch.export's module keeps a plain attribute
+    gm.scale = torch.full((4,), 2.0, device="meta")
+
+    def x_of(b, device):
+        return torch.empty((b, 4), device=device)
+
+    import memdesigner.importers._torch_characterise as ch
+
+    seen = []
+    real_run = ch._run
+
+    def spy(torch_, g, x, targets, evaluate):
+        seen.append(g.scale.device.type)  # torch 2.14 raised the device mismatch on it
+        return real_run(torch_, g, x, targets, evaluate)
+
+    ch._run = spy
+    try:
+        _fake_cpu_run(torch, gm, x_of, 2, set(), False)
+    finally:
+        ch._run = real_run
+    assert seen == ["cpu"]
+    assert gm.scale.device.type == "meta"  # put back
