@@ -203,6 +203,8 @@ def cmd_estimate(args) -> int:
         return EXIT_USAGE
     if args.format == "json":
         d = rep.to_dict()
+        if getattr(design, "library_versions", None):
+            d["library_versions"] = dict(design.library_versions)
         if contents is not None:
             d["peak_contents"] = contents
         print(json.dumps(d, indent=2))
@@ -224,6 +226,10 @@ def render_table(rep, design, timeline: bool = False) -> str:
     seq = f", {rep.sequence_length:,} tokens" if rep.sequence_length is not None else ""
     lines.append(f"{design.name}: {s['mode']}, batch {s['batch']}{seq}, {s['dtype']}{' + AMP' if s['amp'] else ''}"
                  f"{opt}, {s['backend']} semantics")
+    if getattr(design, "library_versions", None):
+        from memdesigner.model.library_versions import describe
+
+        lines.append(f"follows {describe(design.library_versions)}")
     lines.append("")
     hdr = f"{'layer':<24} {'type':<18} {'output shape':<22} {'params':>12} {'weights':>11} {'activations':>12} {'FLOPs':>12}"
     lines.append(hdr)

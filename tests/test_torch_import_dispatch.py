@@ -178,8 +178,19 @@ TRUTH = {
     EvalOnly: {("inference", "none", 2): 39_952, ("inference", "none", 4): 78_864},
 }
 TOL = {ItemScale: 0.005, RowLoop: 0.03, Branch: 0.005, AutocastOff: 0.005, TgtMask: 0.03, EvalOnly: 0.005, LossInside: 0.005, Unread: 0.005, RoiFill: 0.01}
+TRACED_SINCE = (AutocastOff, LossInside)
 PATH = {ItemScale: "real CPU", RowLoop: "real CPU", Branch: "real CPU", AutocastOff: "fake tensors",
         TgtMask: "real CPU", RoiFill: "real CPU", Unread: "real CPU", LossInside: "fake tensors", EvalOnly: "fake tensors, in eval mode (in training mode the forward does not run"}
+
+
+@pytest.mark.parametrize("cls", TRACED_SINCE, ids=lambda c: c.__name__)
+def test_models_torch_export_traces_now_need_no_dispatch_trace(cls):
+    """torch.export traces these since autocast on meta is a no-op during the trace and lifted
+    constants move to the CPU (importers/_torch_meta_autocast.py, _torch_characterise.py); the
+    estimate tests below hold on that path too."""
+    d = _design(cls)
+    assert not any("dispatch-level trace" in w for w in d.import_warnings)
+    assert d.import_params == sum(p.numel() for p in cls().parameters())
 
 
 @functools.cache
@@ -190,7 +201,7 @@ def _design(cls):
     return from_module(module, SHAPES[cls], rebuild=cls)
 
 
-@pytest.mark.parametrize("cls", list(TRUTH), ids=lambda c: c.__name__)
+@pytest.mark.parametrize("cls", [c for c in TRUTH if c not in TRACED_SINCE], ids=lambda c: c.__name__)
 def test_it_imports_through_the_dispatch_trace_and_says_so(cls):
     d = _design(cls)
     first = d.import_warnings[0]

@@ -7,9 +7,13 @@ from PySide6.QtWidgets import QFileDialog, QInputDialog
 TITLE = "Import Hugging Face config"
 
 
-def ask_and_import(window, path: str | None = None, seq_len: int | None = None, task: str | None = None):
-    """Asks what is not given, then imports off the UI thread through the window's _import."""
-    from memdesigner.importers.hf_config import TASKS, import_file
+def ask_and_import(window, path: str | None = None, seq_len: int | None = None, task: str | None = None,
+                   transformers_major: int | None = None):
+    """Asks what is not given, then imports off the UI thread through the window's _import. The
+    transformers major is the newest unless given (File → Import asks nothing more)."""
+    from memdesigner.importers.hf_config import NEWEST, TASKS, import_file
+
+    major = NEWEST if transformers_major is None else transformers_major
 
     if not window.maybe_save():
         return None
@@ -25,4 +29,5 @@ def ask_and_import(window, path: str | None = None, seq_len: int | None = None, 
         task, ok = QInputDialog.getItem(window, TITLE, "Task:", list(TASKS), 0, False)
         if not ok:
             return None
-    return window._import(lambda: import_file(path, seq_len=seq_len, task=task), "Hugging Face config")
+    return window._import(lambda: import_file(path, seq_len=seq_len, task=task, transformers_major=major),
+                          "Hugging Face config")

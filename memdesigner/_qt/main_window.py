@@ -526,10 +526,11 @@ class MainWindow(QMainWindow):
                 return
         self._import(lambda: hooks.import_onnx(path, shape), "ONNX")
 
-    def import_hf(self, path: str | None = None, seq_len: int | None = None, task: str | None = None):
+    def import_hf(self, path: str | None = None, seq_len: int | None = None, task: str | None = None,
+                  transformers_major: int | None = None):
         from memdesigner._qt.import_hf import ask_and_import
 
-        return ask_and_import(self, path, seq_len, task)
+        return ask_and_import(self, path, seq_len, task, transformers_major)
 
     def _import(self, fn, what: str):
         """Off the UI thread with progress and Cancel (_qt/jobs.py); the result lands laid out."""

@@ -261,7 +261,7 @@ class StartView(QFrame):
         if t.build is None:
             path = resources.files("memdesigner.resources").joinpath("examples", "hf", t.hf_config)
             with resources.as_file(path) as p:
-                win.import_hf(str(p), seq_len=t.seq_len, task="causal-lm")
+                win.import_hf(str(p), seq_len=t.seq_len, task="causal-lm", transformers_major=t.transformers_major)
             return
         from memdesigner._qt.opened_settings import opened_settings
 

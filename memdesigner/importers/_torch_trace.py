@@ -8,6 +8,8 @@ import operator
 
 from memdesigner.importers._torch_coin_flips import coin_flips_run_everything
 from memdesigner.importers._torch_finfo import finfo_of_traced_dtypes
+from memdesigner.importers._torch_hf_masks import eager_hf_masks
+from memdesigner.importers._torch_meta_autocast import autocast_on_meta_is_off
 from memdesigner.importers._torch_root_call import one_input_forward
 from memdesigner.importers._torch_values import META_BATCH, TorchImportError
 from memdesigner.model import registry
@@ -162,6 +164,12 @@ def _factories_on_traced_sizes(torch):
 
 
 def _trace(torch, module, example=None):
+    # rotary embeddings on meta (transformers 4.57); transformers 5's masks as eager makes them
+    with autocast_on_meta_is_off(torch), eager_hf_masks():
+        return _trace_either(torch, module, example)
+
+
+def _trace_either(torch, module, example=None):
     import torch.fx
 
     try:

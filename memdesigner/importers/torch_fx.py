@@ -54,6 +54,7 @@ from memdesigner.importers._torch_values import (
     Val,
     _State,
 )
+from memdesigner.importers._torch_versions import versions_ran_under
 from memdesigner.model.blocks import fold_repeats
 from memdesigner.model.design import Design
 from memdesigner.model.registry import LayerError
@@ -139,6 +140,7 @@ def from_module(module, input_shape, input_dtype: str = "float", name: str | Non
         st.warnings.insert(0, dispatched)
     design.import_warnings = st.warnings
     design.param_order = param_order(module, st.param_owner, design.nodes)
+    design.library_versions = versions_ran_under(torch)
     return fold_repeats(design)  # repeated identical children open as one block ×N
 
 

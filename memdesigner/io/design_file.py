@@ -170,6 +170,7 @@ def design_from_dict(data, source: str = "design") -> Design:
     d.settings = dict(data.get("settings", {}))
     d.description = data.get("description", "")
     d.param_order = list(data.get("param_order", ()))
+    d.library_versions = dict(data.get("library_versions", {}))
     for i, nd in enumerate(data["nodes"]):
         where = f"nodes[{i}]"
         if nd["id"] in d.nodes:
@@ -288,6 +289,8 @@ def design_to_dict(d: Design) -> dict:
         out["settings"] = dict(d.settings)
     if getattr(d, "param_order", None):
         out["param_order"] = list(d.param_order)
+    if getattr(d, "library_versions", None):
+        out["library_versions"] = dict(d.library_versions)
     nodes = [node_to_dict(n) for n in d.nodes.values()]
     out["nodes"] = nodes
     out["edges"] = [edge_to_dict(e) for e in d.edges]

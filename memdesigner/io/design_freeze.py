@@ -22,6 +22,7 @@ class Frozen:
     param_order: list
     nodes: list  # the nodes' attribute dicts, in order (props and tied copied)
     edges: list
+    library_versions: dict
 
 
 def freeze(d: Design) -> Frozen:
@@ -36,7 +37,8 @@ def freeze(d: Design) -> Frozen:
             a["tied"] = a["tied"].copy()
         add(a)
     return Frozen(d.name, d.channels_last, getattr(d, "description", ""), dict(d.settings),
-                  list(d.param_order or ()), nodes, list(d.edges))
+                  list(d.param_order or ()), nodes, list(d.edges),
+                  dict(getattr(d, "library_versions", None) or {}))
 
 
 def thaw(f: Frozen) -> Design:
@@ -47,6 +49,7 @@ def thaw(f: Frozen) -> Design:
         d.description = f.description
     d.settings = dict(f.settings)
     d.param_order = list(f.param_order)
+    d.library_versions = dict(f.library_versions)
     new = object.__new__
     nodes = {}
     for a in f.nodes:

@@ -84,6 +84,7 @@ class Design:
         self.settings: dict = {}
         self.blocks: dict = {}  # name -> model.blocks.BlockDef (instances are "Block" nodes)
         self.param_order: list = []  # "node name.param" in model.parameters() order (engine/param_order.py)
+        self.library_versions: dict = {}  # library -> version the graph follows (torch import, HF config)
         self._listeners: list[Callable[[str, Any], None]] = []
         self._counter = itertools.count(1)
 
@@ -379,6 +380,7 @@ class Design:
         d = Design(self.name, self.channels_last)
         d.settings = dict(self.settings)
         d.param_order = self.param_order
+        d.library_versions = self.library_versions
         d.nodes = {nid: _node_copy(n) for nid, n in self.nodes.items()}
         d.edges = list(self.edges)
         return d

@@ -18,6 +18,7 @@ class Template:
     build: Callable[[], Design] | None  # None: made by an importer (hf_config names the file)
     hf_config: str = ""  # resources/examples/hf/<file>: imported with import hf
     seq_len: int = 0
+    transformers_major: int | None = None  # hf_config: the transformers major it follows (None: the newest)
 
 
 def _chain(d: Design, start: str, steps) -> str:

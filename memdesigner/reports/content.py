@@ -75,6 +75,7 @@ class ReportContent:
     warnings: list[str] = field(default_factory=list)
     generated: str = ""
     version: str = ""
+    libraries: str = ""  # the library versions the graph follows (model/library_versions.py)
 
     @property
     def params(self) -> int:
@@ -101,6 +102,9 @@ def collect(design: Design, settings: Settings | None = None, device: Device | N
     settings = settings or Settings()
     if device is not None and settings.backend != device.kind:
         settings = settings.with_(backend=device.kind)
+    from memdesigner.model.library_versions import describe
+
+    libraries = describe(getattr(design, "library_versions", None) or {})
     design = expand(design)  # the flat network (model/blocks.py)
     an = analyze(design)
     rep = estimate(design, settings, device=device, analysis=an, max_batch=max_batch and device is not None)
@@ -126,7 +130,7 @@ def collect(design: Design, settings: Settings | None = None, device: Device | N
         peak_layer_name=peak_node.name if peak_node else (rep.peak_layer or ""),
         timeline_svg=encodable(timeline_svg(rep, design, width=1080)), graph_png=graph_png,
         suggestions=suggestions_for(design, settings, device, rep), warnings=list(rep.warnings),
-        generated=now.strftime("%Y-%m-%d %H:%M UTC"), version=__version__,
+        generated=now.strftime("%Y-%m-%d %H:%M UTC"), version=__version__, libraries=libraries,
     )
 
 

@@ -64,7 +64,8 @@ def render_markdown(c: ReportContent, images: str = "inline", stem: str = "repor
     L += [f"> Live tensors peak at **{fmt.format_bytes(r.peak_bytes, 2)}** ({fmt.exact(r.peak_bytes)}){where}.", ""]
 
     L += ["## Network", ""]
-    net = [["Name", md(c.design_name)], ["Layers", str(c.layer_count)],
+    net = [["Name", md(c.design_name)], *([["Follows", md(c.libraries)]] if c.libraries else []),
+           ["Layers", str(c.layer_count)],
            ["Parameters", f"{r.params:,} ({fmt.format_bytes(r.param_bytes)}"
             + (f"; buffers {fmt.format_bytes(r.buffer_bytes)}" if r.buffer_bytes else "") + ")"],
            ["Weights", fmt.exact(r.param_bytes)], ["Forward FLOPs", f"{fmt.format_flops(r.flops)} for the batch"],

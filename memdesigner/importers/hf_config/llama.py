@@ -6,6 +6,7 @@ by their module paths so that parameter counts, peft targets and --freeze prefix
 from __future__ import annotations
 
 from memdesigner.importers.hf_config._graph import Builder, HfConfigError
+from memdesigner.importers.hf_config.versions import NEWEST, check_major, default_attention, sdpa_mask_materialised
 
 # model_type -> the config class's defaults that matter to the graph
 DEFAULTS = {
@@ -99,7 +100,9 @@ def _act(name: str) -> tuple[str, dict]:
     raise HfConfigError(f"hidden_act: {name!r} is not supported (silu, gelu, gelu_pytorch_tanh, relu)")
 
 
-def build(config: dict, *, seq_len: int, task: str) -> object:
+def build(config: dict, *, seq_len: int, task: str, transformers_major: int = NEWEST) -> object:
+    """The design transformers ``transformers_major`` (4 or 5) builds from the config (see versions)."""
+    major = check_major(transformers_major)
     c = resolve(config)
     mt = c["model_type"]
     h, heads, kvh, hd = c["hidden_size"], c["num_attention_heads"], c["num_key_value_heads"], c["head_dim"]
@@ -111,13 +114,13 @@ def build(config: dict, *, seq_len: int, task: str) -> object:
               scope="model/model.embed_tokens", keep_until="model.norm")  # inputs_embeds: a local of forward
     if mt in ("gemma", "gemma2"):
         x = b.add("model.embed_scale", "Scale", {"factor": float(h) ** 0.5}, [x], scope="model")
-    # transformers builds a bool mask for sdpa only when is_causal cannot stand for it: a sliding
-    # window no longer than the sequence (masking_utils._ignore_causal_mask_sdpa)
+    # transformers 5 builds a bool mask for sdpa only when is_causal cannot stand for it: a sliding
+    # window no longer than the sequence (masking_utils._ignore_causal_mask_sdpa); 4.x always (versions.py)
     windows = {lt: (c.get("sliding_window") if lt == "sliding_attention" else None) for lt in set(c["layer_types"])}
-    eager = mt == "gemma2"  # Gemma2 does not support sdpa (softcapping): eager attention, float masks
+    eager = default_attention(mt, major) == "eager"  # Gemma2 under 5.x (softcapping): eager, float masks
     masks = {}
     for lt, w in sorted(windows.items()):
-        if eager or (w and seq_len >= w):
+        if eager or sdpa_mask_materialised(major, w, seq_len):
             masks[lt] = b.add(f"model.{lt}_mask", "CausalMask",
                               {"sliding_window": int(w or 0), "dtype": "float" if eager else "bool"}, [ids],
                               scope="model")

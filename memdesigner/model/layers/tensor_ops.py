@@ -551,7 +551,8 @@ def _generic_mem(m):
         tb_bwd = p["bwd_temp_bytes_per_sample"] * m.batch + p["bwd_temp_bytes_fixed"]
         bwd = [T(tb_bwd, "uint8", "storages that live and die inside its backward (traced)")] if tb_bwd > 0 else []
     st = tuple(p["out_strides"])
-    strides = [st] if (st and isinstance(out, T) and len(st) == len(m.out_shapes[0])) else None
+    # a new output laid out otherwise, or a view whose strides are not the input's (an expand's 0s)
+    strides = [st] if (st and len(st) == len(m.out_shapes[0])) else None
     if m.training:
         tb = p["temp_bytes_per_sample"] * m.batch + p["temp_bytes_fixed"]
         if not m.records:  # what the recording run saved is made and dropped without autograd
@@ -592,7 +593,8 @@ Generic = register(LayerType(
            Prop("alias_input", "int", -1, min=-1, doc="traced: the output is a view of this input (-1: new)"),
            Prop("batch_free", "bool", False, doc="traced: the output has out_elems elements whatever the batch"),
            Prop("out_elems", "int", 0, min=0, doc="traced, batch_free: the output's elements"),
-           Prop("out_strides", "ints", (), doc="traced: the output's strides when it is not contiguous"),
+           Prop("out_strides", "ints", (), doc="traced: the output's strides when it is not contiguous "
+                                                "(a view's too: an expand's are 0 on the broadcast dims)"),
            Prop("temp_bytes_per_sample", "int", 0, min=0, doc="traced: bytes alive only inside the op, per sample"),
            Prop("temp_bytes_fixed", "int", 0, min=0, doc="traced: bytes alive only inside the op, whatever the batch"),
            Prop("eval_alias_input", "int", -1, min=-1, doc="traced in eval mode: the output is a view of this input"),
