@@ -21,12 +21,12 @@ class EncoderAttention(nn.Module):
     """BERT's self-attention as transformers 4.57 writes it without a padding mask: q, k, v are
     ``view(B, T, H, D).transpose(1, 2)`` of separate linears (``contiguous``: copied first)."""
 
-    def __init__(self, e=64, h=4, p=0.1, causal=False, contiguous=False):
+    def __init__(self, e=64, h=4, p=0.1, causal=False, contiguous=False, mask=None):
         super().__init__()
         self.h, self.p, self.causal, self.contiguous = h, p, causal, contiguous
         self.q, self.k, self.v, self.o = (nn.Linear(e, e) for _ in range(4))
 
-    def forward(self, x):
+    def forward(self, x, mask=None):
         b, t, e = x.shape
 
         def heads(y):
@@ -34,7 +34,7 @@ class EncoderAttention(nn.Module):
             return y.contiguous() if self.contiguous else y
 
         a = F.scaled_dot_product_attention(heads(self.q(x)), heads(self.k(x)), heads(self.v(x)),
-                                           dropout_p=self.p if self.training else 0.0, is_causal=self.causal)
+                                           attn_mask=mask, dropout_p=self.p if self.training else 0.0, is_causal=self.causal)
         return self.o(a.transpose(1, 2).reshape(b, t, e))
 
 
@@ -44,12 +44,18 @@ class Encoder(nn.Module):
         self.emb = nn.Embedding(128, 64)
         self.attn = nn.ModuleList(EncoderAttention(**kw) for _ in range(2))
         self.ln = nn.ModuleList(nn.LayerNorm(64) for _ in range(2))
+        self.mask = kw.get("mask")
         self.truth_input = ("tokens", 128)
 
     def forward(self, ids):
         x = self.emb(ids)
+        mask = None
+        if self.mask == "float":  # BERT's extended mask: (B, 1, 1, T), 0 or the dtype's minimum
+            mask = (1.0 - (ids > 3).float())[:, None, None, :] * torch.finfo(x.dtype).min
+        elif self.mask == "bool":
+            mask = (ids > 3)[:, None, None, :]
         for a, ln in zip(self.attn, self.ln):
-            x = ln(x + a(x))
+            x = ln(x + a(x, mask))
         return x
 
 
@@ -78,3 +84,14 @@ def test_sdpa_dropout_takes_math_path_on_cpu_measured(kw):
                          ids=["train", "inference"])
 def test_sdpa_without_dropout_keeps_flash_path_measured(mode):
     _check({"p": 0.0}, mode)
+
+
+@pytest.mark.parametrize("mode", [{"mode": "train", "optimizer": "sgd"}, {"mode": "inference", "optimizer": "none"}],
+                         ids=["train", "inference"])
+@pytest.mark.parametrize("kw", [{"mask": "float"}, {"mask": "bool"}, {"mask": "float", "p": 0.0},
+                                {"mask": "bool", "p": 0.0}], ids=["float", "bool", "float-flash", "bool-flash"])
+def test_sdpa_with_a_padding_mask_is_the_layer_measured(kw, mode):
+    """A (B, 1, 1, T) mask (BERT's; transformers 4.57 materialises it when traced) maps to the
+    layer: math path with dropout in training (a bool mask made float first, alive to the end),
+    flash otherwise (which keeps the float mask for backward)."""
+    _check(kw, mode)

@@ -272,8 +272,9 @@ def _sdpa_shape(c):
         raise LayerError("inputs", f"q {fmt(q)}, k {fmt(k)}, v {fmt(v)} do not match")
     if len(c.inputs) > 3:
         mk = c.inputs[3].shape
-        if len(mk) != 3 or mk[-2:] != (q[1], k[1]) or mk[0] not in (1, q[0]):
-            raise LayerError("inputs", f"attn_mask {fmt(mk)} does not fit (heads or 1, {q[1]}, {k[1]})")
+        # broadcast over heads and queries: a padding mask (1, 1, keys), a causal one (1, L, S)
+        if len(mk) != 3 or mk[2] != k[1] or mk[1] not in (1, q[1]) or mk[0] not in (1, q[0]):
+            raise LayerError("inputs", f"attn_mask {fmt(mk)} does not fit (heads or 1, {q[1]} or 1, {k[1]})")
     return [TensorSpec(q[:-1] + (v[-1],))]
 
 
@@ -309,7 +310,7 @@ def _sdpa_math_dropout(m):
         saved += [T(k, dt, "k.to(float32)"), T(v, dt, "v.to(float32)")]
         temps.append(T(b * h * n * dv, dt, "float32 output before the cast back"))
         return OpMem(outputs=[T(b * h * n * dv, out_dt, "output")], out_dtypes=[out_dt], temps=temps, saved=saved,
-                     grad_in=["new"] * 3, bwd_temps=[T(sc, dt, "score gradients")] * 2)
+                     grad_in=_grads(m), bwd_temps=[T(sc, dt, "score gradients")] * 2)
     q_copy, k_copy = not m.viewable(0, (b * h, n, d)), not m.viewable(1, (b * h, s, d))
     saved = [T(q, dt, "q * sqrt(scale)" + (", contiguous for bmm" if q_copy else "")),
              T(k, dt, "k^T * sqrt(scale)" + (", contiguous for bmm" if k_copy else "")),
@@ -319,8 +320,11 @@ def _sdpa_math_dropout(m):
     temps = [T(k if k_copy else q, dt, "scaled operand before its copy for bmm")] if q_copy or k_copy else []
     if m.props["causal"]:
         temps.append(T(n * s, dt, "causal mask (float)"))
+    if len(m.in_shapes) > 3 and m.in_dtypes[3] == "bool":  # convert_boolean_attn_mask: where(mask, 0, -inf)
+        temps.append(T(m.in_elems(3), dt, "float mask made from the bool one"))
     return OpMem(outputs=[T(b * h * n * dv, out_dt, "output")], out_dtypes=[out_dt], temps=temps, saved=saved,
-                 grad_in=["stage", "new", "new"], bwd_stages=_sdpa_math_stages(m, dt, q, k, v, sc),
+                 grad_in=["stage", "new", "new"] + [None] * (len(m.in_shapes) - 3),
+                 bwd_stages=_sdpa_math_stages(m, dt, q, k, v, sc),
                  grad_out_stands_in=True)
 
 
