@@ -73,3 +73,27 @@ def test_weights_computed_in_forward_are_counted_measured(mode):
     for ph in ("forward", "backward"):  # (Adam's step of a Generic node's parameters: see the report)
         if ph in res["phase_peaks"]:
             assert rep.phase_peaks[ph] == pytest.approx(res["phase_peaks"][ph], abs=512), ph
+
+
+class WideStdConv(nn.Module):
+    """One standardised convolution whose weight outweighs its activations: the inference peak is
+    the computed weight beside the parameters (a view of the parameter, made below autograd,
+    must not count as a second copy)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = StdConv(128, 256, 3, padding=1)
+
+    def forward(self, x):
+        return self.conv(x)
+
+
+def test_computed_weight_is_one_transient_in_inference_measured():
+    s = Settings(backend="cpu", batch=1, mode="inference", optimizer="none")
+    res = _builtin_measure(lambda: (WideStdConv(), (128, 4, 4)), s, "cpu", "sgd", 2, 0)
+    rep = memdesigner.estimate(from_module(WideStdConv(), (128, 4, 4)), s)
+    w = 256 * 128 * 9 * 4
+    # parameters (weight, gain, bias), the input, the standardised weight, the output (without grad
+    # batch_norm's mean / invstd and the gain * scale product are gone by the convolution)
+    assert res["peak_bytes"] == w + 2 * 256 * 4 + 128 * 16 * 4 + w + 256 * 16 * 4
+    assert rep.peak_bytes == pytest.approx(res["peak_bytes"], abs=512)

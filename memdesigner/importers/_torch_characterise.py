@@ -141,7 +141,11 @@ def _run(torch, gm, x, targets: set, evaluate: bool = False) -> dict:
                 saved.append(t)
                 return t
 
-            live = _LiveBytes(torch, [v for v in self.env.values() if isinstance(v, torch.Tensor)])
+            # parameters and buffers are alive anyway: below autograd a view of one (weight.reshape
+            # in a module that standardises its weight) has no ``_base`` to tell
+            mod = self.fetch_attr(n.target) if n.op == "call_module" else None
+            own = [*mod.parameters(), *mod.buffers()] if mod is not None else []
+            live = _LiveBytes(torch, [v for v in self.env.values() if isinstance(v, torch.Tensor)] + own)
             with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), live:
                 out = getattr(self, n.op)(n.target, args, kwargs)
             ins = {a: self.env[a] for a in n.all_input_nodes if a in self.env}
