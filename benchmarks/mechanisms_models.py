@@ -4,6 +4,8 @@ mechanism PyTorch confirms, on a model nobody here wrote or in plain torch as pe
 * SDPA backend selection on the CPU: dropout_p > 0 in training takes the math path (scaled q / k,
   probabilities, dropout noise and dropped probabilities kept per layer); a padding mask
   (transformers 4.57 materialises BERT's when traced) maps to the layer.
+* Generic nodes of a torch.export graph built on meta: lifted tensor constants on meta made the
+  fake CPU characterisation fail (transformers 4.57 BERT), so every Generic node went untraced.
 * Weights re-parametrised in every forward: timm's NF-ResNet (ScaledStdConv2d standardises its
   weight through F.batch_norm), the same in plain torch with a hand-written weight norm.
 
@@ -142,6 +144,8 @@ CASES = {
     "nanogpt_dropout-sgd-b4": Case(nanogpt_dropout, batch=4),
     "hf_bert_mlm_nopad-adamw-b4": Case(_named(_hf_text("BertForMaskedLM", "BertConfig", "ids", 0, seq=64, **_BERT),
                                               "bert_mlm_nopad"), optimizer="adamw", batch=4),
+    "hf_bert_mlm_nopad-infer-b4": Case(_named(_hf_text("BertForMaskedLM", "BertConfig", "ids", 0, seq=64, **_BERT),
+                                              "bert_mlm_nopad"), mode="inference", optimizer=None, batch=4),
     "hf_bert_cls_pad-sgd-b4": Case(_named(_hf_text("BertForSequenceClassification", "BertConfig", "class", 5, seq=64,
                                                    **_BERT), "bert_cls_pad"), batch=4),
     "nf_cnn-sgd-b2": Case(nf_cnn),

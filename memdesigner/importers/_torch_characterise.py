@@ -243,6 +243,20 @@ def _meta_to_cpu(torch, gm) -> None:
             changed = True
     if changed:
         gm.recompile()
+    # tensor constants torch.export lifted (get_attr ``_tensor_constant0``, ``lifted_tensor_0``):
+    # made on meta with the module, they would meet CPU tensors in the fake run
+    owned = {id(t) for t in gm.parameters()} | {id(t) for t in gm.buffers()}
+    for n in gm.graph.nodes:
+        if n.op != "get_attr":
+            continue
+        owner, _, attr = str(n.target).rpartition(".")
+        try:
+            mod = gm.get_submodule(owner) if owner else gm
+            t = getattr(mod, attr)
+        except AttributeError:
+            continue
+        if isinstance(t, torch.Tensor) and t.device == meta and id(t) not in owned:
+            setattr(mod, attr, torch.zeros(t.shape, dtype=t.dtype, device="cpu"))
 
 
 def _meta_run(torch, gm, x_of_batch, b, targets, evaluate=False):
