@@ -21,7 +21,7 @@ class EncoderAttention(nn.Module):
     """BERT's self-attention as transformers 4.57 writes it without a padding mask: q, k, v are
     ``view(B, T, H, D).transpose(1, 2)`` of separate linears (``contiguous``: copied first)."""
 
-    def __init__(self, e=64, h=4, p=0.1, causal=False, contiguous=False, mask=None):
+    def __init__(self, e=64, h=4, p=0.1, causal=False, contiguous=False, mask=None, frozen=False):
         super().__init__()
         self.h, self.p, self.causal, self.contiguous = h, p, causal, contiguous
         self.q, self.k, self.v, self.o = (nn.Linear(e, e) for _ in range(4))
@@ -45,6 +45,10 @@ class Encoder(nn.Module):
         self.attn = nn.ModuleList(EncoderAttention(**kw) for _ in range(2))
         self.ln = nn.ModuleList(nn.LayerNorm(64) for _ in range(2))
         self.mask = kw.get("mask")
+        self.head = nn.Linear(64, 64) if kw.get("frozen") else None
+        if self.head is not None:  # a frozen encoder in train mode: only the head learns
+            for p in [*self.emb.parameters(), *self.attn.parameters(), *self.ln.parameters()]:
+                p.requires_grad_(False)
         self.truth_input = ("tokens", 128)
 
     def forward(self, ids):
@@ -56,7 +60,7 @@ class Encoder(nn.Module):
             mask = (ids > 3)[:, None, None, :]
         for a, ln in zip(self.attn, self.ln):
             x = ln(x + a(x, mask))
-        return x
+        return self.head(x) if self.head is not None else x
 
 
 SEQ = 48  # longer than the head size: the scores outweigh q, k, v
@@ -74,8 +78,9 @@ def _check(kw, mode):
         assert rep.phase_peaks[ph] == b, ph
 
 
-@pytest.mark.parametrize("kw", [{}, {"causal": True}, {"contiguous": True}, {"contiguous": True, "causal": True}],
-                         ids=["views", "views-causal", "contiguous", "contiguous-causal"])
+@pytest.mark.parametrize("kw", [{}, {"causal": True}, {"contiguous": True}, {"contiguous": True, "causal": True},
+                                {"frozen": True}, {"frozen": True, "contiguous": True}],
+                         ids=["views", "views-causal", "contiguous", "contiguous-causal", "frozen", "frozen-contiguous"])
 def test_sdpa_dropout_takes_math_path_on_cpu_measured(kw):
     _check(kw, {"mode": "train", "optimizer": "sgd"})
 

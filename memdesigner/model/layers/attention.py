@@ -328,6 +328,30 @@ def _sdpa_math_dropout(m):
                  grad_out_stands_in=True)
 
 
+def _sdpa_math_dropout_no_grad(m):
+    """The math path with dropout on inputs that need no gradient (a frozen encoder in train
+    mode), measured: each tensor dies once read. Its moments: the scaled q and k (and their
+    copies for bmm) beside the scores; the probabilities, noise and dropped probabilities (with
+    the scaled operand that lives on); the dropped probabilities, v's copy and the output."""
+    b, h, n, d = m.in_shapes[0]
+    s = m.in_shapes[1][2]
+    dv = m.in_shapes[2][3]
+    dt = m.amp or m.float_in
+    nb = lambda x: T(x, dt).nbytes  # noqa: E731
+    q, k, sc, out = nb(b * h * n * d), nb(b * h * s * d), nb(b * h * n * s), nb(b * h * n * dv)
+    q_copy, k_copy = not m.viewable(0, (b * h, n, d)), not m.viewable(1, (b * h, s, d))
+    lives_on = k  # one scaled operand (or its copy) lives to the end either way
+    v_copy = 0 if m.viewable(2, (b * h, s, dv)) else nb(b * h * s * dv)
+    moments = [q + k + (q if q_copy else 0) + (k if k_copy else 0) + sc, 3 * sc + lives_on,
+               sc + lives_on + v_copy + out]
+    temps = [T(max(max(moments) - out, 0), "uint8", "the math path's largest moment (nothing kept)")]
+    if m.props["causal"]:
+        temps.append(T(n * s, dt, "causal mask (float)"))
+    if len(m.in_shapes) > 3 and m.in_dtypes[3] == "bool":
+        temps.append(T(m.in_elems(3), dt, "float mask made from the bool one"))
+    return OpMem(outputs=[T(b * h * n * dv, dt, "output")], out_dtypes=[dt], temps=temps, grad_in=_grads(m))
+
+
 def _sdpa_math_stages(m, dt, q, k, v, sc):
     """The math path's backward node by node (measured): bmm makes the v and dropped-probability
     gradients (the incoming gradient and the dropped probabilities die), dropout's backward (the
@@ -363,8 +387,11 @@ def _sdpa_dropout_math_mem(m, out, dt):
 
 
 def _sdpa_mem(m):
-    if m.records and m.training and m.props.get("dropout", 0.0) > 0 and m.backend == "cpu":
-        return _sdpa_math_dropout(m)
+    if m.training and m.props.get("dropout", 0.0) > 0 and m.backend == "cpu":
+        if m.records:
+            return _sdpa_math_dropout(m)
+        if (m.amp or m.float_in) not in ("bfloat16", "float16"):
+            return _sdpa_math_dropout_no_grad(m)
     b, h, n, d = m.in_shapes[0]
     s = m.in_shapes[1][2]
     dt = m.amp or m.float_in
