@@ -22,6 +22,12 @@ def _sid(t):
         return id(t)
 
 
+def _of_param(t) -> bool:
+    """A parameter or a view of one (``weight.reshape(...)`` inside a module): alive anyway."""
+    base = t._base if t._base is not None else t
+    return base.is_leaf and base.requires_grad
+
+
 def _storage_bytes(t) -> int:
     try:
         return t.untyped_storage().nbytes()
@@ -58,7 +64,7 @@ def _live_bytes_mode(torch):
             for t in tree_leaves(out):
                 if isinstance(t, self.torch.Tensor):
                     sid = _sid(t)
-                    if sid not in self.known:
+                    if sid not in self.known and not _of_param(t):
                         try:
                             nb = t.untyped_storage().nbytes()
                         except Exception:  # noqa: BLE001
@@ -137,7 +143,11 @@ def _run(torch, gm, x, targets: set, evaluate: bool = False) -> dict:
                 saved.append(t)
                 return t
 
-            live = _LiveBytes(torch, [v for v in self.env.values() if isinstance(v, torch.Tensor)])
+            # parameters and buffers are alive anyway: below autograd a view of one (weight.reshape
+            # in a module that standardises its weight) has no ``_base`` to tell
+            mod = self.fetch_attr(n.target) if n.op == "call_module" else None
+            own = [*mod.parameters(), *mod.buffers()] if mod is not None else []
+            live = _LiveBytes(torch, [v for v in self.env.values() if isinstance(v, torch.Tensor)] + own)
             with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), live:
                 out = getattr(self, n.op)(n.target, args, kwargs)
             ins = {a: self.env[a] for a in n.all_input_nodes if a in self.env}
@@ -359,6 +369,15 @@ def _scaled(torch, r2):
     return ins, grow(out), [grow(t) for t in saved], temp * k // 2, None if bwd is None else bwd * k // 2
 
 
+def _fixed_temp(temp2: int, temp3: int) -> int:
+    """The batch-free part of a transient seen at batch 2 and 3. A transient does not shrink as
+    the batch grows: a smaller one at batch 3 means batch 2's also held a storage that was not
+    the op's (a weak reference not yet cleared), so batch 3's is the fixed part."""
+    if temp3 < temp2:
+        return temp3
+    return max(temp2 - 2 * (temp3 - temp2), 0)
+
+
 def _describe(torch, in_nodes, r2, r3):
     ins2, out2, saved2, temp2, bwd2 = r2
     _, out3, saved3, temp3, bwd3 = r3
@@ -381,7 +400,7 @@ def _describe(torch, in_nodes, r2, r3):
         elif s == out_sid:
             if -1 not in saved_inputs:
                 saved_inputs.append(-1)  # the output itself
-        elif (t.is_leaf and t.requires_grad) or s in arg_sids:
+        elif _of_param(t) or s in arg_sids:
             continue  # a parameter (or a view of one): alive anyway
         elif s not in counted:
             # memory is per storage: one kept by several ops (softmax's output saved by it and by
@@ -399,7 +418,7 @@ def _describe(torch, in_nodes, r2, r3):
     if not out2.is_contiguous():
         strides = tuple(int(x) for x in out2.stride())
     return {"out_strides": strides, "temp_bytes_per_sample": max(temp3 - temp2, 0),
-            "temp_bytes_fixed": max(temp2 - 2 * (temp3 - temp2), 0), "traced": True, "saved_inputs": ",".join(str(i) for i in saved_inputs),
+            "temp_bytes_fixed": _fixed_temp(temp2, temp3), "traced": True, "saved_inputs": ",".join(str(i) for i in saved_inputs),
             "saved_bytes_per_sample": max(per, 0), "saved_bytes_fixed": max(fixed, 0),
             # a + b * batch may be negative at batch 1 (a fixed-size weight gradient among them)
             "bwd_traced": bwd2 is not None and bwd3 is not None,

@@ -220,10 +220,18 @@ def _map(st: _State, gm, fxn):
         return _map_upsample(st, fxn, x, _arg(fxn, 2, "scale_factor"), _arg(fxn, 3, "mode", "nearest"))
     if name == "scaled_dot_product_attention":
         q, k, v = args[0], args[1], args[2]
-        if not all(isinstance(t, Val) and t.identity for t in (q, k, v)) or _arg(fxn, 3, "attn_mask") is not None:
-            return _generic(st, fxn, name, [t for t in (q, k, v) if isinstance(t, Val)], "mask or layout")
+        p = _arg(fxn, 4, "dropout_p", 0.0)
+        mask = _v(st, _arg(fxn, 3, "attn_mask"))
+        # a mask the layer takes: batch first, (heads or 1, queries or 1, keys) per sample
+        mask_ok = mask is None or (isinstance(mask, Val) and mask.identity and len(mask.spec.shape) == 3)
+        if not all(isinstance(t, Val) and t.identity for t in (q, k, v)) or not mask_ok \
+                or not isinstance(p, (int, float)):
+            return _generic(st, fxn, name, [t for t in (q, k, v, mask) if isinstance(t, Val)], "mask, layout or dropout")
+        # dropout_p as traced in train mode (fx bakes ``p if self.training else 0.0``): it picks
+        # the CPU's math path in training, so the layer must know it
         return _single(st, fxn, "ScaledDotProductAttention",
-                       {"kernel": "fused", "causal": bool(_arg(fxn, 5, "is_causal", False))}, [q, k, v])
+                       {"kernel": "fused", "causal": bool(_arg(fxn, 5, "is_causal", False)), "dropout": float(p)},
+                       [q, k, v] + ([mask] if mask is not None else []))
     if name == "linear" and len(args) > 1 and isinstance(args[1], ParamVal) and len(args[1].shape) == 2:
         w = args[1]
         b = args[2] if len(args) > 2 else _v(st, fxn.kwargs.get("bias"))

@@ -10,6 +10,7 @@ from memdesigner.importers._torch_coin_flips import coin_flips_run_everything
 from memdesigner.importers._torch_finfo import finfo_of_traced_dtypes
 from memdesigner.importers._torch_hf_masks import eager_hf_masks
 from memdesigner.importers._torch_meta_autocast import autocast_on_meta_is_off
+from memdesigner.importers._torch_reparam import weight_recomputing_modules
 from memdesigner.importers._torch_root_call import one_input_forward
 from memdesigner.importers._torch_values import META_BATCH, TorchImportError
 from memdesigner.model import registry
@@ -57,15 +58,16 @@ def _whole_modules() -> dict:
     return {cls: lt for lt in registry.all_types() if lt.from_torch for cls in lt.torch_ops}
 
 
-def _tracer(torch):
-    """fx's tracer, keeping the modules a registration maps whole (a MoE block) as leaves."""
+def _tracer(torch, leaves=frozenset()):
+    """fx's tracer, keeping the modules a registration maps whole (a MoE block) and the named
+    ``leaves`` (qualified names) as leaves."""
     import torch.fx
 
     whole = _whole_modules()
 
     class _Tracer(torch.fx.Tracer):
         def is_leaf_module(self, m, qualname):
-            return type(m).__name__ in whole or super().is_leaf_module(m, qualname)
+            return type(m).__name__ in whole or qualname in leaves or super().is_leaf_module(m, qualname)
 
     return _Tracer()
 
@@ -163,6 +165,16 @@ def _factories_on_traced_sizes(torch):
     return patched()
 
 
+def _fx_trace(torch, module, leaves=frozenset()):
+    # stack traces let the mapping see the source line ("out += identity" is in place)
+    tracer = _tracer(torch, leaves)
+    tracer.record_stack_traces = True
+    tracer.proxy_buffer_attributes = True  # self.mask[:t, :t] with a traced t
+    with _custom_functions_as_calls(torch), _factories_on_traced_sizes(torch), finfo_of_traced_dtypes(torch), \
+            one_input_forward(module), coin_flips_run_everything(torch):
+        return tracer, tracer.trace(module)
+
+
 def _trace(torch, module, example=None):
     # rotary embeddings on meta (transformers 4.57); transformers 5's masks as eager makes them
     with autocast_on_meta_is_off(torch), eager_hf_masks():
@@ -173,13 +185,10 @@ def _trace_either(torch, module, example=None):
     import torch.fx
 
     try:
-        # stack traces let the mapping see the source line ("out += identity" is in place)
-        tracer = _tracer(torch)
-        tracer.record_stack_traces = True
-        tracer.proxy_buffer_attributes = True  # self.mask[:t, :t] with a traced t
-        with _custom_functions_as_calls(torch), _factories_on_traced_sizes(torch), finfo_of_traced_dtypes(torch), \
-                one_input_forward(module), coin_flips_run_everything(torch):
-            graph = tracer.trace(module)
+        tracer, graph = _fx_trace(torch, module)
+        leaves = weight_recomputing_modules(module, graph)
+        if leaves:
+            tracer, graph = _fx_trace(torch, module, frozenset(leaves))
         return torch.fx.GraphModule(tracer.root, graph, type(module).__name__)
     except Exception as fx_err:  # noqa: BLE001 - data-dependent control flow and friends
         try:

@@ -272,17 +272,21 @@ def _sdpa_shape(c):
         raise LayerError("inputs", f"q {fmt(q)}, k {fmt(k)}, v {fmt(v)} do not match")
     if len(c.inputs) > 3:
         mk = c.inputs[3].shape
-        if len(mk) != 3 or mk[-2:] != (q[1], k[1]) or mk[0] not in (1, q[0]):
-            raise LayerError("inputs", f"attn_mask {fmt(mk)} does not fit (heads or 1, {q[1]}, {k[1]})")
+        # broadcast over heads and queries: a padding mask (1, 1, keys), a causal one (1, L, S)
+        if len(mk) != 3 or mk[2] != k[1] or mk[1] not in (1, q[1]) or mk[0] not in (1, q[0]):
+            raise LayerError("inputs", f"attn_mask {fmt(mk)} does not fit (heads or 1, {q[1]} or 1, {k[1]})")
     return [TensorSpec(q[:-1] + (v[-1],))]
 
 
 def _sdpa_math_dropout(m):
-    """CPU training with dropout_p > 0: no fused kernel takes dropout, so
-    _scaled_dot_product_attention_math runs: q and k^T scaled by sqrt(scale), bmm (reshaping a
-    q/k/v whose heads cannot be merged with the batch copies it, and bmm keeps the copies),
-    a float causal mask added in place, softmax (kept), dropout (noise = empty_like.bernoulli_,
-    kept with its product), bmm with v. The output is (B, H, L, D) contiguous."""
+    """CPU training with dropout_p > 0: no CPU fused kernel takes dropout
+    (sdp_utils_cpp.cpp: check_for_dropout), so _scaled_dot_product_attention_math runs
+    (measured op by op, torch 2.13 and 2.14.1 alike): q and k^T scaled by sqrt(scale) (each a
+    copy; bmm copies again an operand whose heads cannot be merged with the batch, and keeps what
+    it reads), bmm scores (freed by softmax; a causal or given mask is added out of place first),
+    softmax (kept), dropout (noise = empty_like.bernoulli_, kept with its product), bmm with v.
+    The output is (B, H, L, D) contiguous. Of two copied scaled operands one dies after the
+    scores, the other (and the float causal mask) when the op returns."""
     b, h, n, d = m.in_shapes[0]
     s = m.in_shapes[1][2]
     dv = m.in_shapes[2][3]
@@ -293,25 +297,76 @@ def _sdpa_math_dropout(m):
     up = out_dt in ("bfloat16", "float16")
     dt = "float32" if up else out_dt
     q, k, v, sc = b * h * n * d, b * h * s * d, b * h * s * dv, b * h * n * s
-    temps = [T(k, dt, "k^T * sqrt(scale)"), T(sc, dt, "scores")]
     if up:
-        temps = [T(q, dt, "q.to(float32)")] + temps
-    saved = [T(sc, dt, "softmax(scores)"), T(sc, dt, "dropout noise"), T(sc, dt, "dropped probabilities")]
-    if m.props["causal"]:
-        temps.append(T(n * s, dt, "causal mask (float)"))
-    if m.viewable(0, (b * h, n, d)):
-        saved.append(T(q, dt, "q * sqrt(scale)"))
-    else:
-        temps.append(T(q, dt, "q * sqrt(scale)"))
-        saved.append(T(q, dt, "q * sqrt(scale), contiguous for bmm"))
-    if up:
+        temps = [T(q, dt, "q.to(float32)"), T(k, dt, "k^T * sqrt(scale)"), T(sc, dt, "scores")]
+        saved = [T(sc, dt, "softmax(scores)"), T(sc, dt, "dropout noise"), T(sc, dt, "dropped probabilities")]
+        if m.props["causal"]:
+            temps.append(T(n * s, dt, "causal mask (float)"))
+        if m.viewable(0, (b * h, n, d)):
+            saved.append(T(q, dt, "q * sqrt(scale)"))
+        else:
+            temps.append(T(q, dt, "q * sqrt(scale)"))
+            saved.append(T(q, dt, "q * sqrt(scale), contiguous for bmm"))
         saved += [T(k, dt, "k.to(float32)"), T(v, dt, "v.to(float32)")]
         temps.append(T(b * h * n * dv, dt, "float32 output before the cast back"))
-    else:
-        saved.append(In(1) if m.viewable(1, (b * h, s, d)) else T(k, dt, "k^T, contiguous for bmm"))
-        saved.append(In(2) if m.viewable(2, (b * h, s, dv)) else T(v, dt, "v, contiguous for bmm"))
+        return OpMem(outputs=[T(b * h * n * dv, out_dt, "output")], out_dtypes=[out_dt], temps=temps, saved=saved,
+                     grad_in=_grads(m), bwd_temps=[T(sc, dt, "score gradients")] * 2)
+    q_copy, k_copy = not m.viewable(0, (b * h, n, d)), not m.viewable(1, (b * h, s, d))
+    saved = [T(q, dt, "q * sqrt(scale)" + (", contiguous for bmm" if q_copy else "")),
+             T(k, dt, "k^T * sqrt(scale)" + (", contiguous for bmm" if k_copy else "")),
+             T(sc, dt, "softmax(scores)"), T(sc, dt, "dropout noise"), T(sc, dt, "dropped probabilities"),
+             In(2) if m.viewable(2, (b * h, s, dv)) else T(v, dt, "v, contiguous for bmm")]
+    # at the end (the op's peak): the scaled operand that lives on, the float causal mask
+    temps = [T(k if k_copy else q, dt, "scaled operand before its copy for bmm")] if q_copy or k_copy else []
+    if m.props["causal"]:
+        temps.append(T(n * s, dt, "causal mask (float)"))
+    if len(m.in_shapes) > 3 and m.in_dtypes[3] == "bool":  # convert_boolean_attn_mask: where(mask, 0, -inf)
+        temps.append(T(m.in_elems(3), dt, "float mask made from the bool one"))
     return OpMem(outputs=[T(b * h * n * dv, out_dt, "output")], out_dtypes=[out_dt], temps=temps, saved=saved,
-                 grad_in=["new"] * 3, bwd_temps=[T(sc, dt, "score gradients")] * 2)
+                 grad_in=["stage", "new", "new"] + [None] * (len(m.in_shapes) - 3),
+                 bwd_stages=_sdpa_math_stages(m, dt, q, k, v, sc),
+                 grad_out_stands_in=True)
+
+
+def _sdpa_math_dropout_no_grad(m):
+    """The math path with dropout on inputs that need no gradient (a frozen encoder in train
+    mode), measured: each tensor dies once read. Its moments: the scaled q and k (and their
+    copies for bmm) beside the scores; the probabilities, noise and dropped probabilities (with
+    the scaled operand that lives on); the dropped probabilities, v's copy and the output."""
+    b, h, n, d = m.in_shapes[0]
+    s = m.in_shapes[1][2]
+    dv = m.in_shapes[2][3]
+    dt = m.amp or m.float_in
+    nb = lambda x: T(x, dt).nbytes  # noqa: E731
+    q, k, sc, out = nb(b * h * n * d), nb(b * h * s * d), nb(b * h * n * s), nb(b * h * n * dv)
+    q_copy, k_copy = not m.viewable(0, (b * h, n, d)), not m.viewable(1, (b * h, s, d))
+    lives_on = k  # one scaled operand (or its copy) lives to the end either way
+    v_copy = 0 if m.viewable(2, (b * h, s, dv)) else nb(b * h * s * dv)
+    moments = [q + k + (q if q_copy else 0) + (k if k_copy else 0) + sc, 3 * sc + lives_on,
+               sc + lives_on + v_copy + out]
+    temps = [T(max(max(moments) - out, 0), "uint8", "the math path's largest moment (nothing kept)")]
+    if m.props["causal"]:
+        temps.append(T(n * s, dt, "causal mask (float)"))
+    if len(m.in_shapes) > 3 and m.in_dtypes[3] == "bool":
+        temps.append(T(m.in_elems(3), dt, "float mask made from the bool one"))
+    return OpMem(outputs=[T(b * h * n * dv, dt, "output")], out_dtypes=[dt], temps=temps, grad_in=_grads(m))
+
+
+def _sdpa_math_stages(m, dt, q, k, v, sc):
+    """The math path's backward node by node (measured): bmm makes the v and dropped-probability
+    gradients (the incoming gradient and the dropped probabilities die), dropout's backward (the
+    noise dies), softmax's (the probabilities die), bmm the scaled-q and -k gradients (the scaled
+    operands die); the q gradient is the last stage's. From the second stage on the incoming
+    gradient's bytes stand for the v gradient: adjacent stages' temps are alive together, so the
+    correction alternates in sign."""
+    g = T(m.numel(m.out_shapes[0]), dt).nbytes
+    nb = lambda x: T(x, dt).nbytes  # noqa: E731
+    gv, s_ = nb(v), nb(sc)
+    return [([T(v, dt, "v gradient"), T(sc, dt, "dropped-probabilities gradient")], [], [4, 5]),
+            ([T(max(s_ - g, 0), "uint8", "dropout backward (less the freed incoming gradient)")], [], [3]),
+            ([T(s_ + gv, "uint8", "softmax backward (and the v gradient the incoming one stood for)")], [], [2]),
+            ([T(q, dt, "scaled-q gradient"), T(max(nb(k) - g, 0), "uint8", "scaled-k gradient (less the "
+              "incoming gradient's bytes)")], [], [0, 1])]
 
 
 def _sdpa_dropout_math_mem(m, out, dt):
@@ -332,8 +387,11 @@ def _sdpa_dropout_math_mem(m, out, dt):
 
 
 def _sdpa_mem(m):
-    if m.records and m.training and m.props.get("dropout", 0.0) > 0 and m.backend == "cpu":
-        return _sdpa_math_dropout(m)
+    if m.training and m.props.get("dropout", 0.0) > 0 and m.backend == "cpu":
+        if m.records:
+            return _sdpa_math_dropout(m)
+        if (m.amp or m.float_in) not in ("bfloat16", "float16"):
+            return _sdpa_math_dropout_no_grad(m)
     b, h, n, d = m.in_shapes[0]
     s = m.in_shapes[1][2]
     dt = m.amp or m.float_in
