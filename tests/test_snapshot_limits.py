@@ -158,3 +158,24 @@ def test_fuzz_sample(tmp_path):
         if not good(r) or r.seconds > 2:
             bad.append(f"{what}: {r.kind} {r.seconds:.2f} s {r.err[-200:]!r}")
     assert not bad, bad
+
+
+def test_exact_depth_when_the_bound_is_beyond_any_stack(monkeypatch):
+    """The byte-count bound of a real file is large (every SETITEMS has a MARK): past MAX_STACK
+    the pickle is walked for its real depth, which is 0 for a snapshot (no tuples)."""
+    from memdesigner.snapshot import pickle_depth
+
+    import io
+
+    data = _snap([dict(fuzz_snapshot._ev(i), stream_name=f"t{i}") for i in range(3000)])  # 3,000 't' bytes too
+
+    assert pickle_depth.depth_bound(io.BytesIO(data)) >= 3000 and pickle_depth.exact_depth(io.BytesIO(data)) == 0
+    assert pickle_depth.exact_depth(io.BytesIO(fuzz_snapshot._deep_key(500, b"t"))) == 500
+    assert pickle_depth.exact_depth(io.BytesIO(fuzz_snapshot._deep_key(700))) == 700
+    monkeypatch.setattr(pickle_depth, "MAX_STACK", 1 << 20)
+    walked = []
+    real = pickle_depth.exact_depth
+    monkeypatch.setattr(pickle_depth, "exact_depth", lambda f: walked.append(1) or real(f))
+    assert len(loads_snapshot(data)["device_traces"][0]) == 3000 and walked == [1]
+    with pytest.raises(SnapshotError, match="tuples nested 50,000 deep"):
+        loads_snapshot(fuzz_snapshot._deep_key(50_000))
