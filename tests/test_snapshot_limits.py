@@ -163,9 +163,9 @@ def test_fuzz_sample(tmp_path):
 def test_exact_depth_when_the_bound_is_beyond_any_stack(monkeypatch):
     """The byte-count bound of a real file is large (every SETITEMS has a MARK): past MAX_STACK
     the pickle is walked for its real depth, which is 0 for a snapshot (no tuples)."""
-    from memdesigner.snapshot import pickle_depth
-
     import io
+
+    from memdesigner.snapshot import pickle_depth
 
     data = _snap([dict(fuzz_snapshot._ev(i), stream_name=f"t{i}") for i in range(3000)])  # 3,000 't' bytes too
 
