@@ -43,6 +43,7 @@ def _cfg(name, **over):
     ("mistral-7b.json", {"sliding_window": -4}, "sliding_window: -4 is not a positive integer"),
     ("phi-3-mini-4k.json", {"partial_rotary_factor": 1.5}, "partial_rotary_factor: 1.5 is not a finite number"),
     ("mixtral-8x7b.json", {"num_experts_per_tok": 9}, "num_experts_per_tok: 9 is more than num_local_experts 8"),
+    ("mixtral-8x7b.json", {"num_local_experts": 2**31 - 1}, "num_local_experts: 2,147,483,647 is too large"),
     ("llama-3-8b.json", {"hidden_act": ["silu"]}, "hidden_act: a list is not a string"),
     ("gemma-2-2b.json", {"layer_types": ["full_attention"]}, "layer_types: a list is not a list of num_hidden_layers"),
     ("bert-base-uncased.json", {"type_vocab_size": 0}, "type_vocab_size: 0 is not a positive integer"),

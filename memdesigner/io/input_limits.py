@@ -20,6 +20,7 @@ import stat
 DEFAULTS = {
     "MAX_HF_CONFIG_MB": (16, "MB of a Hugging Face config.json"),
     "MAX_HF_LAYERS": (1_000, "decoder/encoder layers of a Hugging Face config"),
+    "MAX_HF_EXPERTS": (65_536, "experts of a Hugging Face MoE config (the engine spreads tokens per expert)"),
     "MAX_HF_DIM": (2**31 - 1, "any one size of a Hugging Face config (hidden, vocab, heads, ...)"),
     "MAX_ONNX_MB": (4096, "MB of an ONNX file (weights in external data files do not count)"),
     "MAX_ONNX_NODES": (1_000_000, "nodes of an ONNX graph"),

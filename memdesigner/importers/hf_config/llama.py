@@ -87,12 +87,12 @@ def resolve(config: dict) -> dict:
     if mt in ("qwen2", "qwen2_moe"):
         ck.pos_int("max_window_layers", zero=True)
     if mt == "mixtral":
-        ck.pos_int("num_local_experts")
+        ck.pos_int("num_local_experts", cap="MAX_HF_EXPERTS")
         if ck.pos_int("num_experts_per_tok") > c["num_local_experts"]:
             raise HfConfigError(f"num_experts_per_tok: {c['num_experts_per_tok']} is more than num_local_experts "
                                 f"{c['num_local_experts']}")
     if mt == "qwen2_moe":
-        if ck.pos_int("num_experts", zero=True):
+        if ck.pos_int("num_experts", zero=True, cap="MAX_HF_EXPERTS"):
             if ck.pos_int("num_experts_per_tok") > c["num_experts"]:
                 raise HfConfigError(f"num_experts_per_tok: {c['num_experts_per_tok']} is more than num_experts "
                                     f"{c['num_experts']}")
