@@ -122,11 +122,15 @@ def _net(r: Result) -> Result:
     return r
 
 
-def run(n: int, seed: int, time_limit: float, specials: bool = True) -> list:
+def run(n: int, seed: int, time_limit: float, specials: bool = True, budget: float = 0) -> list:
+    """The cases, then the special files; ``budget`` (s, 0: none): stop generating cases then."""
     results = []
+    stop = time.perf_counter() + budget if budget else None
     with tempfile.TemporaryDirectory(prefix="memdesigner-fuzz-hf-") as tmp:
         src, out = Path(tmp) / "config.json", Path(tmp) / "out.json"
         for fam, what, data, args in cases(n, seed):
+            if stop is not None and time.perf_counter() > stop:
+                break
             src.write_bytes(data)
             out.unlink(missing_ok=True)
             results.append(_net(run_argv(["import", "hf", str(src), "-o", str(out), *args], fam, what, time_limit)))
@@ -146,9 +150,10 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--limit", type=float, default=10.0, help="seconds per case")
     ap.add_argument("--show", type=int, default=10)
+    ap.add_argument("--budget", type=float, default=0, help="seconds for the whole run (0: none): fewer cases then")
     a = ap.parse_args(argv)
     t0 = time.perf_counter()
-    results = run(a.n, a.seed, a.limit)
+    results = run(a.n, a.seed, a.limit, budget=a.budget)
     print(table(results, f"memdesigner import hf: {len(results)} cases (seed {a.seed}) in "
                          f"{time.perf_counter() - t0:.0f} s, {a.limit:g} s limit each"))
     print(failures(results, a.show))

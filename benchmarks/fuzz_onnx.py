@@ -214,11 +214,15 @@ def cases(n: int, seed: int):
                 yield "hostile", "1,000 unnamed Relu", chain(1000, named=False), []
 
 
-def run(n: int, seed: int, time_limit: float, specials: bool = True) -> list:
+def run(n: int, seed: int, time_limit: float, specials: bool = True, budget: float = 0) -> list:
+    """The cases, then the special files; ``budget`` (s, 0: none): stop generating cases then."""
     results = []
+    stop = time.perf_counter() + budget if budget else None
     with tempfile.TemporaryDirectory(prefix="memdesigner-fuzz-onnx-") as tmp:
         src, out = Path(tmp) / "m.onnx", Path(tmp) / "out.json"
         for fam, what, data, args in cases(n, seed):
+            if stop is not None and time.perf_counter() > stop:
+                break
             src.write_bytes(data)
             out.unlink(missing_ok=True)
             results.append(run_argv(["import", "onnx", str(src), "-o", str(out), *args], fam, what, time_limit))
@@ -246,9 +250,10 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=3)
     ap.add_argument("--limit", type=float, default=10.0, help="seconds per case")
     ap.add_argument("--show", type=int, default=10)
+    ap.add_argument("--budget", type=float, default=0, help="seconds for the whole run (0: none): fewer cases then")
     a = ap.parse_args(argv)
     t0 = time.perf_counter()
-    results = run(a.n, a.seed, a.limit)
+    results = run(a.n, a.seed, a.limit, budget=a.budget)
     print(table(results, f"memdesigner import onnx: {len(results)} cases (seed {a.seed}) in "
                          f"{time.perf_counter() - t0:.0f} s, {a.limit:g} s limit each"))
     print(failures(results, a.show))
