@@ -179,3 +179,15 @@ def test_exact_depth_when_the_bound_is_beyond_any_stack(monkeypatch):
     assert len(loads_snapshot(data)["device_traces"][0]) == 3000 and walked == [1]
     with pytest.raises(SnapshotError, match="tuples nested 50,000 deep"):
         loads_snapshot(fuzz_snapshot._deep_key(50_000))
+
+
+def test_segment_sizes_that_overflow_int64_are_one_line(tmp_path, capsys):
+    """40,000 segments of 2^48 bytes: their sum (2^63.3) overflowed the replay's int64 (traceback)."""
+    segs = [{"device": 0, "address": i, "total_size": 2**48,
+             "blocks": [{"size": 2**48, "state": "active_allocated", "address": i}]} for i in range(40_000)]
+    rc, err, _ = _show(tmp_path, capsys, pickle.dumps({"segments": segs, "device_traces": [[fuzz_snapshot._ev(1)]]},
+                                                      protocol=4))
+    assert rc == 2 and err.count("\n") == 1 and "add up to more than 2^62 bytes" in err
+    segs = segs[:2]  # the control: 2^49 reserved, 2^49 + 512 allocated at the peak
+    rp = replay(loads_snapshot(pickle.dumps({"segments": segs, "device_traces": [[fuzz_snapshot._ev(1)]]})))
+    assert rp.peak_reserved == 2**49 and rp.peak_allocated == 2**49 and rp.initial_allocated == 2**49 - 512

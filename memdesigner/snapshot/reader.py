@@ -164,7 +164,9 @@ def _check(obj, cancel=None) -> dict:
         blocks += 1 + len(bl)
         _budget("MAX_SNAPSHOT_BLOCKS", blocks, "segments and blocks")
     frames = 0
+    seg_total = block_total = 0
     for si, seg in enumerate(segs):
+        seg_total += seg["total_size"]
         for bi, b in enumerate(seg.get("blocks", [])):
             if not isinstance(b, dict) or not _int(b.get("size")) or not isinstance(b.get("state"), str):
                 raise SnapshotError(f"segment {si} block {bi} needs an integer 'size' (0 to 2^48) "
@@ -172,6 +174,9 @@ def _check(obj, cancel=None) -> dict:
             if not _int(b.get("address", 0), 0, 2**64):
                 raise SnapshotError(f"segment {si} block {bi}: 'address' is not an address")
             frames += _frames(b.get("frames"), f"segment {si} block {bi}")
+            block_total += b["size"]
+    if max(seg_total, block_total) > MAX_TOTAL:
+        raise SnapshotError("the segments' (or their blocks') sizes add up to more than 2^62 bytes")
     for d, tr in enumerate(traces):
         total = 0
         for i, e in enumerate(tr):
