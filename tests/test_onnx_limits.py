@@ -94,3 +94,64 @@ def test_fuzz_sample(tmp_path):
         if not good(r):
             bad.append(f"{what}: {r.kind} {r.err[-200:]!r}")
     assert not bad, bad
+
+
+def _const_bomb(op: str, n: int) -> bytes:
+    """A few hundred bytes that ask the constant folding for ``n`` elements (ConstantOfShape of
+    [n // 1000, 1000], or Range(0, n)), reduced to one value added to the input."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    def c(name, v):
+        return helper.make_node("Constant", [], [name], value=numpy_helper.from_array(np.array(v, dtype=np.int64)))
+
+    if op == "ConstantOfShape":
+        nodes = [c("s", [n // 1000, 1000]), helper.make_node("ConstantOfShape", ["s"], ["z"])]
+    else:
+        nodes = [c("a", 0), c("b", n), c("d", 1), helper.make_node("Range", ["a", "b", "d"], ["zi"]),
+                 helper.make_node("Cast", ["zi"], ["z"], to=1)]
+    nodes += [helper.make_node("ReduceSum", ["z"], ["r"], keepdims=0), helper.make_node("Add", ["x", "r"], ["y"])]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+
+
+def test_constant_folding_is_bounded_before_evaluating(tmp_path, monkeypatch):
+    """ConstantOfShape([50,000, 1,000]) was evaluated (200 MB, more for bigger shapes) and
+    Range(0, 5 * 10^7) went through ONNX's data propagation (7 GB, 80 s): neither runs now."""
+    import onnx.reference
+    import onnx.shape_inference
+
+    from memdesigner.importers._onnx_fold_size import fold_size_bound
+
+    evaluated, data_prop = [], []
+    real_eval, real_infer = onnx.reference.ReferenceEvaluator, onnx.shape_inference.infer_shapes
+
+    class Recording(real_eval):
+        def __init__(self, proto, *a, **k):
+            evaluated.append(proto.op_type)
+            super().__init__(proto, *a, **k)
+
+    monkeypatch.setattr(onnx.reference, "ReferenceEvaluator", Recording)
+    monkeypatch.setattr(onnx.shape_inference, "infer_shapes",
+                        lambda m, **k: data_prop.append(k.get("data_prop")) or real_infer(m, **k))
+    p = tmp_path / "bomb.onnx"
+    p.write_bytes(_const_bomb("ConstantOfShape", 50_000_000))
+    d = load_onnx(p)
+    assert "ConstantOfShape" not in evaluated
+    assert any("would make more than 16,777,216 elements" in w for w in d.import_warnings)
+    evaluated.clear()
+    data_prop.clear()
+    p.write_bytes(_const_bomb("Range", 50_000_000))
+    d = load_onnx(p)
+    assert data_prop and not any(data_prop) and "Range" not in evaluated
+    assert any("without ONNX's data propagation" in w for w in d.import_warnings)
+    data_prop.clear()
+    p.write_bytes(_const_bomb("Range", 1000))  # the control: small folds as before
+    load_onnx(p)
+    assert all(data_prop) and "Range" in evaluated
+    import numpy as np
+
+    assert fold_size_bound("Range", [np.array(0), np.array(10), np.array(3)], {}) == 4
+    assert fold_size_bound("Tile", [np.zeros((2, 3)), np.array([4, 5])], {}) == 6 * 20
+    assert fold_size_bound("Pad", [np.zeros((2, 3)), np.array([1, 0, 1, 2])], {}) == 4 * 5

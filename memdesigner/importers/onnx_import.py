@@ -27,6 +27,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from memdesigner.importers._onnx_fold_size import fold_size_bound
 from memdesigner.importers._onnx_fusions import Fusions
 from memdesigner.importers._onnx_values import _FLOAT, Const, PVal, RnnSeq, Unknown, Val, _kind
 from memdesigner.model import registry
@@ -35,6 +36,8 @@ from memdesigner.model.onnxmap import Alias, OnnxCtx, OnnxIn
 from memdesigner.model.registry import LayerError, ShapeCtx, TensorSpec
 
 BATCH = 2
+PREFOLD_MAX = 1_000_000  # elements of a constant kept from the shape-folding passes
+FOLD_MAX = 1 << 24  # elements a node on constants may make while the graph is walked (64 MB of fp32)
 # ops that only re-lay out a parameter (the exporter's Transpose of a weight, its LSTM gate
 # reordering, an Expand over the batch): the result is still that parameter
 _PARAM_LAYOUT = {"Identity", "Transpose", "Reshape", "Unsqueeze", "Squeeze", "Slice", "Gather", "Concat",
@@ -146,6 +149,7 @@ class _Importer(Fusions):
     def run(self):
         self._check_defined()
         self._fix_input()
+        self.data_prop = self._data_prop_is_bounded()
         self._infer({})
         # fold the shape subgraphs into constants, then infer again with them: reshape targets
         # computed from Shape / Gather / Div / Cast chains become known shapes
@@ -170,6 +174,30 @@ class _Importer(Fusions):
                     raise OnnxImportError(f"node {n.name or n.op_type} reads {i!r}, which nothing defines "
                                           "(a truncated or damaged file?)")
             known.update(n.output)
+
+    def _data_prop_is_bounded(self) -> bool:
+        """ONNX's data propagation (shape inference with data_prop) computes a Range on constants
+        element by element as shape dims, ~150 B each: Range(0, 5 * 10^7) in a 300-byte file
+        took 7 GB and 80 s. Such a graph is inferred without data propagation (a warning)."""
+        from onnx import numpy_helper
+
+        consts = {t.name: t for t in self.g.initializer if t.data_type in (6, 7) and len(t.dims) <= 1}
+        values = {}
+        for n in self.g.node:
+            if n.op_type == "Constant" and n.attribute and n.attribute[0].name == "value":
+                values[n.output[0]] = n.attribute[0].t
+        for n in self.g.node:
+            if n.op_type != "Range" or len(n.input) < 3:
+                continue
+            try:
+                arrs = [numpy_helper.to_array(values.get(i) or consts[i]) for i in n.input[:3]]
+            except (KeyError, ValueError, TypeError):
+                continue  # not three direct constants
+            if fold_size_bound("Range", arrs, {}) > PREFOLD_MAX:
+                self.warnings.append(f"{n.name or 'Range'}: Range on constants of more than {PREFOLD_MAX:,} elements: "
+                                     "shapes inferred without ONNX's data propagation")
+                return False
+        return True
 
     def _fix_input(self):
         inits = {t.name for t in self.g.initializer}
@@ -229,13 +257,15 @@ class _Importer(Fusions):
                 continue
             if not all(i == "" or i in consts for i in n.input):
                 continue
+            if fold_size_bound(n.op_type, [consts[i] if i else None for i in n.input], self._attrs(n)) > PREFOLD_MAX:
+                continue  # its result would be dropped below: not evaluated at all
             try:
                 outs = ReferenceEvaluator(n).run(None, {i: consts[i] for i in n.input if i})
             except Exception:  # noqa: BLE001 - an op the evaluator lacks stays a node
                 continue
             for o, v in zip(n.output, outs):
                 v = np.asarray(v)
-                if v.size <= 1_000_000:
+                if v.size <= PREFOLD_MAX:
                     consts[o] = v
         return consts
 
@@ -288,7 +318,7 @@ class _Importer(Fusions):
         m2.ir_version = self.model.ir_version
         m2.functions.extend(self.model.functions)
         try:
-            inf = onnx.shape_inference.infer_shapes(m2, strict_mode=False, data_prop=True)
+            inf = onnx.shape_inference.infer_shapes(m2, strict_mode=False, data_prop=self.data_prop)
         except Exception as err:  # noqa: BLE001
             raise OnnxImportError(f"ONNX shape inference failed: {str(err).splitlines()[0]}") from None
         self.shapes: dict[str, tuple] = {}
@@ -487,6 +517,10 @@ class _Importer(Fusions):
             from onnx.reference import ReferenceEvaluator
 
             feeds = {i: v.value for i, v in zip(n.input, ins) if isinstance(v, Const)}
+            if fold_size_bound(op, [feeds.get(i) for i in n.input], self._attrs(n)) > FOLD_MAX:
+                self.warnings.append(f"{n.name or op}: {op} on constants would make more than {FOLD_MAX:,} "
+                                     "elements; not evaluated (its output is unknown)")
+                return self._set_unknown(n)
             outs = ReferenceEvaluator(n).run(None, feeds)
         except Exception:  # noqa: BLE001 - an op the evaluator lacks: its outputs stay unknown
             return self._set_unknown(n)
