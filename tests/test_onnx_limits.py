@@ -155,3 +155,33 @@ def test_constant_folding_is_bounded_before_evaluating(tmp_path, monkeypatch):
     assert fold_size_bound("Range", [np.array(0), np.array(10), np.array(3)], {}) == 4
     assert fold_size_bound("Tile", [np.zeros((2, 3)), np.array([4, 5])], {}) == 6 * 20
     assert fold_size_bound("Pad", [np.zeros((2, 3)), np.array([1, 0, 1, 2])], {}) == 4 * 5
+
+
+def test_damaged_files_the_fuzzer_found_are_one_line(tmp_path, capsys):
+    """Tracebacks benchmarks/fuzz_onnx.py found (seed 21): a name that is not UTF-8 (TypeError /
+    UnicodeDecodeError), an initializer of UNDEFINED element type (TypeError), --input-shape 0
+    (LayerError)."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    out = tmp_path / "o.json"
+    p = tmp_path / "m.onnx"
+    data = fuzz_onnx.chain(3)
+    for old, new in ((b"relu1", b"rel\xff1"), (b"t2", b"\xe7t")):  # a node name, a value name
+        p.write_bytes(data.replace(old, new))
+        assert main(["import", "onnx", str(p), "-o", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "a name is not UTF-8 text" in err
+    shape = numpy_helper.from_array(np.array([1, 4], dtype=np.int64), "shape")
+    shape.data_type = TensorProto.UNDEFINED
+    g = helper.make_graph([helper.make_node("Reshape", ["x", "shape"], ["y"])], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [shape])
+    p.write_bytes(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString())
+    rc = main(["import", "onnx", str(p), "-o", str(out)])
+    err = capsys.readouterr().err
+    assert rc in (0, 2) and all(ln.startswith("memdesigner: ") for ln in err.splitlines())
+    p.write_bytes(data)
+    assert main(["import", "onnx", str(p), "-o", str(out), "--input-shape", "0"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "needs positive sizes" in err

@@ -48,6 +48,17 @@ class OnnxImportError(ValueError):
     """The file is not a readable ONNX model, or its input shape cannot be fixed."""
 
 
+def _array(t):
+    """An initializer's values, None where onnx cannot read them (an UNDEFINED element type, data
+    that does not match the dims: a damaged file)."""
+    from onnx import numpy_helper
+
+    try:
+        return numpy_helper.to_array(t)
+    except Exception:  # noqa: BLE001 - onnx raises TypeError, ValueError, ...
+        return None
+
+
 def _sanitize(name: str) -> str:
     return "".join(c if (c.isalnum() or c in "._-") else "_" for c in name).strip("._") or "node"
 
@@ -77,6 +88,12 @@ def read_model(path):
     n = len(model.graph.node)
     if n > limit("MAX_ONNX_NODES"):
         raise OnnxImportError(f"{path}: " + over("MAX_ONNX_NODES", f"{n:,} nodes in the graph"))
+    g = model.graph  # a string field that is not UTF-8 comes back as bytes
+    names = [*(v.name for v in g.input), *(v.name for v in g.output), *(t.name for t in g.initializer)]
+    for nd in g.node:
+        names += [nd.name, nd.op_type, nd.domain, *nd.input, *nd.output]
+    if any(isinstance(x, bytes) for x in names):
+        raise OnnxImportError(f"{path}: not a readable ONNX model (a name is not UTF-8 text)")
     return model
 
 
@@ -191,8 +208,8 @@ class _Importer(Fusions):
                 continue
             try:
                 arrs = [numpy_helper.to_array(values.get(i) or consts[i]) for i in n.input[:3]]
-            except (KeyError, ValueError, TypeError):
-                continue  # not three direct constants
+            except Exception:  # noqa: BLE001 - not three readable direct constants
+                continue
             if fold_size_bound("Range", arrs, {}) > PREFOLD_MAX:
                 self.warnings.append(f"{n.name or 'Range'}: Range on constants of more than {PREFOLD_MAX:,} elements: "
                                      "shapes inferred without ONNX's data propagation")
@@ -214,6 +231,8 @@ class _Importer(Fusions):
         if any(d is None for d in per):
             raise OnnxImportError(f"input {self.first.name!r} has dynamic dims {self._dims_text(tt)}; "
                                   "pass --input-shape")
+        if any(not isinstance(d, int) or d < 1 for d in per):
+            raise OnnxImportError(f"input {self.first.name!r}: the shape {tuple(per)} needs positive sizes")
         self.per_sample = tuple(per)
         self.in_kind = _kind(tt.elem_type)
         # other graph inputs: weights exported as inputs (export_params=False) are parameters
@@ -233,13 +252,14 @@ class _Importer(Fusions):
     def _prefold(self) -> dict:
         """Evaluate every node that computes from constants and known shapes only."""
         import numpy as np
-        from onnx import numpy_helper
         from onnx.reference import ReferenceEvaluator
 
         consts = dict(self.folded)
         for t in self.small_inits.values():
             if self.init_kind[t.name] != "float":
-                consts.setdefault(t.name, numpy_helper.to_array(t))
+                a = _array(t)
+                if a is not None:
+                    consts.setdefault(t.name, a)
         for n in self.g.node:
             if n.domain not in ("", "ai.onnx") or all(o in consts for o in n.output):
                 continue
@@ -265,7 +285,7 @@ class _Importer(Fusions):
                 continue
             for o, v in zip(n.output, outs):
                 v = np.asarray(v)
-                if v.size <= PREFOLD_MAX:
+                if v.size <= PREFOLD_MAX and v.dtype != object:  # strings / None: no tensor to fold into
                     consts[o] = v
         return consts
 
@@ -354,12 +374,11 @@ class _Importer(Fusions):
 
     # -- values -----------------------------------------------------------------------------
     def _init_value(self, name):
-        from onnx import numpy_helper
 
         if name in self.vals:
             return self.vals[name]
-        if name in self.small_inits and self.init_kind[name] != "float":
-            v = Const(numpy_helper.to_array(self.small_inits[name]))
+        if name in self.small_inits and self.init_kind[name] != "float" and _array(self.small_inits[name]) is not None:
+            v = Const(_array(self.small_inits[name]))
         elif name in self.init_shapes:
             v = PVal(self.init_shapes[name], frozenset([name]))
         elif name in self.extra_params:
