@@ -18,6 +18,7 @@ bad bytes, NUL, BOM), ``cli`` (odd --seq-len and --task), and special files (FIF
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import random
@@ -84,7 +85,7 @@ def cases(n: int, seed: int):
         elif fam == "sizes":
             steps = []
             for _ in range(rng.choice((1, 1, 2))):
-                k, v = rng.choice(KEYS), rng.choice(SIZES)
+                k, v = rng.choice(KEYS), copy.deepcopy(rng.choice(SIZES))
                 if isinstance(c, dict):
                     c[k] = v
                 steps.append(f"{k}={fuzz_designs._dump(v)[:20].decode(errors='replace')}")
@@ -110,7 +111,7 @@ def cases(n: int, seed: int):
                 f = rng.choice(("type_swap", "delete", "numbers"))
                 c = fuzz_importers._mutate_tree(rng, c, f)
             if isinstance(c, dict):
-                c[rng.choice(KEYS)] = rng.choice(SIZES)
+                c[rng.choice(KEYS)] = copy.deepcopy(rng.choice(SIZES))  # not shared: later mutants edit it
             data = json.dumps(c).encode()
         yield fam, f"{name}: {what}", data, args
 
