@@ -68,6 +68,12 @@ def _deep(rng: random.Random) -> str:
     return "[" * depth + "1" + "]" * depth if rng.random() < 0.5 else '{"a":' * depth + "1" + "}" * depth
 
 
+def _own(obj):
+    """A copy sharing nothing with fuzz_importers.WEIRD: a second mutation that edits a value the
+    first one inserted must not edit (or make cyclic) the shared list."""
+    return json.loads(json.dumps(obj))
+
+
 def cases(n: int, seed: int):
     """``n`` (family, description, bytes, extra CLI args) cases, the same for the same seed."""
     rng = random.Random(seed)
@@ -80,7 +86,7 @@ def cases(n: int, seed: int):
         args: list = []
         what = fam
         if fam in ("type_swap", "delete", "numbers"):
-            c = fuzz_importers._mutate_tree(rng, c, fam)
+            c = _own(fuzz_importers._mutate_tree(rng, c, fam))
             data = json.dumps(c).encode()
         elif fam == "sizes":
             steps = []
@@ -109,7 +115,7 @@ def cases(n: int, seed: int):
         else:
             for _ in range(rng.randint(2, 4)):
                 f = rng.choice(("type_swap", "delete", "numbers"))
-                c = fuzz_importers._mutate_tree(rng, c, f)
+                c = _own(fuzz_importers._mutate_tree(rng, c, f))
             if isinstance(c, dict):
                 c[rng.choice(KEYS)] = copy.deepcopy(rng.choice(SIZES))  # not shared: later mutants edit it
             data = json.dumps(c).encode()
