@@ -1,5 +1,6 @@
-"""File -> Open Memory Snapshot: read a PyTorch memory snapshot off the UI thread (the same
-superqt worker Measure with PyTorch uses) and draw it in the timeline beside the estimate.
+"""File -> Open Memory Snapshot: read a PyTorch memory snapshot off the UI thread (worker.py,
+the mechanism Measure with PyTorch uses: a progress dialog with Cancel, which stops the reading
+within a 64 KiB frame or 65,536 events) and draw it in the timeline beside the estimate.
 The window only views: reading and replaying are memdesigner.snapshot's."""
 
 from __future__ import annotations
@@ -8,22 +9,31 @@ from pathlib import Path
 
 from PySide6.QtWidgets import QFileDialog, QMessageBox
 
+from memdesigner._qt import worker
 from memdesigner.units import format_bytes
 
 FILTER = "PyTorch memory snapshots (*.pickle *.pkl);;All files (*)"
 
 
-def read_replay(path: str):
+def read_replay(path: str, cancel=None):
     """Load and replay (worker thread); the raw snapshot is dropped once replayed."""
+    from memdesigner.snapshot.reader import SnapshotCancelled
     from memdesigner.snapshot.replay import open_replay
 
-    return open_replay(path)
+    try:
+        return open_replay(path, cancel=cancel)
+    except SnapshotCancelled:
+        raise worker.Cancelled() from None
 
 
-def replay_dict(snap: dict):
+def replay_dict(snap: dict, cancel=None):
     from memdesigner.snapshot import replay
+    from memdesigner.snapshot.reader import SnapshotCancelled
 
-    return replay(snap)
+    try:
+        return replay(snap, cancel=cancel)
+    except SnapshotCancelled:
+        raise worker.Cancelled() from None
 
 
 def open_dialog(win) -> None:
@@ -33,7 +43,7 @@ def open_dialog(win) -> None:
 
 
 def load(win, path: str):
-    """Start reading ``path``; returns the worker (tests wait on its ``finished``)."""
+    """Start reading ``path``; returns the task (worker.Task: ``ended`` when done or cancelled)."""
     return _start(win, read_replay, path, Path(path).name)
 
 
@@ -48,17 +58,18 @@ def show_measured(win, result: dict | None):
 
 
 def _start(win, fn, arg, name: str):
-    from superqt.utils import create_worker
-
     win.snapshot_error = None
-    worker = create_worker(fn, arg, _ignore_errors=True)  # shown by _error, not re-raised
-    worker.returned.connect(lambda rp: show(win, rp, name))
-    worker.errored.connect(lambda err: _error(win, err))
-    worker.finished.connect(lambda: win.busy_label.setText(""))
+    prev = getattr(win, "_snapshot_worker", None)
+    if prev is not None and prev.running:
+        prev.cancel()  # the newer snapshot replaces it
+    task = worker.run(win, lambda cancel: fn(arg, cancel), title="Open Memory Snapshot",
+                      label=f"Reading memory snapshot {name}…", on_result=lambda rp: show(win, rp, name),
+                      on_error=lambda err: _error(win, err))
     win.busy_label.setText(f"reading memory snapshot {name}…")
-    worker.start()
-    win._snapshot_worker = worker
-    return worker
+    task.ended.connect(lambda: win.busy_label.setText(""))
+    task.cancelled.connect(lambda: win.statusBar().showMessage(f"Reading memory snapshot {name} cancelled", 6000))
+    win._snapshot_worker = task
+    return task
 
 
 def _error(win, err) -> None:

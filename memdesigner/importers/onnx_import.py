@@ -27,6 +27,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from memdesigner.importers._onnx_fold_size import fold_size_bound
 from memdesigner.importers._onnx_fusions import Fusions
 from memdesigner.importers._onnx_values import _FLOAT, Const, PVal, RnnSeq, Unknown, Val, _kind
 from memdesigner.model import registry
@@ -35,6 +36,8 @@ from memdesigner.model.onnxmap import Alias, OnnxCtx, OnnxIn
 from memdesigner.model.registry import LayerError, ShapeCtx, TensorSpec
 
 BATCH = 2
+PREFOLD_MAX = 1_000_000  # elements of a constant kept from the shape-folding passes
+FOLD_MAX = 1 << 24  # elements a node on constants may make while the graph is walked (64 MB of fp32)
 # ops that only re-lay out a parameter (the exporter's Transpose of a weight, its LSTM gate
 # reordering, an Expand over the batch): the result is still that parameter
 _PARAM_LAYOUT = {"Identity", "Transpose", "Reshape", "Unsqueeze", "Squeeze", "Slice", "Gather", "Concat",
@@ -45,6 +48,17 @@ class OnnxImportError(ValueError):
     """The file is not a readable ONNX model, or its input shape cannot be fixed."""
 
 
+def _array(t):
+    """An initializer's values, None where onnx cannot read them (an UNDEFINED element type, data
+    that does not match the dims: a damaged file)."""
+    from onnx import numpy_helper
+
+    try:
+        return numpy_helper.to_array(t)
+    except Exception:  # noqa: BLE001 - onnx raises TypeError, ValueError, ...
+        return None
+
+
 def _sanitize(name: str) -> str:
     return "".join(c if (c.isalnum() or c in "._-") else "_" for c in name).strip("._") or "node"
 
@@ -52,18 +66,41 @@ def _sanitize(name: str) -> str:
 # ----------------------------------------------------------------------------------------------
 # public entry points
 # ----------------------------------------------------------------------------------------------
-def load_onnx(path, input_shape=None, name: str | None = None) -> Design:
-    """Read an ONNX file (external weight files are not needed: only shapes are read)."""
+def read_model(path):
+    """The ModelProto in ``path``, read within MEMDESIGNER_MAX_ONNX_MB (a regular file only) and
+    refused past MEMDESIGNER_MAX_ONNX_NODES nodes, before anything walks the graph."""
     import onnx
 
+    from memdesigner.io.input_limits import InputLimitError, limit, over, read_limited
+
     p = Path(path)
-    if not p.is_file():
+    if not p.exists():
         raise OnnxImportError(f"{path}: no such file")
     try:
-        model = onnx.load(str(p), load_external_data=False)
+        data = read_limited(p, "MAX_ONNX_MB")
+    except InputLimitError as err:
+        raise OnnxImportError(str(err)) from None
+    try:
+        model = onnx.load_model_from_string(data)
     except Exception as err:  # noqa: BLE001 - protobuf raises DecodeError, RuntimeWarning, ...
         first = str(err).splitlines()[0] if str(err) else type(err).__name__
         raise OnnxImportError(f"{path}: not a readable ONNX model ({first})") from None
+    n = len(model.graph.node)
+    if n > limit("MAX_ONNX_NODES"):
+        raise OnnxImportError(f"{path}: " + over("MAX_ONNX_NODES", f"{n:,} nodes in the graph"))
+    g = model.graph  # a string field that is not UTF-8 comes back as bytes
+    names = [*(v.name for v in g.input), *(v.name for v in g.output), *(t.name for t in g.initializer)]
+    for nd in g.node:
+        names += [nd.name, nd.op_type, nd.domain, *nd.input, *nd.output]
+    if any(isinstance(x, bytes) for x in names):
+        raise OnnxImportError(f"{path}: not a readable ONNX model (a name is not UTF-8 text)")
+    return model
+
+
+def load_onnx(path, input_shape=None, name: str | None = None) -> Design:
+    """Read an ONNX file (external weight files are not needed: only shapes are read)."""
+    p = Path(path)
+    model = read_model(p)
     if not model.graph.node:
         raise OnnxImportError(f"{path}: not an ONNX model (the graph has no nodes)")
     try:
@@ -75,11 +112,9 @@ def load_onnx(path, input_shape=None, name: str | None = None) -> Design:
 def dynamic_input(path) -> str | None:
     """The first input's dims, e.g. "(batch, 3, H, W)", when dims other than the batch are dynamic
     (the import then needs an input shape); None when the graph fixes them."""
-    import onnx
-
     try:
-        model = onnx.load(str(path), load_external_data=False)
-    except Exception:  # noqa: BLE001 - load_onnx reports unreadable files
+        model = read_model(path)
+    except OnnxImportError:  # load_onnx reports unreadable files
         return None
     inits = {t.name for t in model.graph.initializer}
     data = [i for i in model.graph.input if i.name not in inits]
@@ -115,6 +150,7 @@ class _Importer(Fusions):
         self.depth: dict[str, int] = {}
         self.owner: dict[str, str] = {}  # initializer -> "node.param" that holds it
         self.claimed: set = set()
+        self._next_suffix: dict[str, int] = {}  # id base -> the suffix _new_id tries first
         self.scope_seen: dict = {}
         self.input_shape = tuple(int(d) for d in input_shape) if input_shape else None
         self.index = registry.onnx_index()
@@ -130,6 +166,7 @@ class _Importer(Fusions):
     def run(self):
         self._check_defined()
         self._fix_input()
+        self.data_prop = self._data_prop_is_bounded()
         self._infer({})
         # fold the shape subgraphs into constants, then infer again with them: reshape targets
         # computed from Shape / Gather / Div / Cast chains become known shapes
@@ -155,6 +192,30 @@ class _Importer(Fusions):
                                           "(a truncated or damaged file?)")
             known.update(n.output)
 
+    def _data_prop_is_bounded(self) -> bool:
+        """ONNX's data propagation (shape inference with data_prop) computes a Range on constants
+        element by element as shape dims, ~150 B each: Range(0, 5 * 10^7) in a 300-byte file
+        took 7 GB and 80 s. Such a graph is inferred without data propagation (a warning)."""
+        from onnx import numpy_helper
+
+        consts = {t.name: t for t in self.g.initializer if t.data_type in (6, 7) and len(t.dims) <= 1}
+        values = {}
+        for n in self.g.node:
+            if n.op_type == "Constant" and n.attribute and n.attribute[0].name == "value":
+                values[n.output[0]] = n.attribute[0].t
+        for n in self.g.node:
+            if n.op_type != "Range" or len(n.input) < 3:
+                continue
+            try:
+                arrs = [numpy_helper.to_array(values.get(i) or consts[i]) for i in n.input[:3]]
+            except Exception:  # noqa: BLE001 - not three readable direct constants
+                continue
+            if fold_size_bound("Range", arrs, {}) > PREFOLD_MAX:
+                self.warnings.append(f"{n.name or 'Range'}: Range on constants of more than {PREFOLD_MAX:,} elements: "
+                                     "shapes inferred without ONNX's data propagation")
+                return False
+        return True
+
     def _fix_input(self):
         inits = {t.name for t in self.g.initializer}
         data = [i for i in self.g.input if i.name not in inits]
@@ -170,6 +231,8 @@ class _Importer(Fusions):
         if any(d is None for d in per):
             raise OnnxImportError(f"input {self.first.name!r} has dynamic dims {self._dims_text(tt)}; "
                                   "pass --input-shape")
+        if any(not isinstance(d, int) or d < 1 for d in per):
+            raise OnnxImportError(f"input {self.first.name!r}: the shape {tuple(per)} needs positive sizes")
         self.per_sample = tuple(per)
         self.in_kind = _kind(tt.elem_type)
         # other graph inputs: weights exported as inputs (export_params=False) are parameters
@@ -189,13 +252,14 @@ class _Importer(Fusions):
     def _prefold(self) -> dict:
         """Evaluate every node that computes from constants and known shapes only."""
         import numpy as np
-        from onnx import numpy_helper
         from onnx.reference import ReferenceEvaluator
 
         consts = dict(self.folded)
         for t in self.small_inits.values():
             if self.init_kind[t.name] != "float":
-                consts.setdefault(t.name, numpy_helper.to_array(t))
+                a = _array(t)
+                if a is not None:
+                    consts.setdefault(t.name, a)
         for n in self.g.node:
             if n.domain not in ("", "ai.onnx") or all(o in consts for o in n.output):
                 continue
@@ -213,13 +277,15 @@ class _Importer(Fusions):
                 continue
             if not all(i == "" or i in consts for i in n.input):
                 continue
+            if fold_size_bound(n.op_type, [consts[i] if i else None for i in n.input], self._attrs(n)) > PREFOLD_MAX:
+                continue  # its result would be dropped below: not evaluated at all
             try:
                 outs = ReferenceEvaluator(n).run(None, {i: consts[i] for i in n.input if i})
             except Exception:  # noqa: BLE001 - an op the evaluator lacks stays a node
                 continue
             for o, v in zip(n.output, outs):
                 v = np.asarray(v)
-                if v.size <= 1_000_000:
+                if v.size <= PREFOLD_MAX and v.dtype != object:  # strings / None: no tensor to fold into
                     consts[o] = v
         return consts
 
@@ -272,7 +338,7 @@ class _Importer(Fusions):
         m2.ir_version = self.model.ir_version
         m2.functions.extend(self.model.functions)
         try:
-            inf = onnx.shape_inference.infer_shapes(m2, strict_mode=False, data_prop=True)
+            inf = onnx.shape_inference.infer_shapes(m2, strict_mode=False, data_prop=self.data_prop)
         except Exception as err:  # noqa: BLE001
             raise OnnxImportError(f"ONNX shape inference failed: {str(err).splitlines()[0]}") from None
         self.shapes: dict[str, tuple] = {}
@@ -308,12 +374,11 @@ class _Importer(Fusions):
 
     # -- values -----------------------------------------------------------------------------
     def _init_value(self, name):
-        from onnx import numpy_helper
 
         if name in self.vals:
             return self.vals[name]
-        if name in self.small_inits and self.init_kind[name] != "float":
-            v = Const(numpy_helper.to_array(self.small_inits[name]))
+        if name in self.small_inits and self.init_kind[name] != "float" and _array(self.small_inits[name]) is not None:
+            v = Const(_array(self.small_inits[name]))
         elif name in self.init_shapes:
             v = PVal(self.init_shapes[name], frozenset([name]))
         elif name in self.extra_params:
@@ -471,6 +536,10 @@ class _Importer(Fusions):
             from onnx.reference import ReferenceEvaluator
 
             feeds = {i: v.value for i, v in zip(n.input, ins) if isinstance(v, Const)}
+            if fold_size_bound(op, [feeds.get(i) for i in n.input], self._attrs(n)) > FOLD_MAX:
+                self.warnings.append(f"{n.name or op}: {op} on constants would make more than {FOLD_MAX:,} "
+                                     "elements; not evaluated (its output is unknown)")
+                return self._set_unknown(n)
             outs = ReferenceEvaluator(n).run(None, feeds)
         except Exception:  # noqa: BLE001 - an op the evaluator lacks: its outputs stay unknown
             return self._set_unknown(n)
@@ -683,10 +752,15 @@ class _Importer(Fusions):
         return self._new_id(_sanitize(base))
 
     def _new_id(self, base: str) -> str:
-        cand, k = base, 1
+        """``base``, else the first free ``base_2``, ``base_3``, ...: the search goes on from
+        where the last one for this base stopped (ids are never freed), so 100,000 unnamed Relu
+        nodes take linear time, not the 5 * 10^9 membership tests of starting at 2 each time."""
+        k = self._next_suffix.get(base, 1)
+        cand = base if k == 1 else f"{base}_{k}"
         while cand in self.design.nodes:
             k += 1
             cand = f"{base}_{k}"
+        self._next_suffix[base] = k
         return cand
 
     # -- finish -----------------------------------------------------------------------------

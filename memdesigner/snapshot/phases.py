@@ -22,8 +22,20 @@ CATEGORY_PREFIX = "memdesigner:category/"
 _LIBRARY_MARKS = ("/torch/", "site-packages/", "dist-packages/", "/lib/python", "<frozen", "<string>")
 
 
+def _s(f, key: str) -> str:
+    """A frame's text field; '' where the frame or the field is not what torch writes (a crafted
+    snapshot's None frame or list-valued name must not stop the replay)."""
+    v = f.get(key, "") if type(f) is dict else ""
+    return v if type(v) is str else ""
+
+
+def _line(f) -> int:
+    v = f.get("line", 0) if type(f) is dict else 0
+    return v if type(v) is int else 0
+
+
 def _is_python(f: dict) -> bool:
-    fn = f.get("filename", "")
+    fn = _s(f, "filename")
     return fn.endswith(".py") or fn.startswith("memdesigner:") or fn.startswith("<")
 
 
@@ -37,8 +49,8 @@ def classify(frames) -> int:
         return UNKNOWN
     python = False
     for f in frames:
-        fn = f.get("filename", "")
-        name = f.get("name", "")
+        fn = _s(f, "filename")
+        name = _s(f, "name")
         if fn.startswith(PHASE_PREFIX):
             ph = fn[len(PHASE_PREFIX):]
             return PHASES.index(ph) if ph in PHASES else UNKNOWN
@@ -64,29 +76,30 @@ def attribute(frames) -> str:
         return ""
     user = module = None
     for f in frames:
-        fn = f.get("filename", "")
+        fn = _s(f, "filename")
         if fn.startswith(LAYER_PREFIX):
-            return f.get("name", "") or fn[len(LAYER_PREFIX):]
-        if module is None and (("torch/nn/modules/" in fn and f.get("name") == "forward") or "torch/optim/" in fn):
+            return _s(f, "name") or fn[len(LAYER_PREFIX):]
+        if module is None and (("torch/nn/modules/" in fn and _s(f, "name") == "forward") or "torch/optim/" in fn):
             module = ("nn." if "/nn/" in fn else "optim.") + fn.rsplit("/", 1)[-1].removesuffix(".py")
         if user is None and _is_python(f) and not fn.startswith("memdesigner:") and not any(
                 m in fn for m in _LIBRARY_MARKS):
-            user = f"{fn.rsplit('/', 1)[-1]}:{f.get('line', 0)} {f.get('name', '')}"
+            user = f"{fn.rsplit('/', 1)[-1]}:{_line(f)} {_s(f, 'name')}"
     if user and module:
         return f"{user} ({module})"
     if user or module:
         return user or module
     f = frames[0]
-    if f.get("filename", "").startswith(CATEGORY_PREFIX):
-        return f"{f.get('name', '')} [{f['filename'][len(CATEGORY_PREFIX):]}]"
+    fn = _s(f, "filename")
+    if fn.startswith(CATEGORY_PREFIX):
+        return f"{_s(f, 'name')} [{fn[len(CATEGORY_PREFIX):]}]"
 
-    return f"{f.get('filename', '').rsplit('/', 1)[-1]}:{f.get('line', 0)} {f.get('name', '')}"
+    return f"{fn.rsplit('/', 1)[-1]}:{_line(f)} {_s(f, 'name')}"
 
 
 def category(frames) -> str | None:
     """The engine category named by an exported snapshot's frames (None in real snapshots)."""
     for f in frames or ():
-        fn = f.get("filename", "")
+        fn = _s(f, "filename")
         if fn.startswith(CATEGORY_PREFIX):
             return fn[len(CATEGORY_PREFIX):]
     return None

@@ -119,13 +119,23 @@ def pick_device(snap: dict) -> int:
         if len(tr) > n:
             best, n = d, len(tr)
     if n <= 0:
-        devs = [seg.get("device", 0) for seg in snap.get("segments", ())]
-        return max(set(devs), key=devs.count) if devs else 0
+        from collections import Counter
+
+        devs = Counter(seg.get("device", 0) for seg in snap.get("segments", ()))
+        return max(sorted(devs), key=devs.__getitem__) if devs else 0  # ties: the lowest index
     return best
 
 
-def replay(snap: dict, device: int | None = None, top: int = 10) -> Replay:
-    """Allocated/reserved after every event of one device, phases and what is live at the peak."""
+def _cancelled(cancel, i: int) -> None:
+    if not i & 0xFFFF and cancel is not None and cancel.is_set():
+        from memdesigner.snapshot.reader import SnapshotCancelled
+
+        raise SnapshotCancelled()
+
+
+def replay(snap: dict, device: int | None = None, top: int = 10, cancel=None) -> Replay:
+    """Allocated/reserved after every event of one device, phases and what is live at the peak.
+    ``cancel`` (a threading.Event): SnapshotCancelled soon after it is set."""
     dev = pick_device(snap) if device is None else device
     traces = snap.get("device_traces") or []
     events = traces[dev] if dev < len(traces) else []
@@ -141,6 +151,7 @@ def replay(snap: dict, device: int | None = None, top: int = 10) -> Replay:
     first_known = None
     classify = ph.classify
     for i, e in enumerate(events):
+        _cancelled(cancel, i)
         a = e["action"]
         s = _ALLOC_ACTIONS.get(a)
         if s is not None:
@@ -189,7 +200,7 @@ def replay(snap: dict, device: int | None = None, top: int = 10) -> Replay:
                 devices_with_events=[d for d, tr in enumerate(traces) if tr])
     rp.spans = _spans(phase)
     rp.top_at_peak, rp.categories_at_peak = _live_at(events, phase, end_blocks, rp.peak_index if n else -1,
-                                                     int(allocated.max()), top)
+                                                     int(allocated.max()), top, cancel)
     return rp
 
 
@@ -203,12 +214,13 @@ def _spans(phase: np.ndarray) -> list:
     return [Span(PHASES[phase[a]], int(a), int(b)) for a, b in zip(starts, ends)]
 
 
-def _live_at(events: list, phase: np.ndarray, end_blocks: list, peak: int, peak_bytes: int, top: int):
+def _live_at(events: list, phase: np.ndarray, end_blocks: list, peak: int, peak_bytes: int, top: int, cancel=None):
     """Bytes live at event ``peak`` grouped by the frame that allocated them. Blocks allocated
     before recording are named by their frames in the end state where they are still there."""
     live: dict = {}  # addr -> (size, frames)
     seen_alloc: set = set()
     for i, e in enumerate(events[:peak + 1]):
+        _cancelled(cancel, i)
         a = e["action"]
         if a == "alloc":
             fr = e.get("frames")
@@ -235,7 +247,8 @@ def _live_at(events: list, phase: np.ndarray, end_blocks: list, peak: int, peak_
         cats[c] = cats.get(c, 0) + size
 
     traced = 0
-    for size, frames in live.values():
+    for i, (size, frames) in enumerate(live.values()):
+        _cancelled(cancel, i)
         add(size, frames)
         traced += size
     before = peak_bytes - traced
@@ -289,18 +302,21 @@ def discard(snap: dict, chunk: int = 4096) -> None:
         del segs[-chunk:]
 
 
-def open_replay(path, device: int | None = None) -> Replay:
+def open_replay(path, device: int | None = None, cancel=None) -> Replay:
     """Read, replay and free a snapshot file, for a worker thread beside a UI: the cyclic GC is
-    off meanwhile (a full collection over millions of fresh frame dicts is a long GIL-held pause)."""
+    off meanwhile (a full collection over millions of fresh frame dicts is a long GIL-held pause).
+    ``cancel`` (a threading.Event, the window's Cancel): SnapshotCancelled once it is set."""
     import gc
 
-    from memdesigner.snapshot.reader import load_snapshot
+    from memdesigner.snapshot.reader import SnapshotCancelled, load_snapshot
 
     was = gc.isenabled()
     gc.disable()
     try:
-        snap = load_snapshot(path)
-        rp = replay(snap, device)
+        snap = load_snapshot(path, cancel)
+        if cancel is not None and cancel.is_set():
+            raise SnapshotCancelled()
+        rp = replay(snap, device, cancel=cancel)
         discard(snap)
         return rp
     finally:

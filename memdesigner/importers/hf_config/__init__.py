@@ -12,8 +12,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from memdesigner.importers.hf_config import bert, gpt2, llama
+from memdesigner.importers.hf_config._check import check_seq_len, short
 from memdesigner.importers.hf_config._graph import HfConfigError
 from memdesigner.importers.hf_config.versions import MAJORS, NEWEST, check_major
+from memdesigner.io.input_limits import InputLimitError, read_limited
 
 TASKS = ("causal-lm", "classification", "base")
 
@@ -30,13 +32,12 @@ def design_from_config(config: dict, *, seq_len: int = 512, task: str = "causal-
         raise HfConfigError("the config is not a JSON object")
     if task not in TASKS:
         raise HfConfigError(f"task: {task!r} is not one of {', '.join(TASKS)}")
-    if isinstance(seq_len, bool) or not isinstance(seq_len, int) or seq_len < 1:
-        raise HfConfigError(f"seq_len: {seq_len!r} is not a positive integer")
+    check_seq_len(seq_len)
     major = check_major(transformers_major)
     mt = config.get("model_type")
-    if mt not in BUILDERS:
+    if not isinstance(mt, str) or mt not in BUILDERS:
         known = ", ".join(sorted(BUILDERS))
-        raise HfConfigError(f"model_type: {mt!r} is not supported (supported: {known})")
+        raise HfConfigError(f"model_type: {short(mt)} is not supported (supported: {known})")
     try:
         if BUILDERS[mt] is llama.build:  # the decoders' attention differs by major (versions.py)
             design = llama.build(config, seq_len=seq_len, task=task, transformers_major=major)
@@ -46,6 +47,8 @@ def design_from_config(config: dict, *, seq_len: int = 512, task: str = "causal-
         raise
     except (ValueError, TypeError, KeyError) as e:  # a builder's own check of a field
         raise HfConfigError(str(e).strip("'\"")) from None
+    except (ArithmeticError, IndexError, RecursionError, MemoryError) as e:  # a value no check caught
+        raise HfConfigError(f"cannot build this config ({type(e).__name__}: {str(e)[:120]})") from None
     design.library_versions = {"transformers": str(major)}
     return _fold(design)
 
@@ -60,18 +63,26 @@ def _fold(design):
 
 
 def load_config(path: str | Path) -> dict:
-    """A config.json as a dict; HfConfigError names the file and what is wrong with it."""
+    """A config.json as a dict; HfConfigError names the file and what is wrong with it. Read
+    within MEMDESIGNER_MAX_HF_CONFIG_MB (a regular file only); nesting past the JSON parser's
+    recursion limit and integers of thousands of digits are one line too."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as e:
-        raise HfConfigError(f"{p}: cannot read the file ({e.strerror or e})") from None
+        data = read_limited(p, "MAX_HF_CONFIG_MB")
+    except InputLimitError as e:
+        raise HfConfigError(str(e).replace("cannot read (", "cannot read the file (", 1)) from None
+    try:
+        text = data.decode("utf-8-sig")
     except UnicodeDecodeError:
         raise HfConfigError(f"{p}: not a text file") from None
     try:
         config = json.loads(text)
     except json.JSONDecodeError as e:
         raise HfConfigError(f"{p}: not valid JSON (line {e.lineno}: {e.msg})") from None
+    except RecursionError:
+        raise HfConfigError(f"{p}: not a config.json (nested too deeply)") from None
+    except ValueError as e:  # an integer literal over Python's 4,300-digit limit
+        raise HfConfigError(f"{p}: not valid JSON ({str(e).splitlines()[0][:120]})") from None
     if not isinstance(config, dict):
         raise HfConfigError(f"{p}: a config.json must hold a JSON object")
     return config

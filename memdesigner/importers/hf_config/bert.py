@@ -20,6 +20,8 @@ in training; no padding mask (a full batch of seq_len tokens).
 
 from __future__ import annotations
 
+from memdesigner.importers.hf_config._check import Check, check_seq_len
+from memdesigner.importers.hf_config._graph import HfConfigError
 from memdesigner.model.design import Design
 
 DEFAULTS = {
@@ -34,7 +36,7 @@ _ACTS = {"gelu": ("GELU", {"approximate": "none"}), "gelu_new": ("GELU", {"appro
          "silu": ("SiLU", {}), "swish": ("SiLU", {}), "tanh": ("Tanh", {})}
 
 
-class BertConfigError(ValueError):
+class BertConfigError(HfConfigError):
     """A config value this builder cannot use; the message names the field."""
 
 
@@ -45,6 +47,21 @@ def config_with_defaults(config: dict) -> dict:
         # PretrainedConfig: num_labels = len(id2label), 2 by default
         cfg["num_labels"] = len(config["id2label"]) if isinstance(config.get("id2label"), dict) else 2
     return cfg
+
+
+def check(c: dict) -> None:
+    """Every value the graph uses (BertConfigError naming the key): positive bounded sizes,
+    eps and dropouts in range, a known activation name."""
+    ck = Check(c, BertConfigError)
+    ck.layers("num_hidden_layers")
+    for k in ("vocab_size", "hidden_size", "num_attention_heads", "intermediate_size", "max_position_embeddings",
+              "type_vocab_size", "num_labels"):
+        ck.pos_int(k)
+    ck.number("layer_norm_eps")
+    for k in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
+        ck.prob(k)
+    ck.prob("classifier_dropout", optional=True)
+    ck.text("hidden_act")
 
 
 def num_parameters(config: dict, task: str = "base") -> int:
@@ -66,6 +83,8 @@ def build(config: dict, *, seq_len: int, task: str) -> Design:
     if task not in TASKS:
         raise BertConfigError(f"task {task!r}: bert builds {', '.join(TASKS)}")
     c = config_with_defaults(config)
+    check(c)
+    check_seq_len(seq_len)
     h, heads = c["hidden_size"], c["num_attention_heads"]
     if h % heads:
         raise BertConfigError(f"hidden_size {h} is not a multiple of num_attention_heads {heads}")

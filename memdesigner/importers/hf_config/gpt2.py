@@ -11,6 +11,7 @@ weight the registry lists as (out, in); the count and the bytes are the same.
 
 from __future__ import annotations
 
+from memdesigner.importers.hf_config._check import Check, check_seq_len
 from memdesigner.model import registry
 from memdesigner.model.design import Design
 
@@ -41,8 +42,17 @@ def config_values(config: dict) -> dict:
         v = c[k]
         if not isinstance(v, int) or isinstance(v, bool) or v < 1:
             raise ValueError(f"config.{k}: {v!r} must be a positive integer")
+    ck = Check(c, ValueError)
+    ck.layers("n_layer")
+    for k in ("vocab_size", "n_positions", "n_embd", "n_head", "num_labels"):
+        ck.pos_int(k)
+    ck.opt_pos_int("n_inner")
+    ck.number("layer_norm_epsilon")
+    for k in ("resid_pdrop", "embd_pdrop", "attn_pdrop"):
+        ck.prob(k)
     if c["n_embd"] % c["n_head"]:
         raise ValueError(f"config.n_head: {c['n_head']} does not divide n_embd {c['n_embd']}")
+    ck.text("activation_function")
     if c["activation_function"] not in ACTIVATIONS:
         raise ValueError(f"config.activation_function: {c['activation_function']!r} is not one of "
                          f"{', '.join(ACTIVATIONS)}")
@@ -82,15 +92,15 @@ def build(config: dict, *, seq_len: int, task: str) -> Design:
     if task not in TASKS:
         raise ValueError(f"task: {task!r} is not one of {', '.join(TASKS)}")
     c = config_values(config)
-    if not isinstance(seq_len, int) or seq_len < 1:
-        raise ValueError(f"seq_len: {seq_len!r} must be a positive integer")
+    check_seq_len(seq_len)
     if seq_len > c["n_positions"]:
         raise ValueError(f"seq_len: {seq_len} exceeds the {c['n_positions']} positions of the config (n_positions)")
     e, h, v = c["n_embd"], c["n_head"], c["vocab_size"]
     d_head = e // h
     inner = c["n_inner"] or 4 * e
     eps = float(c["layer_norm_epsilon"])
-    name = config.get("_name_or_path") or "gpt2"
+    name = config.get("_name_or_path") if isinstance(config.get("_name_or_path"), str) else ""
+    name = name or "gpt2"
     design = Design(name=str(name).rsplit("/", 1)[-1] or "gpt2")
     b = _Builder(design)
     pre = "" if task == "base" else "transformer."

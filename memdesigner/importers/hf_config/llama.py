@@ -5,6 +5,7 @@ by their module paths so that parameter counts, peft targets and --freeze prefix
 
 from __future__ import annotations
 
+from memdesigner.importers.hf_config._check import Check, short
 from memdesigner.importers.hf_config._graph import Builder, HfConfigError
 from memdesigner.importers.hf_config.versions import NEWEST, check_major, default_attention, sdpa_mask_materialised
 
@@ -50,25 +51,57 @@ INT_KEYS = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers
 
 
 def resolve(config: dict) -> dict:
-    """The config with transformers' defaults filled in and the derived sizes computed."""
+    """The config with transformers' defaults filled in, every value the graph uses checked
+    (``_check``: the key and what it must be, in one line) and the derived sizes computed."""
     mt = config.get("model_type", "llama")
     c = dict(DEFAULTS[mt])
     c.update({k: v for k, v in config.items() if v is not None or k in ("sliding_window", "layer_types")})
     c["model_type"] = mt
+    ck = Check(c)
     for k in INT_KEYS:
-        v = c.get(k)
-        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-            raise HfConfigError(f"{k}: {v!r} is not a positive integer")
+        ck.layers(k) if k == "num_hidden_layers" else ck.pos_int(k)
     if c.get("num_key_value_heads") is None:
         c["num_key_value_heads"] = c["num_attention_heads"]
+    ck.pos_int("num_key_value_heads")
     if not c.get("head_dim"):
+        ck.divides("num_attention_heads", c["num_attention_heads"], "hidden_size", c["hidden_size"])
         c["head_dim"] = c["hidden_size"] // c["num_attention_heads"]
+    ck.pos_int("head_dim")
     if c["num_attention_heads"] % c["num_key_value_heads"]:
         raise HfConfigError(f"num_key_value_heads: {c['num_key_value_heads']} does not divide "
                             f"num_attention_heads {c['num_attention_heads']}")
+    for k in ("hidden_act", "hidden_activation"):
+        if c.get(k) is not None:
+            ck.text(k)
+    ck.number("rms_norm_eps")
+    ck.number("rope_theta", lo_open=True)
     rp = c.get("rope_parameters") or c.get("rope_scaling") or {}
     if isinstance(rp, dict) and rp.get("rope_theta"):
-        c["rope_theta"] = rp["rope_theta"]
+        c["rope_theta"] = Check(rp).number("rope_theta", lo_open=True)
+    ck.number("partial_rotary_factor", lo_open=True, hi=1.0, optional=True)
+    if c.get("sliding_window") is not None and c["sliding_window"] != 0:
+        ck.pos_int("sliding_window")
+    for k in ("attn_logit_softcapping", "final_logit_softcapping"):
+        ck.number(k, optional=True)  # 0 or None: no soft-capping
+    if mt == "gemma2":
+        ck.number("query_pre_attn_scalar", lo_open=True)
+    if mt in ("qwen2", "qwen2_moe"):
+        ck.pos_int("max_window_layers", zero=True)
+    if mt == "mixtral":
+        ck.pos_int("num_local_experts", cap="MAX_HF_EXPERTS")
+        if ck.pos_int("num_experts_per_tok") > c["num_local_experts"]:
+            raise HfConfigError(f"num_experts_per_tok: {c['num_experts_per_tok']} is more than num_local_experts "
+                                f"{c['num_local_experts']}")
+    if mt == "qwen2_moe":
+        if ck.pos_int("num_experts", zero=True, cap="MAX_HF_EXPERTS"):
+            if ck.pos_int("num_experts_per_tok") > c["num_experts"]:
+                raise HfConfigError(f"num_experts_per_tok: {c['num_experts_per_tok']} is more than num_experts "
+                                    f"{c['num_experts']}")
+        for k in ("moe_intermediate_size", "shared_expert_intermediate_size", "decoder_sparse_step"):
+            ck.pos_int(k)
+        ck.int_list("mlp_only_layers")
+    if c.get("num_labels") is not None:
+        ck.pos_int("num_labels")
     if mt == "gemma" and c.get("hidden_activation"):
         c["hidden_act"] = c["hidden_activation"]
     if mt == "gemma2":
@@ -85,6 +118,12 @@ def resolve(config: dict) -> dict:
             c["sliding_window"] = None
     else:
         c["layer_types"] = ["sliding_attention" if c.get("sliding_window") else "full_attention"] * c["num_hidden_layers"]
+    lts = c["layer_types"]
+    if not isinstance(lts, list) or len(lts) != c["num_hidden_layers"] or not all(
+            lt in ("full_attention", "sliding_attention") for lt in lts if isinstance(lt, str)) or not all(
+            isinstance(lt, str) for lt in lts):
+        raise HfConfigError(f"layer_types: {short(lts)} is not a list of num_hidden_layers "
+                            f"({c['num_hidden_layers']}) 'full_attention' / 'sliding_attention' entries")
     return c
 
 

@@ -1,0 +1,128 @@
+"""What the per-format fuzzers (fuzz_hf.py, fuzz_onnx.py, fuzz_snapshot.py) share: run one
+command line through ``memdesigner.cli.main`` in this process under a time limit, measure its
+time and peak RSS, classify the outcome as fuzz_designs.classify does, and print the table.
+
+The time limit is an interval timer whose signal raises ``Hang`` (a BaseException, so no
+``except Exception`` in the code under test swallows it) in the main thread; the peak RSS of one
+case is the kernel's high-water mark (VmHWM), reset before each case via /proc/self/clear_refs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import signal
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from fuzz_designs import classify  # noqa: E402
+
+
+class Hang(BaseException):
+    """The case ran past its time limit."""
+
+
+@dataclass
+class Result:
+    family: str
+    what: str
+    kind: str  # classify()'s words, or "hang"
+    seconds: float
+    rss_mb: float
+    err: str
+
+
+def _reset_peak_rss() -> None:
+    with contextlib.suppress(OSError):
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+
+
+def peak_rss_mb() -> float:
+    try:
+        for line in open("/proc/self/status"):
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _alarm(_sig, _frame):
+    raise Hang()
+
+
+def run_argv(argv: list, family: str, what: str, time_limit: float = 10.0) -> Result:
+    """``memdesigner ARGV`` in-process: exit code or the escaping exception, under ``time_limit``."""
+    from memdesigner.cli import main
+
+    err, out = io.StringIO(), io.StringIO()
+    limit = sys.getrecursionlimit()
+    _reset_peak_rss()
+    old = signal.signal(signal.SIGALRM, _alarm)
+    signal.setitimer(signal.ITIMER_REAL, time_limit)
+    t0 = time.perf_counter()
+    try:
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
+            code = main(argv)
+    except Hang:
+        code = "hang"
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    except BaseException as exc:  # noqa: BLE001 - what would be a traceback in a real run
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        code = type(exc).__name__
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+        sys.setrecursionlimit(limit)
+    dt = time.perf_counter() - t0
+    kind = "hang" if code == "hang" else classify(code, err.getvalue())
+    return Result(family, what, kind, dt, peak_rss_mb(), err.getvalue())
+
+
+def good(r: Result) -> bool:
+    return r.kind in ("valid (exit 0)", "exit 2, one line")
+
+
+COLUMNS = ("cases", "exit 0", "exit 2 (1 line)", "tracebacks", "multi-line", "other exit", "hangs", "max s",
+           "max RSS MB")
+
+
+def table(results: list, title: str) -> str:
+    """Markdown: per family and in total, the outcomes, the slowest case and the largest peak RSS."""
+    fams: dict = {}
+    for r in results:
+        fams.setdefault(r.family, []).append(r)
+    fams["total"] = list(results)
+
+    def row(name, rs):
+        c = [len(rs), sum(r.kind == "valid (exit 0)" for r in rs), sum(r.kind == "exit 2, one line" for r in rs),
+             sum(r.kind.startswith("traceback") for r in rs), sum(r.kind == "exit 2, not exactly one line" for r in rs),
+             sum(r.kind.startswith("exit ") and r.kind[5:6].isdigit() and not r.kind.startswith("exit 2") for r in rs),
+             sum(r.kind == "hang" for r in rs)]
+        mt = max((r.seconds for r in rs), default=0.0)
+        mr = max((r.rss_mb for r in rs), default=0.0)
+        return f"| {name:<16} | " + " | ".join(f"{v:>{len(h)}}" for v, h in zip(c, COLUMNS)) + \
+            f" | {mt:>5.2f} | {mr:>10.0f} |"
+
+    head = f"| {'family':<16} | " + " | ".join(COLUMNS) + " |"
+    sep = "|" + "-" * 18 + "|" + "|".join("-" * (len(h) + 1) + ":" for h in COLUMNS) + "|"
+    lines = [title, "", head, sep] + [row(k, v) for k, v in fams.items()]
+    return "\n".join(lines)
+
+
+def failures(results: list, show: int) -> str:
+    bad = [r for r in results if not good(r)]
+    slow = sorted(results, key=lambda r: -r.seconds)[:3]
+    out = ["slowest: " + "; ".join(f"{r.what} {r.seconds:.2f} s" for r in slow)]
+    for r in bad[:show]:
+        out.append(f"FAIL {r.family} {r.what}: {r.kind}: {r.err.strip()[-400:]!r}")
+    return "\n".join(out)
