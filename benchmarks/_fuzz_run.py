@@ -126,3 +126,23 @@ def failures(results: list, show: int) -> str:
     for r in bad[:show]:
         out.append(f"FAIL {r.family} {r.what}: {r.kind}: {r.err.strip()[-400:]!r}")
     return "\n".join(out)
+
+
+def fuzz_main(doc: str, command: str, run, seed: int, argv=None) -> int:
+    """The command line every per-format fuzzer shares: ``run(n, seed, limit, budget=...)`` makes
+    and runs the cases; prints the table and the first failures; exit 1 when any case failed."""
+    import argparse
+
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("-n", type=int, default=20_000)
+    ap.add_argument("--seed", type=int, default=seed)
+    ap.add_argument("--limit", type=float, default=10.0, help="seconds per case")
+    ap.add_argument("--show", type=int, default=10)
+    ap.add_argument("--budget", type=float, default=0, help="seconds for the whole run (0: none): fewer cases then")
+    a = ap.parse_args(argv)
+    t0 = time.perf_counter()
+    results = run(a.n, a.seed, a.limit, budget=a.budget)
+    print(table(results, f"memdesigner {command}: {len(results)} cases (seed {a.seed}) in "
+                         f"{time.perf_counter() - t0:.0f} s, {a.limit:g} s limit each"))
+    print(failures(results, a.show))
+    return 0 if all(good(r) for r in results) else 1

@@ -17,7 +17,6 @@ bad bytes, NUL, BOM), ``cli`` (odd --seq-len and --task), and special files (FIF
 
 from __future__ import annotations
 
-import argparse
 import copy
 import json
 import os
@@ -31,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import fuzz_designs  # noqa: E402
 import fuzz_importers  # noqa: E402
-from _fuzz_run import Result, failures, good, run_argv, table  # noqa: E402
+from _fuzz_run import Result, fuzz_main, run_argv  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 SEEDS = sorted((ROOT / "resources" / "examples" / "hf").glob("*.json"))
@@ -152,19 +151,7 @@ def run(n: int, seed: int, time_limit: float, specials: bool = True, budget: flo
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("-n", type=int, default=20_000)
-    ap.add_argument("--seed", type=int, default=7)
-    ap.add_argument("--limit", type=float, default=10.0, help="seconds per case")
-    ap.add_argument("--show", type=int, default=10)
-    ap.add_argument("--budget", type=float, default=0, help="seconds for the whole run (0: none): fewer cases then")
-    a = ap.parse_args(argv)
-    t0 = time.perf_counter()
-    results = run(a.n, a.seed, a.limit, budget=a.budget)
-    print(table(results, f"memdesigner import hf: {len(results)} cases (seed {a.seed}) in "
-                         f"{time.perf_counter() - t0:.0f} s, {a.limit:g} s limit each"))
-    print(failures(results, a.show))
-    return 0 if all(good(r) for r in results) else 1
+    return fuzz_main(__doc__, "import hf", run, seed=7, argv=argv)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,6 @@ the limit, a FIFO, /dev/zero, a folder, empty and text files).
 
 from __future__ import annotations
 
-import argparse
 import os
 import random
 import sys
@@ -26,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _fuzz_run import failures, good, run_argv, table  # noqa: E402
+from _fuzz_run import fuzz_main, run_argv  # noqa: E402
 
 F = 1  # TensorProto.FLOAT
 
@@ -245,19 +244,7 @@ def run(n: int, seed: int, time_limit: float, specials: bool = True, budget: flo
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("-n", type=int, default=20_000)
-    ap.add_argument("--seed", type=int, default=3)
-    ap.add_argument("--limit", type=float, default=10.0, help="seconds per case")
-    ap.add_argument("--show", type=int, default=10)
-    ap.add_argument("--budget", type=float, default=0, help="seconds for the whole run (0: none): fewer cases then")
-    a = ap.parse_args(argv)
-    t0 = time.perf_counter()
-    results = run(a.n, a.seed, a.limit, budget=a.budget)
-    print(table(results, f"memdesigner import onnx: {len(results)} cases (seed {a.seed}) in "
-                         f"{time.perf_counter() - t0:.0f} s, {a.limit:g} s limit each"))
-    print(failures(results, a.show))
-    return 0 if all(good(r) for r in results) else 1
+    return fuzz_main(__doc__, "import onnx", run, seed=3, argv=argv)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,6 @@ times, tuples nested up to a million deep as dict keys, 2^20000 sizes, None fram
 
 from __future__ import annotations
 
-import argparse
 import os
 import pickle
 import random
@@ -28,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import fuzz_importers  # noqa: E402
-from _fuzz_run import failures, good, run_argv, table  # noqa: E402
+from _fuzz_run import fuzz_main, run_argv  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 FIX = ROOT / "tests" / "fixtures" / "snapshots"
@@ -205,19 +204,7 @@ def run(n: int, seed: int, time_limit: float, specials: bool = True, budget: flo
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("-n", type=int, default=20_000)
-    ap.add_argument("--seed", type=int, default=5)
-    ap.add_argument("--limit", type=float, default=10.0, help="seconds per case")
-    ap.add_argument("--show", type=int, default=10)
-    ap.add_argument("--budget", type=float, default=0, help="seconds for the whole run (0: none): fewer cases then")
-    a = ap.parse_args(argv)
-    t0 = time.perf_counter()
-    results = run(a.n, a.seed, a.limit, budget=a.budget)
-    print(table(results, f"memdesigner snapshot show: {len(results)} cases (seed {a.seed}) in "
-                         f"{time.perf_counter() - t0:.0f} s, {a.limit:g} s limit each"))
-    print(failures(results, a.show))
-    return 0 if all(good(r) for r in results) else 1
+    return fuzz_main(__doc__, "snapshot show", run, seed=5, argv=argv)
 
 
 if __name__ == "__main__":
