@@ -55,6 +55,8 @@ SPECS = (
     Spec("act_export_svg", "Canvas as &SVG…", lambda w: w.export("canvas_svg")),
     Spec("act_export_timeline", "&Timeline as PNG…", lambda w: w.export("timeline_png")),
     Spec("act_export_csv", "Layer &Table as CSV…", lambda w: w.export("table_csv")),
+    Spec("act_export_torch", "&PyTorch Code (.py)…", lambda w: w.export("torch_py"),
+         tip="A runnable nn.Module of the design (as memdesigner export torch writes it)"),
     Spec("act_export_report", "&Report (HTML or Markdown)…", lambda w: w.export_report(),
          tip="One file to attach to a ticket: network, verdict per device, timeline, layers"),
     Spec("act_open_snapshot", "Open Memory &Snapshot…", lambda w: _snapshot_view().open_dialog(w),

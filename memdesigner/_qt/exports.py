@@ -96,3 +96,18 @@ def canvas_svg(scene, path: str, title: str = "memdesigner") -> None:
 
 def widget_png(widget, path: str) -> None:
     save_picture(widget.grab(), path)
+
+
+class ExportRefused(Exception):
+    """The design has a layer the PyTorch exporter cannot write (its message: one line, which one)."""
+
+
+def torch_code(design, path: str) -> None:
+    """The design as a runnable nn.Module (exporters/torch_code.py, as `memdesigner export torch`)."""
+    from memdesigner.exporters.torch_code import ExportError, to_python
+
+    try:
+        code = to_python(design)
+    except ExportError as err:
+        raise ExportRefused(str(err)) from None
+    write_atomic(path, code)

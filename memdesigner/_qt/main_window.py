@@ -194,6 +194,7 @@ class MainWindow(QMainWindow):
         f.addActions([self.act_save, self.act_save_as])
         exp = f.addMenu("&Export")
         exp.addActions([self.act_export_png, self.act_export_svg, self.act_export_timeline, self.act_export_csv])
+        exp.addAction(self.act_export_torch)
         exp.addAction(self.act_export_report)
         f.addSeparator()
         f.addAction(self.act_quit)
@@ -540,7 +541,8 @@ class MainWindow(QMainWindow):
 
     def export(self, kind: str, path: str | None = None) -> str | None:
         filters = {"canvas_png": ("PNG image (*.png)", ".png"), "canvas_svg": ("SVG image (*.svg)", ".svg"),
-                   "timeline_png": ("PNG image (*.png)", ".png"), "table_csv": ("CSV table (*.csv)", ".csv")}
+                   "timeline_png": ("PNG image (*.png)", ".png"), "table_csv": ("CSV table (*.csv)", ".csv"),
+                   "torch_py": ("PyTorch code (*.py)", ".py")}
         flt, ext = filters[kind]
         if path is None:
             base = Path(self._last_dir()) / f"{self.design.name or 'design'}-{kind.split('_')[0]}{ext}"
@@ -554,8 +556,13 @@ class MainWindow(QMainWindow):
                 exports.canvas_svg(self.scene, path, self.design.name)
             elif kind == "timeline_png":
                 exports.widget_png(self.timeline, path)
+            elif kind == "torch_py":
+                exports.torch_code(self.design, path)
             else:
                 self.table.write_csv(path)
+        except exports.ExportRefused as err:  # a layer the exporter cannot write: its one-line reason
+            QMessageBox.warning(self, "Export failed", str(err))
+            return None
         except OSError as err:
             from memdesigner.io.atomic_write import cannot_write
 
