@@ -247,14 +247,16 @@ def _module_hooks(torch, g: _Graph, modules: dict):
                 g.scope.pop()
             return None
         g.leaf_depth -= 1
-        if not isinstance(output, torch.Tensor):
+        tensors = isinstance(output, torch.Tensor) or (
+            isinstance(output, (tuple, list)) and any(isinstance(o, torch.Tensor) for o in output))
+        if not tensors:
             raise TorchImportError(f"{name}: a leaf module returned {type(output).__name__}")
         node = g.graph.call_module(name, (x,))
         g.scope.append((name, f"{type(m).__module__}.{type(m).__qualname__}"))
         g.annotate(node)
         g.scope.pop()
         g.attrs[name] = m
-        g.bind(output, node)
+        g.outputs(node, output)  # a tuple (a MoE block's hidden states and router logits): getitem nodes
         return None
 
     h1 = register_module_forward_pre_hook(pre)

@@ -606,10 +606,16 @@ def _from_torch(mod):
         norm = bool(getattr(mod, "norm_topk_prob", getattr(mod.gate, "norm_topk_prob", True)))
     shared = int(mod.shared_expert.gate_proj.weight.shape[0]) if hasattr(mod, "shared_expert") else 0
     impl = getattr(mod, "impl", None)
-    if impl is None:
-        cfg = getattr(mod.experts, "config", None)
-        impl = "grouped_mm" if getattr(cfg, "_experts_implementation", None) == "grouped_mm" else "eager"
-    return {"num_experts": e, "top_k": int(top_k), "intermediate_size": int(mod.experts.down_proj.shape[-1]),
+    if hasattr(mod.experts, "down_proj"):  # transformers 5: the experts' weights fused in one module
+        ffn = int(mod.experts.down_proj.shape[-1])
+        if impl is None:
+            cfg = getattr(mod.experts, "config", None)
+            impl = "grouped_mm" if getattr(cfg, "_experts_implementation", None) == "grouped_mm" else "eager"
+    else:  # transformers 4: a ModuleList of MLPs (Mixtral's w1/w2/w3, Qwen2-MoE's gate/up/down), looped over
+        first = mod.experts[0]
+        down = getattr(first, "w2", None) or first.down_proj
+        ffn, impl = int(down.weight.shape[-1]), impl or "eager"
+    return {"num_experts": e, "top_k": int(top_k), "intermediate_size": ffn,
             "norm_topk_prob": norm, "shared_expert_intermediate_size": shared, "impl": impl}
 
 
