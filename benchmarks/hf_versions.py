@@ -208,8 +208,10 @@ def rows(truth: dict) -> list:
             continue
         tv, mt = meta["transformers"], meta["model_type"]
         designs = {}
-        if meta.get("import_torch") == "ok":
+        if meta.get("import_torch") == "ok" and (DESIGNS / tv / f"{mt}.json").exists():
             designs["torch"] = load_design(str(DESIGNS / tv / f"{mt}.json"))
+        elif meta.get("import_torch") == "ok":  # (the imported designs are not committed: --measure --reimport)
+            meta = dict(meta, import_torch="not imported in this checkout (run --measure --reimport)")
         if mt in HF_TYPES:
             cfg = dict(_config_of(truth, tv, mt), model_type=mt)
             designs["hf"] = design_from_config(cfg, seq_len=SEQ, transformers_major=int(tv.split(".")[0]))
