@@ -4,6 +4,9 @@ weight is a new tensor of the weight's size that the convolution keeps for backw
 transient without grad); folding it into the parameter (the mapping's rule for views and casts)
 under-estimated training by a fifth. Such a module becomes a Generic node that PyTorch measures."""
 
+import sys
+from pathlib import Path
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -15,32 +18,8 @@ from memdesigner.engine.settings import Settings  # noqa: E402
 from memdesigner.importers.torch_fx import from_module  # noqa: E402
 from memdesigner.measure.torch_measure import _builtin_measure  # noqa: E402
 
-
-class StdConv(nn.Conv2d):
-    """timm's ScaledStdConv2d, as written there."""
-
-    def __init__(self, *a, **k):
-        super().__init__(*a, **k)
-        self.gain = nn.Parameter(torch.ones(self.out_channels, 1, 1, 1))
-        self.scale = self.weight[0].numel() ** -0.5
-
-    def forward(self, x):
-        w = F.batch_norm(self.weight.reshape(1, self.out_channels, -1), None, None,
-                         weight=(self.gain * self.scale).view(-1), training=True, momentum=0.0,
-                         eps=1e-6).reshape_as(self.weight)
-        return F.conv2d(x, w, self.bias, self.stride, self.padding)
-
-
-class NormedLinear(nn.Module):
-    """A weight norm written by hand: the direction v scaled to the length g, per output row."""
-
-    def __init__(self, i, o):
-        super().__init__()
-        self.v = nn.Parameter(torch.randn(o, i))
-        self.g = nn.Parameter(torch.ones(o, 1))
-
-    def forward(self, x):
-        return F.linear(x, self.g * self.v / self.v.norm(dim=1, keepdim=True))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+from mechanisms_models import NormedLinear, StdConv  # noqa: E402  (timm's ScaledStdConv2d, a hand weight norm)
 
 
 class NFNet(nn.Module):
