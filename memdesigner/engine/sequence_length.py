@@ -12,7 +12,9 @@ def token_inputs(design: Design) -> list[str]:
     """The Inputs that carry the sequence: int64, 1-D per sample, of the first such Input's length."""
     found, length = [], None
     for nid, node in design.nodes.items():
-        shape = node.props.get("shape") if node.type == "Input" else None
+        if node.type != "Input":  # (every estimate asks: one comparison per other node)
+            continue
+        shape = node.props.get("shape")
         if node.props.get("dtype") == "int64" and isinstance(shape, (list, tuple)) and len(shape) == 1:
             if length is None:
                 length = shape[0]
