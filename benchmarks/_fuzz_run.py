@@ -146,3 +146,18 @@ def fuzz_main(doc: str, command: str, run, seed: int, argv=None) -> int:
                          f"{time.perf_counter() - t0:.0f} s, {a.limit:g} s limit each"))
     print(failures(results, a.show))
     return 0 if all(good(r) for r in results) else 1
+
+
+def mutate_binary(rng, data: bytes, insert) -> tuple[str, bytes]:
+    """One mutation of a binary file (ONNX protobuf, snapshot pickle): truncate, flip a bit, insert
+    ``insert(rng)`` (what, bytes) or drop a byte, at one random offset."""
+    k = rng.randrange(4)
+    i = rng.randrange(max(len(data), 1))
+    if k == 0:
+        return "truncate", data[:i]
+    if k == 1:
+        return "bit flip", data[:i] + bytes([data[i] ^ (1 << rng.randrange(8))]) + data[i + 1:]
+    if k == 2:
+        what, ins = insert(rng)
+        return what, data[:i] + ins + data[i:]
+    return "drop byte", data[:i] + data[i + 1:]

@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _fuzz_run import fuzz_main, run_argv  # noqa: E402
+from _fuzz_run import fuzz_main, mutate_binary, run_argv  # noqa: E402
 
 F = 1  # TensorProto.FLOAT
 
@@ -161,15 +161,7 @@ def _mutate_proto(rng: random.Random, m) -> str:
 
 
 def _mutate_bytes(rng: random.Random, data: bytes) -> tuple[str, bytes]:
-    k = rng.randrange(4)
-    i = rng.randrange(max(len(data), 1))
-    if k == 0:
-        return "truncate", data[:i]
-    if k == 1:
-        return "bit flip", data[:i] + bytes([data[i] ^ (1 << rng.randrange(8))]) + data[i + 1:]
-    if k == 2:
-        return "insert", data[:i] + bytes(rng.randrange(256) for _ in range(rng.randint(1, 8))) + data[i:]
-    return "drop byte", data[:i] + data[i + 1:]
+    return mutate_binary(rng, data, lambda r: ("insert", bytes(r.randrange(256) for _ in range(r.randint(1, 8)))))
 
 
 def chain(n: int, named: bool = True) -> bytes:

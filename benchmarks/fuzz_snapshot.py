@@ -27,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import fuzz_importers  # noqa: E402
-from _fuzz_run import fuzz_main, run_argv  # noqa: E402
+from _fuzz_run import fuzz_main, mutate_binary, run_argv  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 FIX = ROOT / "tests" / "fixtures" / "snapshots"
@@ -146,18 +146,17 @@ def _hostile(rng: random.Random, k: int) -> tuple[str, bytes]:
                                                        {"segments": [], "device_traces": [5]}]), protocol=4)
 
 
+_INSERTS = [b"\x85" * 50, b"(", b"t", b"\x94", b"h\xff", b"c", b"\x93", b"R", b"\x8e\xff\xff\xff\xff",
+            b"J\xff\xff\xff\x7f", b"\x8a\x08" + b"\xff" * 8, b"0", b"2", b"."]  # pickle opcodes and lengths
+
+
+def _insert(rng):
+    ins = rng.choice(_INSERTS)
+    return f"insert {ins[:6]!r}", ins
+
+
 def _mutate_bytes(rng: random.Random, data: bytes) -> tuple[str, bytes]:
-    k = rng.randrange(4)
-    i = rng.randrange(max(len(data), 1))
-    if k == 0:
-        return "truncate", data[:i]
-    if k == 1:
-        return "bit flip", data[:i] + bytes([data[i] ^ (1 << rng.randrange(8))]) + data[i + 1:]
-    if k == 2:
-        ins = rng.choice([b"\x85" * 50, b"(", b"t", b"\x94", b"h\xff", b"c", b"\x93", b"R", b"\x8e\xff\xff\xff\xff",
-                          b"J\xff\xff\xff\x7f", b"\x8a\x08" + b"\xff" * 8, b"0", b"2", b"."])
-        return f"insert {ins[:6]!r}", data[:i] + ins + data[i:]
-    return "drop byte", data[:i] + data[i + 1:]
+    return mutate_binary(rng, data, _insert)
 
 
 def cases(n: int, seed: int):
