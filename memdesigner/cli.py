@@ -136,7 +136,7 @@ def _settings_from(args, design):
 
             at_length(design, s.seq_len)  # raises when the design has no token input
         if s.checkpoint_units and design is not None:
-            from memdesigner.engine.checkpoint_plan import check_design_units
+            from memdesigner.engine.checkpoint_units import check_design_units
 
             check_design_units(design, s.checkpoint_units)
         return s

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from memdesigner.engine.devices import _from_dict
+from memdesigner.engine.device_profile import device_from_dict
 
 MiB, GiB = 2**20, 2**30
 FILE = Path(__file__).resolve().parent.parent / "resources" / "devices.json"
@@ -34,7 +34,7 @@ def test_current_devices_with_runtime_memory_and_sources(devs, dev_id, memory, s
     d = devs[dev_id]
     assert d["memory_bytes"] == memory
     assert source in d["notes"] and "runtime_overhead_bytes" in d["notes"]
-    dev = _from_dict(d)
+    dev = device_from_dict(d)
     assert dev.kind == ("mps" if dev_id.startswith("apple") else "cuda")  # ROCm runs through torch.cuda
     assert dev.allocator_rounding == (1 if dev.kind == "mps" else 512)
     assert 0 < dev.usable_bytes < dev.memory_bytes

@@ -7,6 +7,7 @@ import io
 from dataclasses import dataclass, field
 
 from memdesigner.engine.simulate import CATS
+from memdesigner.io.atomic_write import write_atomic
 from memdesigner.text import encodable
 
 # the per-layer export's columns: the window's CSV, the reports and scripts read the same rows
@@ -51,8 +52,6 @@ class LayerRow:
 
 def write_layers_csv(rows, path) -> None:
     """The per-layer table as CSV, rows in the order given (the window passes its sorted view)."""
-    from memdesigner.io.atomic_write import write_atomic
-
     buf = io.StringIO(newline="")
     w = csv.writer(buf)
     w.writerow(CSV_COLUMNS)
