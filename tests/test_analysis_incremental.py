@@ -11,7 +11,7 @@ import random
 import pytest
 
 import memdesigner as md
-from memdesigner.model import analysis
+from memdesigner.model import flat_analysis as analysis
 from memdesigner.model.analysis import analyze
 
 

@@ -4,7 +4,7 @@ are kept (45,000 nodes; all three would be 70,000 > 60,000); the newest is kept 
 
 from types import SimpleNamespace
 
-from memdesigner.model import analysis
+from memdesigner.model import flat_analysis as analysis
 
 
 def _kept(tag: str, n: int):

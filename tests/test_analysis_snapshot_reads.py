@@ -4,7 +4,7 @@ node of 40 reads one node's fields, not 40; a design that is not a snapshot is c
 
 from helpers import linear_chain
 
-from memdesigner.model import analysis
+from memdesigner.model import flat_analysis as analysis
 from memdesigner.model.analysis import analyze
 from memdesigner.model.snapshots import Snapshots
 

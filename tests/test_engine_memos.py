@@ -10,7 +10,7 @@ from helpers import mlp
 
 import memdesigner as md
 from memdesigner.engine import compiled_rule, param_state
-from memdesigner.model import analysis
+from memdesigner.model import flat_analysis as analysis
 
 EX = Path(__file__).resolve().parent.parent / "resources" / "examples"
 

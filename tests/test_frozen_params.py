@@ -9,7 +9,8 @@ Measured with the truth harness (shared/truth/measure.py, method a, CPU, torch 2
 import pytest
 
 from memdesigner import estimate
-from memdesigner.model.blocks import expand, fold_repeats
+from memdesigner.model.block_fold import fold_repeats
+from memdesigner.model.blocks import expand
 from memdesigner.model.design import Design
 
 

@@ -55,7 +55,7 @@ from memdesigner.importers._torch_values import (
     _State,
 )
 from memdesigner.importers._torch_versions import versions_ran_under
-from memdesigner.model.blocks import fold_repeats
+from memdesigner.model.block_fold import fold_repeats
 from memdesigner.model.design import Design
 from memdesigner.model.registry import LayerError
 
