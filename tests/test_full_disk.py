@@ -161,17 +161,3 @@ def test_a_failed_headless_render_is_one_line_without_qt_noise(tmp_path):
     assert r.stderr.splitlines() == [f"memdesigner: error: {out}: cannot write: Qt could not save the image "
                                      "(name it .png)"]
     assert os.listdir(tmp_path) == []
-
-
-def test_the_exporters_own_command_keeps_the_old_file_too(tmp_path, capsys, disk_full_after):
-    """exporters/torch_code.py's parser (the library's own entry): the same rule as the CLI's."""
-    import argparse
-
-    from memdesigner.exporters.torch_code import cli_export_torch
-
-    out = tmp_path / "m.py"
-    out.write_bytes(OLD)
-    disk_full_after(100)
-    assert cli_export_torch(argparse.Namespace(design=LENET, output=str(out), class_name=None)) == 2
-    assert capsys.readouterr().err.splitlines() == [f"error: {out}: cannot write: No space left on device"]
-    assert out.read_bytes() == OLD and os.listdir(tmp_path) == ["m.py"]

@@ -1,6 +1,5 @@
 """Design -> PyTorch code: runnable, and import -> export -> import keeps params and the estimate."""
 
-import argparse
 from pathlib import Path
 
 import pytest
@@ -9,7 +8,8 @@ torch = pytest.importorskip("torch")
 nn = torch.nn
 
 import memdesigner
-from memdesigner.exporters.torch_code import add_torch_export_parser, cli_export_torch, to_python
+from memdesigner.cli import main as cli_main
+from memdesigner.exporters.torch_code import to_python
 from memdesigner.importers.torch_fx import from_module, import_file
 from memdesigner.io.design_file import copy_design
 
@@ -90,11 +90,8 @@ def test_cli_export(tmp_path):
     d = from_module(Net(), (3, 16, 16))
     p = tmp_path / "d.json"
     save_design(d, p)
-    ap = argparse.ArgumentParser()
-    add_torch_export_parser(ap.add_subparsers())
     out = tmp_path / "model.py"
-    args = ap.parse_args(["torch", str(p), "-o", str(out)])
-    assert cli_export_torch(args) == 0
+    assert cli_main(["export", "torch", str(p), "-o", str(out)]) == 0
     d2 = import_file(f"{out}:make")
     assert memdesigner.estimate(d2).params == memdesigner.estimate(d).params
 

@@ -1,6 +1,5 @@
 """PyTorch import (torch.fx): layer mapping, parameter counts, warnings, the zoo, CLI glue."""
 
-import argparse
 from pathlib import Path
 
 import pytest
@@ -10,7 +9,8 @@ nn = torch.nn
 F = torch.nn.functional
 
 import memdesigner
-from memdesigner.importers.torch_fx import add_torch_import_parser, cli_import_torch, from_module, import_file
+from memdesigner.cli import main as cli_main
+from memdesigner.importers.torch_fx import from_module, import_file
 
 TRUTH = Path(__file__).resolve().parent.parent.parent / "shared" / "truth"
 
@@ -164,16 +164,12 @@ def test_import_file_and_cli(tmp_path):
     assert memdesigner.estimate(d).params == 10 * 5 + 5 + 5 * 2 + 2
     d2 = import_file(f"{src}:bare", input_shape=(6,))
     assert memdesigner.estimate(d2).params == 21
-    ap = argparse.ArgumentParser()
-    sub = ap.add_subparsers()
-    add_torch_import_parser(sub)
     out = tmp_path / "d.json"
-    args = ap.parse_args(["torch", f"{src}:mlp", "-o", str(out)])
-    assert cli_import_torch(args) == 0
+    assert cli_main(["import", "torch", f"{src}:mlp", "-o", str(out)]) == 0
     loaded = memdesigner.load_design(out)
     assert memdesigner.estimate(loaded).params == 67
-    args = ap.parse_args(["torch", f"{src}:bare", "-o", str(out), "--input-shape", "6"])
-    assert args.func(args) == 0
+    assert cli_main(["import", "torch", f"{src}:bare", "-o", str(out), "--input-shape", "6"]) == 0
+    assert memdesigner.estimate(memdesigner.load_design(out)).params == 21
 
 
 @pytest.mark.skipif(not (TRUTH / "zoo.py").exists(), reason="shared/truth not found")
