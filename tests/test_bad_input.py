@@ -118,11 +118,12 @@ def test_existing_file_still_opens_the_window(monkeypatch, tmp_path):
 
 
 def test_error_with_newlines_stays_one_line(monkeypatch, capsys):
-    import memdesigner.cli as cli
+    from memdesigner.cli import devices
+    from memdesigner.cli.common import CliError
 
     def fails(args):  # e.g. a traced model's error text with newlines in it
-        raise cli.CliError("first\nsecond\n  third")
+        raise CliError("first\nsecond\n  third")
 
-    monkeypatch.setattr(cli, "cmd_devices", fails)
+    monkeypatch.setattr(devices, "run", fails)
     assert main(["devices"]) == 2
     assert capsys.readouterr().err == "memdesigner: error: first second third\n"

@@ -133,7 +133,7 @@ def test_a_short_write_is_not_an_error(tmp_path, monkeypatch):
 
 
 def test_python_m_memdesigner_cli_errors_are_one_line_too(tmp_path):
-    """``python -m memdesigner.cli`` runs cli.py as __main__: the subcommands' CliError (from the
+    """``python -m memdesigner.cli`` runs cli/__main__.py: the subcommands' CliError (from the
     imported memdesigner.cli) must still be caught there, not end in a traceback."""
     import subprocess
     import sys

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+from memdesigner.cli.common import CliError, device, load, settings_args, settings_from
 from memdesigner.reports.suggestions import price_text
 from memdesigner.units import format_bytes
 
@@ -31,19 +32,25 @@ def render_fit(advice, design, dev) -> str:
     return "\n".join(lines)
 
 
-def cmd_fit(args, load, settings_from, device_of, error) -> int:
-    """Wired by memdesigner.cli (its loaders and error class passed in, so the CLI owns input errors)."""
+def add_parser(sub) -> None:
+    f = sub.add_parser("fit", help="what to change so that a design fits a device (exit 1: it does not fit)")
+    f.add_argument("design")
+    settings_args(f)
+    f.add_argument("--format", choices=("table", "json"), default="table")
+
+
+def run(args) -> int:
     from memdesigner.engine.fit import make_it_fit
 
     design = load(args.design)
     settings = settings_from(args, design)
-    dev = device_of(args, design)
+    dev = device(args, design)
     if dev is None:
-        raise error("fit needs --device (see `memdesigner devices`)")
+        raise CliError("fit needs --device (see `memdesigner devices`)")
     try:
         advice = make_it_fit(design, settings, device=dev)
     except ValueError as err:
-        raise error(f"{args.design}: {err}") from None
+        raise CliError(f"{args.design}: {err}") from None
     if args.format == "json":
         print(json.dumps(advice.to_dict(), indent=2))
     else:

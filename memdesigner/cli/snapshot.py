@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+from memdesigner.cli.common import CliError, device, load, settings_args, settings_from
 from memdesigner.snapshot.phases import PHASES
 from memdesigner.units import format_bytes
 
@@ -37,7 +38,6 @@ def add_export_parser(esub, settings_args) -> None:
 
 
 def _read(args):
-    from memdesigner.cli import CliError
     from memdesigner.snapshot.reader import SnapshotError, load_snapshot
     from memdesigner.snapshot.replay import replay
 
@@ -119,9 +119,11 @@ def compare_rows(rp, report) -> list[dict]:
     return rows
 
 
-def cmd_snapshot(args) -> int:
-    from memdesigner.cli import CliError
+def add_parser(sub) -> None:
+    add_snapshot_parser(sub, settings_args)
 
+
+def run(args) -> int:
     if args.snapshot_cmd == "show":
         rp = _read(args)
         if args.format == "json":
@@ -130,12 +132,11 @@ def cmd_snapshot(args) -> int:
             print("\n".join(_show_lines(args.snapshot, rp)))
         return 0
     if args.snapshot_cmd == "compare":
-        from memdesigner.cli import _device, _load, _settings_from
         from memdesigner.engine.estimate import estimate
 
-        design = _load(args.design)
-        settings = _settings_from(args, design)
-        dev = _device(args, design)
+        design = load(args.design)
+        settings = settings_from(args, design)
+        dev = device(args, design)
         rp = _read(args)
         report = estimate(design, settings, device=dev)
         if report.issues:
@@ -165,12 +166,11 @@ def cmd_snapshot(args) -> int:
 
 
 def cmd_export_snapshot(args) -> int:
-    from memdesigner.cli import CliError, _device, _load, _settings_from
     from memdesigner.snapshot.writer import write_estimate_snapshot
 
-    design = _load(args.design)
-    settings = _settings_from(args, design)
-    dev = _device(args, design)
+    design = load(args.design)
+    settings = settings_from(args, design)
+    dev = device(args, design)
     try:
         rep = write_estimate_snapshot(args.output, design, settings, device=dev)
     except ValueError as err:

@@ -1,12 +1,14 @@
 """`memdesigner report DESIGN.json [settings] -o report.html|.md`: a file to hand on (see
-memdesigner.reports). Kept out of cli.py, which only registers the parser and dispatches here."""
+memdesigner.reports)."""
 
 from __future__ import annotations
 
 import sys
 
+from memdesigner.cli.common import CliError, device, load, settings_args, settings_from, writable
 
-def add_parser(sub, settings_args) -> None:
+
+def add_parser(sub) -> None:
     r = sub.add_parser("report", help="write a self-contained HTML or Markdown report of a design's memory")
     r.add_argument("design")
     r.add_argument("-o", "--output", required=True, help="report.html or report.md")
@@ -19,17 +21,16 @@ def add_parser(sub, settings_args) -> None:
 
 
 def run(args) -> int:
-    from memdesigner.cli import CliError, _device, _load, _settings_from, _writable
     from memdesigner.reports import ReportError, collect, format_for, write_report
 
     try:
         kind = format_for(args.output, args.format)
     except ValueError as err:
         raise CliError(str(err)) from None
-    _writable(args.output)
-    design = _load(args.design)
-    settings = _settings_from(args, design)
-    dev = _device(args, design)
+    writable(args.output)
+    design = load(args.design)
+    settings = settings_from(args, design)
+    dev = device(args, design)
     try:
         content = collect(design, settings, dev, max_batch=not args.no_max_batch)
     except ReportError as err:
