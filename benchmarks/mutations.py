@@ -10,6 +10,7 @@ accuracy tables), nor the GUI, importer, exporter or CLI tests.
     python benchmarks/mutations.py              # every mutation (cached results are reused)
     python benchmarks/mutations.py --fresh      # ignore the cache
     python benchmarks/mutations.py -k fan_in    # only mutations whose name contains "fan_in"
+    python benchmarks/mutations.py --tests tests/engine --cache /tmp/m.json   # other tests
 
 Results are cached in benchmarks/mutations_results.json, keyed by a hash of the mutation's text
 and of the rule test files, so a rerun after a test change reruns only what that change touches.
@@ -204,7 +205,10 @@ def main(argv=None) -> int:
     ap.add_argument("--fresh", action="store_true", help="ignore cached results")
     ap.add_argument("-k", default="", help="only mutations whose name contains this")
     ap.add_argument("--cache", type=Path, default=CACHE)
+    ap.add_argument("--tests", nargs="+", help="run these test paths instead of RULE_TESTS (a quick look)")
     a = ap.parse_args(argv)
+    if a.tests:
+        RULE_TESTS[:] = a.tests
     cache = {} if a.fresh or not a.cache.exists() else json.loads(a.cache.read_text())
     th = _tests_hash()
     rows = []

@@ -323,3 +323,36 @@ def test_explain_lists_the_fan_in_sum_at_the_peak():
 def test_timeline_maximum_is_the_reported_peak(tie):
     rep = md.estimate(two_branch(tie), batch=2, backend="cpu", mode="train", optimizer="adam", foreach=False)
     assert max(e.bytes for e in rep.timeline) == rep.peak_bytes
+
+
+# -- CPU autocast (bf16) ---------------------------------------------------------------------------
+
+def test_autocast_linear_chain_timeline():
+    """x(8) -> n0 Linear 16 -> n1 Linear 4 under CPU autocast: each op casts its fp32 weight and
+    bias to bf16 (kept in autocast's cache until the forward ends), n0 casts x; n0 saves x's cast,
+    n1 saves its bf16 input and the weight's cast (x needs no grad: n0 keeps no weight). Backward
+    makes bf16 parameter gradients and casts each to its fp32 .grad after the op's saved tensors
+    and incoming gradient are released (the event is the first cast, both halves still alive)."""
+    d = sequential((8,), [("Linear", {"out_features": 16}), ("Linear", {"out_features": 4})])
+    bf = 2
+    w0, b0, w1, b1 = 8 * 16, 16, 16 * 4, 4  # numels
+    p = (w0 + b0 + w1 + b1) * F  # 848
+    xc, y0, y1 = 2 * 8 * bf, 2 * 16 * bf, 2 * 4 * bf  # x's cast, the bf16 outputs
+    lb = bf  # the bf16 loss (and its ones_like)
+    fwd = [
+        ("forward", "in", X1),
+        ("forward", "n0", X1 + xc + w0 * bf + b0 * bf + y0),
+        ("forward", "n1", X1 + xc + w0 * bf + b0 * bf + y0 + w1 * bf + b1 * bf + y1),
+        # the cast cache is gone when autocast exits; n1's weight cast is still saved
+        ("forward", None, X1 + xc + y0 + w1 * bf + y1 + lb),
+    ]
+    a0 = X1 + xc + y0 + w1 * bf + y1 + lb
+    g1 = lb + y0 + (w1 + b1) * bf + w1 * F  # n1: ones, dx, both halves, weight.grad
+    g0 = lb + y0 + (w1 + b1) * F + (w0 + b0) * bf + w0 * F - y0  # n0: n1's dx (its dy) freed; no dx
+    bwd = [
+        ("backward", None, a0 + lb + y1),  # ones_like(loss), MeanBackward0's bf16 gradient
+        ("backward", "n1", a0 - y0 - w1 * bf + g1),  # n1's input and weight cast released, dy freed
+        ("backward", "n0", a0 - y0 - w1 * bf - xc + g0),
+    ]
+    step = [("optimizer_step", n, p + p + X1 + y1 + lb) for n in ("n0", "n1")]
+    assert timeline(d, mode="train", optimizer="sgd", amp=True) == expect(p, fwd + bwd) + step
