@@ -12,8 +12,9 @@ accuracy tables), nor the GUI, importer, exporter or CLI tests.
     python benchmarks/mutations.py -k fan_in    # only mutations whose name contains "fan_in"
     python benchmarks/mutations.py --tests tests/engine --cache /tmp/m.json   # other tests
 
-Results are cached in benchmarks/mutations_results.json, keyed by a hash of the mutation's text
-and of the rule test files, so a rerun after a test change reruns only what that change touches.
+Results are cached in benchmarks/mutations_results.json, keyed by a hash of the mutation's text,
+of the file it patches and of the rule test files: a rerun after a change reruns only the
+mutations whose file or tests changed.
 Each run first tries the test that killed the mutation last time (the ``--lf`` idea), then the
 whole set. A mutation whose old text is not found exactly once is reported as STALE (the code
 moved: update the mutation), not as killed.
@@ -112,8 +113,9 @@ MUTATIONS = [
      "    master =",
      '"momentum": 0, "adam": 2, "adamw": 2}.get(opt, 0)\n    new_opt = opt in optim_state.NEW_OPTIMIZERS\n'
      "    master ="),
-    ("shared_param_grad_sum_dropped", BP,
-     '                transient.append(mem.alloc(nb, K, 1, (nid, name + " gradient sum")))\n', ""),
+    ("mean_backward_gradient_0_bytes", BP,
+     'grads[key] = mem.alloc(n * DTYPE_BYTES[val_spec[key][1]], G, 1, "MeanBackward0 gradient")',
+     'grads[key] = mem.alloc(0, G, 1, "MeanBackward0 gradient")'),
     ("maxpool_inference_drops_indices", POOL,
      "temps=[idx] + copies", "temps=copies"),
     ("cross_entropy_drops_total_weight", LOSS,
@@ -127,7 +129,9 @@ MUTATIONS = [
 
 
 def _key(name: str, path: str, old: str, new: str, tests_hash: str) -> str:
-    return hashlib.sha256(json.dumps([name, path, old, new, tests_hash]).encode()).hexdigest()[:16]
+    """The mutation's text, the file it patches (as it is now) and the rule tests."""
+    code = (ROOT / path).read_text() if (ROOT / path).exists() else ""
+    return hashlib.sha256(json.dumps([name, path, old, new, tests_hash, code]).encode()).hexdigest()[:16]
 
 
 def _tests_hash() -> str:
