@@ -88,6 +88,8 @@ def build_parser() -> argparse.ArgumentParser:
     it.add_argument("-o", "--output", required=True)
     it.add_argument("--input-shape", default=None, help="per-sample shape, e.g. 3,224,224")
     it.add_argument("--input-dtype", default=None, choices=("float", "int64"))
+    it.add_argument("--no-check", action="store_true",
+                    help="do not check the design against one step of the model run by PyTorch on fake tensors")
     f = sub.add_parser("fit", help="what to change so that a design fits a device (exit 1: it does not fit)")
     f.add_argument("design")
     _settings_args(f)
@@ -345,7 +347,7 @@ def cmd_import(args) -> int:
 
         try:  # the file runs in a child process: it cannot exit, hang or chdir this one
             design = import_file_isolated(args.spec, parse_input_shape(args.input_shape), args.input_dtype,
-                                          timeout=args.timeout)
+                                          timeout=args.timeout, check=not args.no_check)
         except ImportError as err:
             raise CliError(f"PyTorch import needs torch installed (pip install memdesigner[torch]): {err}") from None
         except ValueError as err:

@@ -39,6 +39,7 @@ DEFAULT_TIMEOUT_S = 300.0
 POLL_S = 0.1  # how often a waiting caller looks at its cancel event
 MAX_DIMS = 8
 _PRELOAD = ["torch", "torch.fx", "memdesigner.importers.torch_fx", "memdesigner.io.design_file",
+            "memdesigner.importers._torch_check", "memdesigner.engine.estimate", "torch._subclasses.fake_tensor",
             "memdesigner.importers._torch_warm", "memdesigner.importers._server_quick_exit"]
 _CTX = None
 _START_LOCK = threading.Lock()
@@ -151,9 +152,9 @@ def run_in_child(job, request: dict, name: str, timeout: float | None, cancel, d
 
 
 def import_file_isolated(target: str, input_shape=None, input_dtype=None, name: str | None = None,
-                         timeout: float | None = DEFAULT_TIMEOUT_S, cancel=None):
+                         timeout: float | None = DEFAULT_TIMEOUT_S, cancel=None, check: bool = True):
     """``import_file`` run in a child process; returns the Design (with ``import_warnings`` and
-    ``import_params``). TorchImportError (one line) on any failure of the model file or the
+    ``import_params``; ``check``: and ``verified``, what PyTorch measured of one step). TorchImportError (one line) on any failure of the model file or the
     child, TorchNotInstalled when the child has no torch; Cancelled (the child killed) as soon
     as ``cancel`` (a threading.Event) is set."""
     from memdesigner.io.design_file import DesignFileError, design_from_dict
@@ -169,7 +170,7 @@ def import_file_isolated(target: str, input_shape=None, input_dtype=None, name: 
     # the server forked from may be older than this call: send the caller's cwd and environment
     request = {"target": str(Path(path).resolve()) + sep + factory, "cwd": os.getcwd(), "env": dict(os.environ),
                "input_shape": list(input_shape) if input_shape is not None else None,
-               "input_dtype": input_dtype, "name": name}
+               "input_dtype": input_dtype, "name": name, "check": bool(check)}
     try:
         msg, exitcode = run_in_child(_job, request, "memdesigner-torch-import", timeout, cancel,
                                      lambda b: json.loads(b.decode("utf-8")))
@@ -219,7 +220,7 @@ def _run(request: dict) -> dict:
 
         shape = request["input_shape"]
         d = import_file(request["target"], input_shape=tuple(shape) if shape is not None else None,
-                        input_dtype=request["input_dtype"], name=request["name"])
+                        input_dtype=request["input_dtype"], name=request["name"], check=request.get("check", False))
         return {"ok": True, "design": design_to_dict(d), "warnings": [str(w) for w in d.import_warnings],
                 "params": int(getattr(d, "import_params", 0) or 0)}
     except SystemExit as err:
