@@ -207,6 +207,9 @@ def cmd_estimate(args) -> int:
         d = rep.to_dict()
         if getattr(design, "library_versions", None):
             d["library_versions"] = dict(design.library_versions)
+        from memdesigner.engine.verified import verdict
+
+        d["verified"] = verdict(design, settings, rep.peak_bytes)
         if contents is not None:
             d["peak_contents"] = contents
         print(json.dumps(d, indent=2))
@@ -252,6 +255,9 @@ def render_table(rep, design, timeline: bool = False) -> str:
     where = f" in {rep.peak_phase}" + (f" at {design.nodes[rep.peak_layer].name}" if rep.peak_layer in design.nodes
                                          else "") if rep.peak_phase else ""
     lines.append(f"peak memory       {format_bytes(rep.peak_bytes, 2)} ({rep.peak_bytes:,} B){where}")
+    from memdesigner.engine.verified import verdict
+
+    lines.append(f"  verified        {verdict(design, rep.settings, rep.peak_bytes)['line']}")
     parts = ", ".join(f"{k.replace('_', ' ')} {format_bytes(v)}" for k, v in rep.at_peak.items() if v)
     lines.append(f"  at the peak     {parts}")
     ph = ", ".join(f"{k.replace('_', ' ')} {format_bytes(v)}" for k, v in rep.phase_peaks.items() if v)

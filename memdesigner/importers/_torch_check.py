@@ -24,6 +24,7 @@ REAL_RUN_MAX_BYTES = 1 << 30  # a real CPU run only where a train step's weights
 DIFFERS_TOP = 3  # layers named where the estimate departs from the measurement
 OPS_TOP = 3  # aten ops named per such layer
 MIN_DIFF_BYTES = 4096  # a departure smaller than this names no layer
+SCOPED = ("forward", "backward")  # the phases whose ops run inside the model's modules
 
 
 class _OutOfTime(Exception):
@@ -157,6 +158,8 @@ def _compress(res) -> list:
     for cur, ph, lay in zip(res["timeline"], res["timeline_phases"], layers):
         if ph is None:
             continue
+        if ph not in SCOPED:  # (the optimizer's ops run in no module: the last backward tag is stale)
+            lay = None
         if out and out[-1][0] == ph and out[-1][1] == lay:
             out[-1][2] = max(out[-1][2], int(cur))
         else:
@@ -169,8 +172,8 @@ def _ops_by_layer(res) -> dict:
     out: dict = {}
     prev = None
     layers = res.get("timeline_layers") or [None] * len(res["timeline"])
-    for cur, lay, op in zip(res["timeline"], layers, res.get("timeline_ops") or ()):
-        if prev is not None and cur > prev and lay is not None:
+    for cur, ph, lay, op in zip(res["timeline"], res["timeline_phases"], layers, res.get("timeline_ops") or ()):
+        if prev is not None and cur > prev and lay is not None and ph in SCOPED:
             name = op.removeprefix("aten.").removesuffix(".default")
             d = out.setdefault(lay, {})
             d[name] = d.get(name, 0) + cur - prev
