@@ -90,6 +90,10 @@ def build_parser() -> argparse.ArgumentParser:
     it.add_argument("--input-dtype", default=None, choices=("float", "int64"))
     it.add_argument("--no-check", action="store_true",
                     help="do not check the design against one step of the model run by PyTorch on fake tensors")
+    it.add_argument("--mode", choices=("inference", "train"), default=None,
+                    help="check at this mode (default: inference, and training too when that is cheap)")
+    it.add_argument("--batch", type=int, default=None, help="check at this batch (default 1)")
+    it.add_argument("--optimizer", default=None, help="check training with this optimizer (default adam)")
     f = sub.add_parser("fit", help="what to change so that a design fits a device (exit 1: it does not fit)")
     f.add_argument("design")
     _settings_args(f)
@@ -339,6 +343,23 @@ def _save(design, path) -> None:
         raise CliError(cannot_write(path, err)) from None
 
 
+def _check_at(args):
+    """What ``import torch`` checks: False (--no-check), True (the defaults) or the Settings asked
+    for with --mode/--batch/--optimizer (on the CPU)."""
+    if args.no_check:
+        return False
+    if args.mode is None and args.batch is None and args.optimizer is None:
+        return True
+    from memdesigner.engine.settings import Settings
+
+    try:
+        kw = {"optimizer": args.optimizer} if args.optimizer else {}
+        return [Settings(mode=args.mode or "inference", batch=1 if args.batch is None else args.batch, backend="cpu",
+                         **kw)]
+    except ValueError as err:
+        raise CliError(str(err)) from None
+
+
 def cmd_import(args) -> int:
     _writable(args.output)
     if args.source == "keras":
@@ -353,7 +374,7 @@ def cmd_import(args) -> int:
 
         try:  # the file runs in a child process: it cannot exit, hang or chdir this one
             design = import_file_isolated(args.spec, parse_input_shape(args.input_shape), args.input_dtype,
-                                          timeout=args.timeout, check=not args.no_check)
+                                          timeout=args.timeout, check=_check_at(args))
         except ImportError as err:
             raise CliError(f"PyTorch import needs torch installed (pip install memdesigner[torch]): {err}") from None
         except ValueError as err:

@@ -72,7 +72,7 @@ def _real_peak(models, factory, s):
     spec = importlib.util.spec_from_file_location("_verified_models", models)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    return builtin_measure(getattr(mod, factory), s, "cpu", "adam", 2, 0)["peak_bytes"]
+    return builtin_measure(getattr(mod, factory), s, "cpu", s.optimizer, 2, 0)["peak_bytes"]
 
 
 def test_small_model_check_is_exact_and_equals_a_real_run(mlp, models):
@@ -178,3 +178,19 @@ def test_import_no_check_keeps_no_verified(models, tmp_path):
     assert "verified" not in json.loads(out.read_text())
     assert main(["import", "torch", f"{models}:mlp", "-o", str(out)]) == 0
     assert json.loads(out.read_text())["verified"]["checks"][0]["diff_pct"] == 0.0
+
+
+def test_import_checks_at_the_settings_it_was_asked_for(models, tmp_path, capsys):
+    out = tmp_path / "mlp.json"
+    assert main(["import", "torch", f"{models}:mlp", "-o", str(out), "--mode", "train", "--batch", "3",
+                 "--optimizer", "sgd"]) == 0
+    (c,) = json.loads(out.read_text())["verified"]["checks"]
+    assert c["settings"] == {"mode": "train", "batch": 3, "optimizer": "sgd", "dtype": "fp32", "backend": "cpu"}
+    assert c["measured_peak"] == c["estimate_peak"] == _real_peak(models, "mlp", Settings(
+        mode="train", batch=3, optimizer="sgd", backend="cpu"))
+    capsys.readouterr()
+    assert main(["estimate", str(out), "--mode", "train", "--batch", "3", "--optimizer", "sgd", "--backend",
+                 "cpu"]) == 0
+    assert "checked against PyTorch" in capsys.readouterr().out
+    assert main(["import", "torch", f"{models}:mlp", "-o", str(out), "--batch", "0"]) == 2
+    assert capsys.readouterr().err.count("\n") == 1

@@ -51,9 +51,12 @@ def settings_dict(s) -> dict:
     return {k: list(v) if isinstance(v, tuple) else v for k, v in out.items()}
 
 
-def check_design(torch, design, module, input_shape, rebuild=None, budget_s: float = BUDGET_S) -> dict:
+def check_design(torch, design, module, input_shape, rebuild=None, budget_s: float = BUDGET_S,
+                 at=None) -> dict:
     """``design.verified`` for a design imported from ``module`` (built on meta, or real).
-    ``rebuild``: () -> a fresh module (the factory, run again) for the fallbacks."""
+    ``rebuild``: () -> a fresh module (the factory, run again) for the fallbacks. ``at``: the
+    Settings to check at (the import was asked for them); None: batch 1 inference, and training
+    (Adam) when that is cheap."""
     from memdesigner.importers._torch_versions import versions_ran_under
 
     start = time.monotonic()
@@ -61,16 +64,21 @@ def check_design(torch, design, module, input_shape, rebuild=None, budget_s: flo
            "versions": versions_ran_under(torch), "checks": []}
     try:
         with _time_limit(budget_s):
+            asked = list(at or ())
+            first_s = asked[0] if asked else default_settings("inference")
             t0 = time.monotonic()
-            runner, how, first = _runner(torch, design, module, input_shape, rebuild)
+            runner, how, first = _runner(torch, design, module, input_shape, rebuild, first_s)
             out["run"] = how
             took = time.monotonic() - t0
-            out["checks"].append(_one(design, runner, default_settings("inference"), first))
-            if TRAIN_COST * took <= CHEAP_TRAIN_S:
-                out["checks"].append(_one(design, runner, default_settings("train")))
-            else:
-                out["note"] = (f"training not checked: the inference check took {took:.2f} s, a train step "
-                               f"would take about {TRAIN_COST * took:.1f} s")
+            out["checks"].append(_one(design, runner, first_s, first))
+            for s in asked[1:]:
+                out["checks"].append(_one(design, runner, s))
+            if not asked:  # the defaults: training too, when it is cheap
+                if TRAIN_COST * took <= CHEAP_TRAIN_S:
+                    out["checks"].append(_one(design, runner, default_settings("train")))
+                else:
+                    out["note"] = (f"training not checked: the inference check took {took:.2f} s, a train step "
+                                   f"would take about {TRAIN_COST * took:.1f} s")
     except _OutOfTime:
         out["skipped" if not out["checks"] else "note"] = f"the check ran past its {budget_s:g} s budget"
     except _CheckFailed as err:
@@ -83,8 +91,8 @@ class _CheckFailed(Exception):
     pass
 
 
-def _runner(torch, design, module, input_shape, rebuild):
-    """(settings -> tracker result, how it ran, the inference check's result): the first way of
+def _runner(torch, design, module, input_shape, rebuild, first_s):
+    """(settings -> tracker result, how it ran, the result at ``first_s``): the first way of
     running one step that works."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
@@ -124,7 +132,7 @@ def _runner(torch, design, module, input_shape, rebuild):
     for build, fake, how in ways:
         run = make(build, fake)
         try:
-            return run, how, run(default_settings("inference"))
+            return run, how, run(first_s)
         except _OutOfTime:
             raise
         except Exception as err:  # noqa: BLE001 - the model's code can raise anything; try the next way

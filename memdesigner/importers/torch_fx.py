@@ -172,12 +172,13 @@ def _first_line(err) -> str:
 
 
 def import_file(target: str, input_shape=None, input_dtype=None, name: str | None = None,
-                check: bool = False) -> Design:
+                check=False) -> Design:
     """``"FILE.py:FACTORY"``: FACTORY() returns an nn.Module or ``(module, input_shape)``.
 
     The module is built on the meta device, so importing a model with gigabytes of weights
     costs no memory. ``check``: also run one step of the module itself on fake tensors and keep
-    what PyTorch measured beside the estimate (``design.verified``, _torch_check.py).
+    what PyTorch measured beside the estimate (``design.verified``, _torch_check.py); True: at
+    the defaults, or a list of Settings to check at.
     """
     module, shape, factory_name = load_factory_module(target, meta=True)
     if input_shape is not None:
@@ -196,7 +197,8 @@ def import_file(target: str, input_shape=None, input_dtype=None, name: str | Non
         from memdesigner.importers._torch_check import check_design
 
         design.verified = check_design(torch, design, module, shape,
-                                       rebuild=lambda: load_factory_module(target, meta=False)[0])
+                                       rebuild=lambda: load_factory_module(target, meta=False)[0],
+                                       at=None if check is True else list(check))
     return design
 
 
