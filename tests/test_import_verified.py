@@ -43,6 +43,23 @@ class History(nn.Module):
 
 def history():
     return History(), (512, 64)
+
+
+class OnlyTraced(nn.Module):
+    """Runs under torch.fx's symbolic trace, fails on any tensor (fake or real)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, x):
+        if not isinstance(x, torch.fx.Proxy):
+            raise RuntimeError("this model runs only traced")
+        return self.fc(x)
+
+
+def only_traced():
+    return OnlyTraced(), (8,)
 '''
 CPU = Settings(backend="cpu")
 CPU_TRAIN = Settings(mode="train", backend="cpu")
@@ -105,6 +122,26 @@ def test_a_model_the_engine_gets_wrong_shows_the_difference_and_names_the_layer(
     v = verdict(history, CPU, estimate(history, CPU).peak_bytes)
     assert v["line"].startswith(f"checked against PyTorch {torch.__version__.split('+')[0]} on CPU: differs by -31.")
     assert "fc1 (addmm) -2.0 MiB in forward" in v["line"]
+
+
+def test_a_check_that_cannot_run_says_why_and_the_import_still_works(models):
+    d = import_file(f"{models}:only_traced", check=True)
+    assert [n.type for n in d.nodes.values()] == ["Input", "Linear"]
+    v = d.verified
+    assert v["checks"] == [] and v["skipped"].startswith("not checked against PyTorch: fake tensors: RuntimeError: "
+                                                          "this model runs only traced")
+    assert "a real CPU run: RuntimeError" in v["skipped"]  # the small model was tried for real too
+    line = verdict(d, CPU)["line"]
+    assert line.startswith("estimated from rules (not checked against PyTorch: fake tensors: RuntimeError")
+
+
+def test_a_check_past_its_time_budget_is_stopped(models):
+    from memdesigner.importers._torch_check import check_design
+    from memdesigner.importers._torch_factory import load_factory_module
+
+    module, shape, _ = load_factory_module(f"{models}:history", meta=True)
+    v = check_design(torch, import_file(f"{models}:history"), module, shape, budget_s=0.002)
+    assert v["checks"] == [] and v["skipped"] == "the check ran past its 0.002 s budget"
 
 
 def test_verified_round_trips_through_the_design_file_and_is_schema_checked(mlp, tmp_path):

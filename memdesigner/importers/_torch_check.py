@@ -27,8 +27,8 @@ MIN_DIFF_BYTES = 4096  # a departure smaller than this names no layer
 SCOPED = ("forward", "backward")  # the phases whose ops run inside the model's modules
 
 
-class _OutOfTime(Exception):
-    pass
+class _OutOfTime(BaseException):
+    """(Not an Exception: the model's own ``except Exception`` must not swallow the time limit.)"""
 
 
 def default_settings(mode: str):
@@ -83,6 +83,9 @@ def check_design(torch, design, module, input_shape, rebuild=None, budget_s: flo
         out["skipped" if not out["checks"] else "note"] = f"the check ran past its {budget_s:g} s budget"
     except _CheckFailed as err:
         out["skipped"] = str(err)
+    except Exception as err:  # noqa: BLE001 - a check that fails must never fail the import that worked
+        why = f"the check failed: {type(err).__name__}: {_first_line(err)}"
+        out["skipped" if not out["checks"] else "note"] = why
     out["seconds"] = round(time.monotonic() - start, 3)
     return out
 
