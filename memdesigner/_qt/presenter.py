@@ -37,7 +37,7 @@ class ResultPresenter(QObject):
         w = self.w
         w.result = res
         rep = res.report
-        w.summary.set_report(rep, res.error, self.import_warnings)
+        w.summary.set_report(rep, res.error, self.import_warnings, _verdict(w.design, rep))
         if rep is not None:
             w.settings_bar.show_sequence(rep.sequence_length)
         if w.sweep is not None and rep is not None and w.sweep.gen == res.gen:  # (an older one: other settings)
@@ -137,3 +137,12 @@ class ResultPresenter(QObject):
 
         if self.explain_dialog is not None:
             self.explain_dialog.show_error(f"Cannot explain: {first_line(err)}")
+
+
+def _verdict(design, rep):
+    """Whether this estimate was checked by PyTorch (engine/verified.py), for the summary's line."""
+    if rep is None:
+        return None
+    from memdesigner.engine.verified import verdict
+
+    return verdict(design, rep.settings, rep.peak_bytes)

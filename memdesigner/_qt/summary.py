@@ -63,7 +63,12 @@ class SummaryPanel(QFrame):
         self.import_note.setStyleSheet(f"color: {theme.WARN_COLOR}; font-size: 11px;")
         self.import_note.hide()
         grid.addWidget(self.import_note, 4, 0, 1, 2)
-        grid.setRowStretch(5, 1)
+        self.verified = QLabel("")  # checked against PyTorch, or estimated from rules (engine/verified.py)
+        self.verified.setWordWrap(True)
+        self.verified.setTextInteractionFlags(Qt.TextSelectableByMouse)
+        self.verified.setStyleSheet("color: #8A8F98; font-size: 11px;")
+        grid.addWidget(self.verified, 5, 0, 1, 2)
+        grid.setRowStretch(6, 1)
         self.setMinimumWidth(300)
 
     def _style_verdict(self, fits):
@@ -71,8 +76,11 @@ class SummaryPanel(QFrame):
         self.verdict.setStyleSheet(f"background: {color}; color: white; border-radius: 6px; font-weight: 700;"
                                    "font-size: 13px; padding: 4px 10px;")
 
-    def set_report(self, report, error: str | None = None, import_warnings=()):
+    def set_report(self, report, error: str | None = None, import_warnings=(), verified: dict | None = None):
+        """``verified``: engine/verified.py's verdict for this estimate (its line is shown)."""
         self._import_note(import_warnings)
+        self.verified.setText(verified["line"] if verified and report is not None else "")
+        self.verified.setToolTip(_verified_tip(verified) if verified and report is not None else "")
         if report is None:
             self.verdict.setText("Estimate failed" if error else "No estimate")
             self.verdict.setToolTip(error or "")
@@ -155,6 +163,13 @@ class SummaryPanel(QFrame):
             if ctx is not None:  # generate: the engine's longest context (estimate --max-context)
                 sub = f"longest context {ctx:,} tokens" if ctx else "no context fits"
             self.max_batch.set(str(sweep.max_batch) if sweep.max_batch else "none", sub)
+
+
+def _verified_tip(v: dict) -> str:
+    if not v.get("checked"):
+        return v.get("reason", "")
+    return (f"measured by PyTorch {format_bytes(v['measured_peak'], 2)}, estimated {format_bytes(v['estimate_peak'], 2)}"
+            f" ({v['diff_pct']:+.2f} %) at {', '.join(f'{k} {x}' for k, x in v['settings'].items())}")
 
 
 def _peak_parts(report) -> str:

@@ -9,6 +9,7 @@ from memdesigner.cli import finetune_options
 from memdesigner.cli.common import EXIT_USAGE, CliError, device, generate_args, load, settings_args, settings_from
 from memdesigner.cli.generate_text import describe_generate, max_context
 from memdesigner.engine.distributed import describe_per_rank
+from memdesigner.engine.verified import verdict as check_verdict
 from memdesigner.units import format_bytes, format_count, format_flops
 
 
@@ -51,6 +52,7 @@ def run(args) -> int:
         d = rep.to_dict()
         if getattr(design, "library_versions", None):
             d["library_versions"] = dict(design.library_versions)
+        d["verified"] = check_verdict(design, settings, rep.peak_bytes)
         if contents is not None:
             d["peak_contents"] = contents
         print(json.dumps(d, indent=2))
@@ -96,6 +98,7 @@ def render_table(rep, design, timeline: bool = False) -> str:
     where = f" in {rep.peak_phase}" + (f" at {design.nodes[rep.peak_layer].name}" if rep.peak_layer in design.nodes
                                          else "") if rep.peak_phase else ""
     lines.append(f"peak memory       {format_bytes(rep.peak_bytes, 2)} ({rep.peak_bytes:,} B){where}")
+    lines.append(f"  verified        {check_verdict(design, rep.settings, rep.peak_bytes)['line']}")
     parts = ", ".join(f"{k.replace('_', ' ')} {format_bytes(v)}" for k, v in rep.at_peak.items() if v)
     lines.append(f"  at the peak     {parts}")
     ph = ", ".join(f"{k.replace('_', ' ')} {format_bytes(v)}" for k, v in rep.phase_peaks.items() if v)

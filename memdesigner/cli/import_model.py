@@ -22,12 +22,35 @@ def add_parser(sub) -> None:
     it.add_argument("-o", "--output", required=True)
     it.add_argument("--input-shape", default=None, help="per-sample shape, e.g. 3,224,224")
     it.add_argument("--input-dtype", default=None, choices=("float", "int64"))
+    it.add_argument("--no-check", action="store_true",
+                    help="do not check the design against one step of the model run by PyTorch on fake tensors")
+    it.add_argument("--mode", choices=("inference", "train"), default=None,
+                    help="check at this mode (default: inference, and training too when that is cheap)")
+    it.add_argument("--batch", type=int, default=None, help="check at this batch (default 1)")
+    it.add_argument("--optimizer", default=None, help="check training with this optimizer (default adam)")
     it.add_argument("--timeout", type=float, default=300.0, help="seconds the model code may run (default 300)")
     io_ = isub.add_parser("onnx", help="an ONNX model file (needs pip install memdesigner[onnx])")
     io_.add_argument("model", help="MODEL.onnx")
     io_.add_argument("-o", "--output", required=True)
     io_.add_argument("--input-shape", default=None, help="per-sample shape, e.g. 3,224,224 (default: the graph's)")
     add_hf_parser(isub, Parser)
+
+
+def _check_at(args):
+    """What ``import torch`` checks: False (--no-check), True (the defaults) or the Settings asked
+    for with --mode/--batch/--optimizer (on the CPU)."""
+    if args.no_check:
+        return False
+    if args.mode is None and args.batch is None and args.optimizer is None:
+        return True
+    from memdesigner.engine.settings import Settings
+
+    try:
+        kw = {"optimizer": args.optimizer} if args.optimizer else {}
+        return [Settings(mode=args.mode or "inference", batch=1 if args.batch is None else args.batch, backend="cpu",
+                         **kw)]
+    except ValueError as err:
+        raise CliError(str(err)) from None
 
 
 def run(args) -> int:
@@ -44,7 +67,7 @@ def run(args) -> int:
 
         try:  # the file runs in a child process: it cannot exit, hang or chdir this one
             design = import_file_isolated(args.spec, parse_input_shape(args.input_shape), args.input_dtype,
-                                          timeout=args.timeout)
+                                          timeout=args.timeout, check=_check_at(args))
         except ImportError as err:
             raise CliError(f"PyTorch import needs torch installed (pip install memdesigner[torch]): {err}") from None
         except ValueError as err:

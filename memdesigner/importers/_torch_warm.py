@@ -1,7 +1,7 @@
 """Imported by the import server before it forks a child per model file (torch_isolated): one tiny
 trace pulls in what torch.fx and torch.export load lazily on first use (sympy, dynamo, ...; over a
 thousand modules), so each child starts with them loaded instead of spending seconds on it.
-Meta tensors only: no compute, so no thread pools exist when the server forks."""
+Meta and fake tensors only: no compute, so no thread pools exist when the server forks."""
 
 from __future__ import annotations
 
@@ -12,6 +12,12 @@ from memdesigner.importers.torch_fx import from_module
 
 try:
     with torch.device("meta"):
-        from_module(torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.ReLU()), (2,))
+        _module = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.ReLU())
+        _design = from_module(_module, (2,))
+    # and one check on fake tensors (importers/_torch_check.py): FakeTensorMode's first ops, autograd
+    # and the engine's estimate load and cache what every import's check would otherwise pay for
+    from memdesigner.importers._torch_check import check_design
+
+    check_design(torch, _design, _module, (2,))
 except Exception:  # noqa: BLE001, S110 - only a speed-up: the server must start whatever happens here
     pass

@@ -169,11 +169,14 @@ def _first_line(err) -> str:
     return (lines[-1] if lines else type(err).__name__)[:200]
 
 
-def import_file(target: str, input_shape=None, input_dtype=None, name: str | None = None) -> Design:
+def import_file(target: str, input_shape=None, input_dtype=None, name: str | None = None,
+                check=False) -> Design:
     """``"FILE.py:FACTORY"``: FACTORY() returns an nn.Module or ``(module, input_shape)``.
 
     The module is built on the meta device, so importing a model with gigabytes of weights
-    costs no memory.
+    costs no memory. ``check``: also run one step of the module itself on fake tensors and keep
+    what PyTorch measured beside the estimate (``design.verified``, _torch_check.py); True: at
+    the defaults, or a list of Settings to check at.
     """
     module, shape, factory_name = load_factory_module(target, meta=True)
     if input_shape is not None:
@@ -186,8 +189,15 @@ def import_file(target: str, input_shape=None, input_dtype=None, name: str | Non
     if not isinstance(module, torch.nn.Module):
         raise TorchImportError(f"{target}: the factory returned {type(module).__name__}, not an nn.Module "
                                "(or (module, input_shape))")
-    return from_module(module, shape, input_dtype, name=name or factory_name,
-                       rebuild=lambda: load_factory_module(target, meta=False)[0])
+    design = from_module(module, shape, input_dtype, name=name or factory_name,
+                         rebuild=lambda: load_factory_module(target, meta=False)[0])
+    if check:
+        from memdesigner.importers._torch_check import check_design
+
+        design.verified = check_design(torch, design, module, shape,
+                                       rebuild=lambda: load_factory_module(target, meta=False)[0],
+                                       at=None if check is True else list(check))
+    return design
 
 
 def _check_returns_tensors(torch, gm, module) -> None:

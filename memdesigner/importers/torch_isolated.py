@@ -29,6 +29,7 @@ import sys
 import threading
 import time
 import types
+from dataclasses import asdict
 from pathlib import Path
 
 from memdesigner.importers import _contained, _fork_server
@@ -39,6 +40,7 @@ DEFAULT_TIMEOUT_S = 300.0
 POLL_S = 0.1  # how often a waiting caller looks at its cancel event
 MAX_DIMS = 8
 _PRELOAD = ["torch", "torch.fx", "memdesigner.importers.torch_fx", "memdesigner.io.design_file",
+            "memdesigner.importers._torch_check", "memdesigner.engine.estimate", "torch._subclasses.fake_tensor",
             "memdesigner.importers._torch_warm", "memdesigner.importers._server_quick_exit"]
 _CTX = None
 _START_LOCK = threading.Lock()
@@ -151,9 +153,10 @@ def run_in_child(job, request: dict, name: str, timeout: float | None, cancel, d
 
 
 def import_file_isolated(target: str, input_shape=None, input_dtype=None, name: str | None = None,
-                         timeout: float | None = DEFAULT_TIMEOUT_S, cancel=None):
+                         timeout: float | None = DEFAULT_TIMEOUT_S, cancel=None, check=True):
     """``import_file`` run in a child process; returns the Design (with ``import_warnings`` and
-    ``import_params``). TorchImportError (one line) on any failure of the model file or the
+    ``import_params``; ``check``: and ``verified``, what PyTorch measured of one step: True at the
+    defaults, or a list of Settings to check at). TorchImportError (one line) on any failure of the model file or the
     child, TorchNotInstalled when the child has no torch; Cancelled (the child killed) as soon
     as ``cancel`` (a threading.Event) is set."""
     from memdesigner.io.design_file import DesignFileError, design_from_dict
@@ -169,7 +172,8 @@ def import_file_isolated(target: str, input_shape=None, input_dtype=None, name: 
     # the server forked from may be older than this call: send the caller's cwd and environment
     request = {"target": str(Path(path).resolve()) + sep + factory, "cwd": os.getcwd(), "env": dict(os.environ),
                "input_shape": list(input_shape) if input_shape is not None else None,
-               "input_dtype": input_dtype, "name": name}
+               "input_dtype": input_dtype, "name": name,
+               "check": check if isinstance(check, bool) else [asdict(s) for s in check]}
     try:
         msg, exitcode = run_in_child(_job, request, "memdesigner-torch-import", timeout, cancel,
                                      lambda b: json.loads(b.decode("utf-8")))
@@ -219,7 +223,7 @@ def _run(request: dict) -> dict:
 
         shape = request["input_shape"]
         d = import_file(request["target"], input_shape=tuple(shape) if shape is not None else None,
-                        input_dtype=request["input_dtype"], name=request["name"])
+                        input_dtype=request["input_dtype"], name=request["name"], check=_check_of(request))
         return {"ok": True, "design": design_to_dict(d), "warnings": [str(w) for w in d.import_warnings],
                 "params": int(getattr(d, "import_params", 0) or 0)}
     except SystemExit as err:
@@ -232,6 +236,15 @@ def _run(request: dict) -> dict:
         return {"ok": False, "error": _safe_str(err)}
     except BaseException as err:  # the model's code can raise anything; say what, in one line  # noqa: BLE001
         return {"ok": False, "error": f"{type(err).__name__}: {_safe_str(err)}"}
+
+
+def _check_of(request: dict):
+    check = request.get("check", False)
+    if isinstance(check, bool):
+        return check
+    from memdesigner.engine.settings import Settings
+
+    return [Settings(**{k: tuple(v) if isinstance(v, list) else v for k, v in s.items()}) for s in check]
 
 
 def _safe_str(err) -> str:

@@ -3,6 +3,7 @@ error that names the field path; saved atomically (temporary file, then rename).
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 from importlib import resources
@@ -171,6 +172,7 @@ def design_from_dict(data, source: str = "design") -> Design:
     d.description = data.get("description", "")
     d.param_order = list(data.get("param_order", ()))
     d.library_versions = dict(data.get("library_versions", {}))
+    d.verified = copy.deepcopy(data.get("verified", {}))
     for i, nd in enumerate(data["nodes"]):
         where = f"nodes[{i}]"
         if nd["id"] in d.nodes:
@@ -291,6 +293,8 @@ def design_to_dict(d: Design) -> dict:
         out["param_order"] = list(d.param_order)
     if getattr(d, "library_versions", None):
         out["library_versions"] = dict(d.library_versions)
+    if getattr(d, "verified", None):
+        out["verified"] = copy.deepcopy(d.verified)  # (the file's dict must not be the design's own)
     nodes = [node_to_dict(n) for n in d.nodes.values()]
     out["nodes"] = nodes
     out["edges"] = [edge_to_dict(e) for e in d.edges]

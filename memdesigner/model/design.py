@@ -85,6 +85,7 @@ class Design:
         self.blocks: dict = {}  # name -> model.blocks.BlockDef (instances are "Block" nodes)
         self.param_order: list = []  # "node name.param" in model.parameters() order (engine/param_order.py)
         self.library_versions: dict = {}  # library -> version the graph follows (torch import, HF config)
+        self.verified: dict = {}  # what PyTorch measured of the imported code (importers/_torch_check.py)
         self._listeners: list[Callable[[str, Any], None]] = []
         self._counter = itertools.count(1)
 
@@ -381,6 +382,7 @@ class Design:
         d.settings = dict(self.settings)
         d.param_order = self.param_order
         d.library_versions = self.library_versions
+        d.verified = self.verified
         d.nodes = {nid: _node_copy(n) for nid, n in self.nodes.items()}
         d.edges = list(self.edges)
         return d

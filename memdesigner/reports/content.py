@@ -76,6 +76,7 @@ class ReportContent:
     generated: str = ""
     version: str = ""
     libraries: str = ""  # the library versions the graph follows (model/library_versions.py)
+    verified: str = ""  # checked against PyTorch, or estimated from rules (engine/verified.py)
 
     @property
     def params(self) -> int:
@@ -102,9 +103,11 @@ def collect(design: Design, settings: Settings | None = None, device: Device | N
     settings = settings or Settings()
     if device is not None and settings.backend != device.kind:
         settings = settings.with_(backend=device.kind)
+    from memdesigner.engine.verified import verdict
     from memdesigner.model.library_versions import describe
 
     libraries = describe(getattr(design, "library_versions", None) or {})
+    checked = design
     design = expand(design)  # the flat network (model/blocks.py)
     an = analyze(design)
     rep = estimate(design, settings, device=device, analysis=an, max_batch=max_batch and device is not None)
@@ -131,6 +134,7 @@ def collect(design: Design, settings: Settings | None = None, device: Device | N
         timeline_svg=encodable(timeline_svg(rep, design, width=1080)), graph_png=graph_png,
         suggestions=suggestions_for(design, settings, device, rep), warnings=list(rep.warnings),
         generated=now.strftime("%Y-%m-%d %H:%M UTC"), version=__version__, libraries=libraries,
+        verified=verdict(checked, settings, rep.peak_bytes)["line"],
     )
 
 

@@ -65,6 +65,7 @@ def render_markdown(c: ReportContent, images: str = "inline", stem: str = "repor
 
     L += ["## Network", ""]
     net = [["Name", md(c.design_name)], *([["Follows", md(c.libraries)]] if c.libraries else []),
+           *([["Checked", md(c.verified)]] if c.verified else []),
            ["Layers", str(c.layer_count)],
            ["Parameters", f"{r.params:,} ({fmt.format_bytes(r.param_bytes)}"
             + (f"; buffers {fmt.format_bytes(r.buffer_bytes)}" if r.buffer_bytes else "") + ")"],
