@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from memdesigner.engine import finetune, tensor_parallel
+from memdesigner.engine.batch_curve import check_point
 from memdesigner.engine.batch_sweep import has_layers
 from memdesigner.engine.devices import Device, get_device
 from memdesigner.engine.gc_pause import gc_paused
@@ -68,7 +69,7 @@ def _estimate(design, settings, device, max_batch, analysis, kw) -> Report:
     finetune.annotate(rep, plan, settings)
     rep.sequence_length = length
     if max_batch and dev is not None and an.ok and has_layers(design):  # (an empty canvas: nothing to search)
-        rep.max_batch = largest_batch(design, settings, dev, an, prepared=True)
+        rep.max_batch = largest_batch(design, settings, dev, an, prepared=True, check=rep.batch_check)
     return rep
 
 
@@ -154,6 +155,9 @@ def _run(design: Design, an: Analysis, settings: Settings, dev: Device | None) -
         trainable_params=n_rg if n_rg != params else None,
         paged_optimizer_bytes=getattr(sim, "paged_optimizer_bytes", 0),
         rank_timelines=dict(getattr(sim, "rank_events", {})) if len(per_rank) > 1 else {},
+        # (one rank, one stage: the simulation the batch curve would run at this batch)
+        batch_check=check_point(sim) if settings.pipeline_parallel == 1 and settings.data_parallel == "none"
+        else None,
     )
 
 
@@ -185,9 +189,10 @@ def peak_for_batch(design: Design, settings: Settings, dev: Device | None, an: A
 
 
 def largest_batch(design: Design, settings: Settings, dev: Device, an: Analysis | None = None,
-                  limit: int | None = None, prepared: bool = False) -> int:
+                  limit: int | None = None, prepared: bool = False, check=None) -> int:
     """The largest batch whose device peak fits (exact; 0 if even batch 1 does not fit), from the
-    batch curve: the envelope of affine lines bounds it, a run or two settles it."""
+    batch curve: the envelope of affine lines bounds it, the exact peaks replayed settle it.
+    ``check``: the estimate's own run at these settings (Report.batch_check), not run again."""
     from memdesigner.engine.batch_curve import batch_curve
 
     if not prepared:
@@ -202,7 +207,7 @@ def largest_batch(design: Design, settings: Settings, dev: Device, an: Analysis 
             return _device_peak(sim.mem.rpeak, dev) <= dev.memory_bytes
         return max(0, largest_fitting(fits, 1, limit or 1 << 24))
 
-    return batch_curve(design, settings, dev, an).largest_batch(dev.memory_bytes, limit)
+    return batch_curve(design, settings, dev, an, check).largest_batch(dev.memory_bytes, limit)
 
 
 CATEGORY_NAMES = ("weights", "gradients", "optimizer_state", "activations", "workspace")
