@@ -61,7 +61,10 @@ def check_point(sim: Simulation) -> CheckPoint:
 class BatchCurve:
     """``lines``: (a, b, slack) arrays, one entry per checked moment; raw live bytes a + b·batch,
     and rounding adds at most ``slack``. None when the step is not affine in the batch (then every
-    query simulates). ``replay``: the one-probe log, which gives exact peaks without a run."""
+    query simulates). ``replay``: the one-probe log, which gives exact peaks without a run; its
+    lines are checked at M and at the user's batch, so they hold from batch 2 on. Batch 1 can
+    differ (a size-1 dimension makes a transposed view contiguous: no copy, an LSTM's time-major
+    input): ``one`` says whether the lines hold there too (None: not asked yet)."""
 
     design: Design
     analysis: Analysis
@@ -70,10 +73,20 @@ class BatchCurve:
     lines: tuple | None
     runs: int  # simulations spent building the curve
     replay: Replay | None = None
+    one: bool | None = None
 
     @property
     def affine(self) -> bool:
-        return self.lines is not None
+        """Whether the lines hold at every batch (with a replay, asking runs batch 1 once)."""
+        return self.lines is not None and (self.replay is None or self._holds_at_one())
+
+    def _holds_at_one(self) -> bool:
+        if self.one is None:
+            self.runs += 1
+            sim = Simulation(self.design, self.analysis, self.settings.with_(batch=1), self._rounding).run()
+            self.__dict__.setdefault("_exact", {})[1] = sim.mem.rpeak + self._overhead
+            self.one = _holds(self.replay, check_point(sim), 1)
+        return self.one
 
     @property
     def _rounding(self) -> int:
@@ -90,9 +103,9 @@ class BatchCurve:
         memo = self.__dict__.setdefault("_exact", {})
         if batch not in memo:
             rp = self.replay
-            if rp is not None and rp.rounding == self._rounding and rp.safe(batch):
+            if rp is not None and (batch > 1 or self._holds_at_one()) and rp.safe(batch):
                 memo[batch] = rp.peaks(batch)[1] + self._overhead
-            else:
+            if batch not in memo:
                 self.runs += 1
                 sim = Simulation(self.design, self.analysis, self.settings.with_(batch=batch), self._rounding).run()
                 memo[batch] = sim.mem.rpeak + self._overhead
@@ -106,16 +119,19 @@ class BatchCurve:
             return int((a + b * batch + (s if slack else 0)).max())
         return max(x + y * batch + (z if slack else 0) for x, y, z in zip(a.tolist(), b.tolist(), s.tolist()))
 
+    def _lines_at(self, batch: int) -> bool:
+        return self.lines is not None and (batch > 1 or self.replay is None or self._holds_at_one())
+
     def raw_peak(self, batch: int) -> int:
         """Live tensor bytes at the peak, from the envelope (exact where the curve is affine)."""
-        if self.lines is None:
+        if not self._lines_at(batch):
             self.runs += 1
             return Simulation(self.design, self.analysis, self.settings.with_(batch=batch), 1).run().mem.peak
         return self._envelope(batch, False)
 
     def device_peak_bounds(self, batch: int) -> tuple[int, int]:
         """(low, high) bounds of the device peak at ``batch`` without simulating."""
-        if self.lines is None:
+        if not self._lines_at(batch):
             p = self.device_peak(batch)
             return p, p
         return self._envelope(batch, False) + self._overhead, self._envelope(batch, True) + self._overhead
@@ -147,6 +163,11 @@ class BatchCurve:
         lo = self._largest_under(budget, slack=True)
         hi = cap if hi is None else (hi if limit is None else min(hi, limit))
         lo = cap if lo is None else (lo if limit is None else min(lo, limit))
+        if self.replay is not None and self.one is not True:
+            # the lines are checked from batch 2 on (batch 1 may differ): below that, ask exactly
+            if hi < 2 or (lo < 2 and not fits(2)):
+                return 1 if fits(1) else 0
+            lo = max(lo, 2)
         if hi < 1:
             return 0
         lo = max(lo, 0)
@@ -169,7 +190,8 @@ def batch_curve(design: Design, settings: Settings, device: Device | None = None
     got = _one_probe(design, an, settings, rounding, check)
     if got is not None:
         rp, runs = got
-        return BatchCurve(design, an, settings, device, (rp.at_a, rp.at_s, rp.at_slack), runs, rp)
+        return BatchCurve(design, an, settings, device, (rp.at_a, rp.at_s, rp.at_slack), runs, rp,
+                          one=True if settings.batch == 1 else None)
     traces = []
     for b in _PROBE:
         sim = Simulation(design, an, settings.with_(batch=b), rounding, trace=True).run()
