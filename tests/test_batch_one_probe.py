@@ -75,10 +75,12 @@ def test_lora_on_llama_is_the_three_probe_answer(monkeypatch):
 
 @pytest.mark.parametrize("name,kw", [("resnet18", dict(mode="train", optimizer="adam", batch=4)),
                                      ("transformer_encoder", dict(mode="train", optimizer="adam", checkpointing=True)),
-                                     ("seed_keras_audio", dict(mode="train", optimizer="adam", amp=True, batch=3))])
+                                     ("seed_keras_audio", dict(mode="train", optimizer="adam", amp=True, batch=3)),
+                                     ("mobilenet_v2", dict(mode="train", optimizer="adamw", checkpointing=True))])
 def test_replayed_peaks_are_simulated_peaks(name, kw):
     """The log replays the exact rounded peak at any batch: every inline free and checked moment
-    of the passes is in it (fan-in gradient sums, checkpoint reruns, AMP casts)."""
+    of the passes is in it (fan-in gradient sums, checkpoint reruns, AMP casts). MobileNetV2 with
+    checkpointing has a storage of s·batch - 512 B: read back with its negative constant."""
     design = memdesigner.load_design(EX / f"{name}.json")
     an = analyze(design)
     dev = get_device("t4")

@@ -1,7 +1,7 @@
 """One simulated step as a log of frees and checked moments, replayed at any batch.
 
 Every storage the engine allocates is a + s·batch bytes. A run at a huge batch M (Python ints:
-nothing overflows) holds each storage's line in its size, a + s·M with 0 <= a < M, so divmod
+nothing overflows) holds each storage's line in its size, a + s·M with |a| < M/2, so divmod
 reads it back; the order of allocations, frees and checked moments is the same at every batch
 where the step is affine (the caller checks that against one real run). Storages are allocated
 in id order, so the log (LiveSet.rel, LiveSet.marks) only needs the frees, in order, and per
@@ -68,8 +68,9 @@ def replay_of(mem, m: int = PROBE) -> Replay | None:
     """The replay of a run at batch ``m`` that kept its log; None where a size is not read back
     as a line (a negative slope, a size beyond int64)."""
     try:
-        nb = np.array(mem.nb, dtype=object)  # (Python ints: the per-element // and % stay exact)
-        s, a = (nb // m).astype(np.int64), (nb % m).astype(np.int64)
+        nb = np.array(mem.nb, dtype=object) + m // 2  # (Python ints: the per-element // and % stay exact)
+        # a in [-M/2, M/2): a size can be s·batch less a constant (checkpointing's segment sizes)
+        s, a = (nb // m).astype(np.int64), (nb % m - m // 2).astype(np.int64)
         if len(s) and int(s.min()) < 0:
             return None
         rconst = np.where(s == 0, np.array(mem.rnb, dtype=object), 0).astype(np.int64)
