@@ -1,4 +1,4 @@
-"""Issue 22's re-checks of every output being atomic (the fast parts are tests/test_full_disk.py
+"""Issue 22's re-checks of every output being atomic (the fast parts are tests/io/test_full_disk.py
 and tests/gui/test_gui_hostile_outputs.py):
 
 1. ``kill``: a child process writes the same file over and over, alternating two contents (a

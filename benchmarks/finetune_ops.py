@@ -1,6 +1,6 @@
 """Single ops with frozen parameters, measured with the truth harness (shared/truth/measure.py,
 method a), stored with their designs in tests/fixtures/finetune_ops.json so that
-tests/test_finetune.py checks the rules without torch.
+tests/engine/test_finetune.py checks the rules without torch.
 
     PYTHONPATH=. /work/bench-venv/bin/python benchmarks/finetune_ops.py   # re-measure (torch + peft)
 """

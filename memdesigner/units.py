@@ -37,10 +37,6 @@ MiB = 1024**2
 GiB = 1024**3
 
 
-def dtype_bytes(dtype: str) -> int:
-    return DTYPE_BYTES[dtype]
-
-
 EiB = 1024**6
 
 

@@ -1,6 +1,6 @@
 """Single-layer cases of the LLM layer types: the Hugging Face modules (built by the measuring
 script benchmarks/hf_layers_measure.py in the benchmark venv) and the same layers as designs,
-so that tests/test_llm_layers_measured.py compares the estimate with the stored measurement
+so that tests/accuracy/test_llm_layers_measured.py compares the estimate with the stored measurement
 without transformers."""
 
 from memdesigner.model.design import Design

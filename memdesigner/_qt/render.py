@@ -2,27 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import sys
 
+from memdesigner._qt.headless_app import ensure_app
 from memdesigner.document.run_settings import settings_dict
 from memdesigner.engine.settings import Settings
 from memdesigner.model.design import Design
-
-
-def ensure_app():
-    """A QApplication, offscreen when there is no display (CI, ssh, the CLI)."""
-    if not os.environ.get("QT_QPA_PLATFORM") and not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")) \
-            and sys.platform.startswith("linux"):
-        os.environ["QT_QPA_PLATFORM"] = "offscreen"
-    from PySide6.QtWidgets import QApplication
-
-    app = QApplication.instance()
-    if app is None:
-        app = QApplication([sys.argv[0] if sys.argv else "memdesigner"])
-        app.setApplicationName("memdesigner")
-        app.setOrganizationName("memdesigner")
-    return app
 
 
 def render_design(design: Design, out_png, settings: Settings | None = None, device_id: str | None = None,

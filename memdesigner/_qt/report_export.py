@@ -59,8 +59,8 @@ def design_canvas_png(design, settings, device=None) -> bytes:
     from PySide6.QtGui import QUndoStack
 
     from memdesigner._qt.estimator import snapshot
+    from memdesigner._qt.headless_app import ensure_app
     from memdesigner._qt.layout import layered_positions, needs_layout
-    from memdesigner._qt.render import ensure_app
     from memdesigner._qt.scene import GraphScene
     from memdesigner.engine.estimate import estimate
     from memdesigner.model.analysis import analyze

@@ -82,3 +82,23 @@ def replay_of(mem, m: int = PROBE) -> Replay | None:
     slack = np.where(s == 0, rconst - a, mem.round - 1)
     rp.at_a, rp.at_s, rp.at_slack = rp._at_marks(a), rp._at_marks(s), rp._at_marks(slack)
     return rp
+
+
+@dataclass
+class CheckPoint:
+    """What one real run at the user's batch left (the estimate's own, engine/step.py): each
+    storage's raw and rounded bytes and the peaks, for the one-probe lines to be checked against."""
+
+    settings: object  # engine.settings.Settings
+    rounding: int
+    nb: list
+    rnb: list
+    peak: int
+    rpeak: int
+    affine: bool
+
+
+def check_point(sim) -> CheckPoint:
+    """The check a finished Simulation leaves (its live set's lists themselves, not a copy)."""
+    mem = sim.mem
+    return CheckPoint(sim.s, sim.rounding, mem.nb, mem.rnb, mem.peak, mem.rpeak, sim.affine)

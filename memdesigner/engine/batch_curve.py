@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from memdesigner.engine.alloc_log import PROBE, Replay, replay_of
+from memdesigner.engine.alloc_log import PROBE, CheckPoint, Replay, check_point, replay_of
 from memdesigner.engine.devices import Device
 from memdesigner.engine.search import largest_fitting, last_fitting
 from memdesigner.engine.settings import Settings
@@ -36,25 +36,6 @@ from memdesigner.model.design import Design
 _PROBE = (1, 2, 7)  # the fallback: two batches define the lines, the third checks them
 SEARCH_LIMIT = 1 << 24  # where a search has to stop (non-affine steps, batch-independent peaks)
 _SAFE = 1 << 62  # envelope arithmetic in int64 below this; Python ints above
-
-
-@dataclass
-class CheckPoint:
-    """What one real run at the user's batch left (the estimate's own, engine/estimate.py): each
-    storage's raw and rounded bytes and the peaks, for the one-probe lines to be checked against."""
-
-    settings: Settings
-    rounding: int
-    nb: list
-    rnb: list
-    peak: int
-    rpeak: int
-    affine: bool
-
-
-def check_point(sim: Simulation) -> CheckPoint:
-    mem = sim.mem
-    return CheckPoint(sim.s, sim.rounding, mem.nb, mem.rnb, mem.peak, mem.rpeak, sim.affine)
 
 
 @dataclass

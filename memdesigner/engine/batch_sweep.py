@@ -3,7 +3,7 @@ peak-vs-batch view and its LARGEST BATCH show.
 
 One place computes it for the CLI (``estimate --max-batch``) and the window, from the design one
 rank really runs: fine-tuning's edits (LoRA, QLoRA, frozen parts) and the tensor-parallel shard
-applied first (engine/estimate.py ``_prepare``). The window used to build the batch curve on the
+applied first (engine/step.py ``prepare``). The window used to build the batch curve on the
 design as drawn, so with LoRA it searched full training (Llama-3-8B on 24 GB: "none" beside a
 verdict of 4.6 GiB to spare, the CLI 2) and with TP it searched unsharded weights (13 vs 57).
 """
@@ -12,10 +12,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from memdesigner.engine.batch_curve import batch_curve
 from memdesigner.engine.devices import Device
+from memdesigner.engine.estimate import largest_batch
+from memdesigner.engine.generate import generate_sweep, largest_generate_batch, longest_context
+from memdesigner.engine.per_rank import run_ranks
 from memdesigner.engine.sequence_length import sized_for
 from memdesigner.engine.settings import Settings
+from memdesigner.engine.step import device_peak, has_layers, prepare
 from memdesigner.model.analysis import Analysis, analyze
+from memdesigner.model.blocks import for_engine
 from memdesigner.model.design import Design
 
 
@@ -30,12 +36,6 @@ class BatchPoints:
     capacity: int | None
     empty: bool = False  # nothing but inputs: no batch to search (the peak does not grow with it)
     max_context: int | None = None  # generate: the longest prompt + new tokens that fits (--max-context)
-
-
-def has_layers(design: Design) -> bool:
-    """Whether there is anything to estimate: a layer besides the inputs (an empty canvas's peak
-    does not grow with the batch, so a search would stop at its limit: 16,777,216)."""
-    return any(n.type != "Input" for n in design.nodes.values()) or bool(design.blocks)
 
 
 def largest_batch_of(design: Design, settings: Settings, dev: Device | None,
@@ -53,20 +53,13 @@ def batch_sweep(design: Design, settings: Settings, dev: Device | None, analysis
     exactly; the others from the envelope where it is exact up to rounding). None when
     ``is_stale()`` turned true or the step cannot be estimated. ``report``: the estimate of these
     settings, whose own run checks the batch curve (Report.batch_check) instead of a second one."""
-    from memdesigner.engine.batch_curve import batch_curve
-    from memdesigner.engine.estimate import _prepare, largest_batch
-
     cap = dev.memory_bytes if dev is not None else None
     if not has_layers(design):
         return BatchPoints([], [], None, cap, empty=True)
     design, analysis = sized_for(design, analysis, settings.seq_len)  # the seq_len setting's length
     if design.blocks:  # the flat network (model/blocks.py)
-        from memdesigner.model.blocks import for_engine
-
         design, analysis = for_engine(design, analysis)
     if settings.mode == "generate":  # whole generations per batch (engine/generate.py)
-        from memdesigner.engine.generate import generate_sweep, largest_generate_batch, longest_context
-
         if not points:
             return BatchPoints([], [], largest_generate_batch(design, settings, dev), cap)
         got = generate_sweep(design, settings, dev, is_stale)
@@ -79,7 +72,7 @@ def batch_sweep(design: Design, settings: Settings, dev: Device | None, analysis
     an = analysis or analyze(design)
     if not an.ok or is_stale():
         return None
-    design, an, _ = _prepare(design, settings, an)
+    design, an, _ = prepare(design, settings, an)
     if dev is not None and settings.pipeline_parallel > 1:  # per-stage runs, searched (not the curve)
         best = largest_batch(design, settings, dev, an, prepared=True)
         if not points:
@@ -105,11 +98,8 @@ def batch_sweep(design: Design, settings: Settings, dev: Device | None, analysis
 
 def _stage_peak(design: Design, an: Analysis, settings: Settings, dev: Device) -> int:
     """The busiest pipeline stage's device peak (as estimate reports it)."""
-    from memdesigner.engine.estimate import _device_peak
-    from memdesigner.engine.per_rank import run_ranks
-
     sim, _ = run_ranks(design, an, settings, dev.allocator_rounding)
-    return _device_peak(sim.mem.rpeak, dev)
+    return device_peak(sim.mem.rpeak, dev)
 
 
 def _batches(batch: int, best: int | None) -> list:

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import math
 
+from memdesigner.engine.checkpoint_units import unit_segments
+from memdesigner.engine.finetune import layer_segments
+
 
 def checkpoint_segments(s, order: list, nodes: dict, in_edges: dict) -> tuple[list, dict, bool]:
     """(segments, node -> its segment's index, layerwise). checkpoint_sequential: ceil(sqrt(n))
@@ -16,9 +19,6 @@ def checkpoint_segments(s, order: list, nodes: dict, in_edges: dict) -> tuple[li
     segments: list = []
     layerwise = train and (s.checkpoint_layers or bool(s.checkpoint_units))
     if layerwise:
-        from memdesigner.engine.checkpoint_plan import unit_segments
-        from memdesigner.engine.finetune import layer_segments
-
         segments = unit_segments(order, nodes, s.checkpoint_units, in_edges) if s.checkpoint_units \
             else layer_segments(order, nodes)
     elif train and s.checkpointing:

@@ -219,7 +219,7 @@ class Block:
     rounded sizes, category and labels under one allocator rounding. A lean run extends the live
     set's lists with these (one call per list, not five appends and a rounding per storage) and
     adds the sums once; a run with the calls allocates them one by one in the same order
-    (tests/test_live_set_inline.py: both agree to the byte)."""
+    (tests/engine/test_live_set_inline.py: both agree to the byte)."""
 
     __slots__ = ("nbs", "rns", "cats", "ones", "nb_sum", "rn_sum", "slack", "labels")
 

@@ -17,12 +17,13 @@ from dataclasses import dataclass, field
 
 from memdesigner.engine.checkpoint_plan import plan_checkpoints
 from memdesigner.engine.devices import Device, all_devices
-from memdesigner.engine.estimate import _prepare, _resolve, estimate, largest_batch
+from memdesigner.engine.estimate import estimate, largest_batch
 from memdesigner.engine.search import smallest_fitting
 from memdesigner.engine.sequence_curve import longest_fitting
 from memdesigner.engine.sequence_length import at_length, sized_for, token_inputs
 from memdesigner.engine.settings import Settings
 from memdesigner.engine.simulate import Simulation
+from memdesigner.engine.step import prepare, resolve_settings
 from memdesigner.model.analysis import analyze
 from memdesigner.model.blocks import for_engine, transient_view
 from memdesigner.model.design import Design
@@ -276,7 +277,7 @@ def _longest_sequence(ctx: _Ctx, nid: str):
         d, an = design_at(n)
         if not an.ok:
             return None
-        d, an, _ = _prepare(d, s, an)
+        d, an, _ = prepare(d, s, an)
         ctx.runs += 1
         sim = Simulation(d, an, s, dev.allocator_rounding, trace=True, rank=0).run()
         return sim.mem.rpeak + dev.runtime_overhead_bytes, sim.mem.trace
@@ -316,7 +317,7 @@ def _plan_on(ctx: _Ctx, s2: Settings, kinds, label: str, notes: list, base=None)
 
 def make_it_fit(design: Design, settings: Settings | None = None, *, device, **kw) -> FitAdvice:
     """Rank the changes that make ``design`` fit ``device`` (a Device or an id)."""
-    s, dev = _resolve(settings, device, kw)
+    s, dev = resolve_settings(settings, device, kw)
     if dev is None:
         raise ValueError("device: make-it-fit needs a device")
     design, _ = sized_for(design, None, s.seq_len)  # the advice is for the design at that length

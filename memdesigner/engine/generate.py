@@ -24,8 +24,11 @@ from memdesigner.engine.report import Report
 from memdesigner.engine.search import largest_fitting
 from memdesigner.engine.settings import Settings
 from memdesigner.engine.simulate import CATS, A, Event, Simulation
+from memdesigner.engine.step import device_peak, resolve_settings, run_step
 from memdesigner.model.analysis import analyze
+from memdesigner.model.blocks import expand
 from memdesigner.model.design import Design, Edge
+from memdesigner.model.registry import Issue
 from memdesigner.units import DTYPE_ALIASES
 
 TIMELINE_STEPS = 16  # decode steps simulated for the timeline (the first and the last among them)
@@ -37,10 +40,6 @@ class GenerateError(ValueError):
 
 
 def _expanded(design: Design) -> Design:
-    try:
-        from memdesigner.model.blocks import expand  # the blocks engineer's module, when present
-    except ImportError:
-        return design
     return expand(design)
 
 
@@ -206,9 +205,7 @@ def generate(design: Design, settings: Settings | None = None, *, device=None, m
     """The report of a whole generation: the peak over the prefill and every decode step; the
     timeline holds the prefill and the decode steps (each decode step shown as its peak moment,
     the last one in full)."""
-    from memdesigner.engine.estimate import _device_peak, _resolve, _run
-
-    settings, dev = _resolve(settings, device, kw)
+    settings, dev = resolve_settings(settings, device, kw)
     settings = settings.with_(mode="generate")
     if dev is not None and settings.backend != dev.kind:
         settings = settings.with_(backend=dev.kind)
@@ -216,7 +213,7 @@ def generate(design: Design, settings: Settings | None = None, *, device=None, m
     rounding = dev.allocator_rounding if dev is not None else (512 if settings.backend == "cuda" else 1)
     runs = simulate_generate(plan, rounding)
     d0, an0 = runs[0][2].design, runs[0][3]
-    rep = _run(d0, an0, settings.with_(mode="inference"), dev)
+    rep = run_step(d0, an0, settings.with_(mode="inference"), dev)
     peak, rpeak, by, phase, layer = _peak(runs)
     events = []
     for i, (ph, k, sim, _) in enumerate(runs):
@@ -229,7 +226,7 @@ def generate(design: Design, settings: Settings | None = None, *, device=None, m
             events.append(Event(ph, e.node, label, e.bytes, e.by_category, e.device_bytes))
     rep.settings = settings.to_dict()
     rep.peak_bytes = peak
-    rep.device_peak_bytes = _device_peak(rpeak, dev)
+    rep.device_peak_bytes = device_peak(rpeak, dev)
     rep.phase_peaks = {"prefill": runs[0][2].mem.peak,
                        "decode": max((r[2].mem.peak for r in runs[1:]), default=0)}
     rep.at_peak = dict(zip(CATS, by))
@@ -255,14 +252,11 @@ def generate(design: Design, settings: Settings | None = None, *, device=None, m
 def generate_or_issue(design: Design, settings: Settings, dev: Device | None, max_batch: bool = False) -> Report:
     """generate(), or the inference report of the design with the reason as an issue (estimate's
     generate mode: the window shows it like any other error)."""
-    from memdesigner.engine.estimate import _run
-    from memdesigner.model.registry import Issue
-
     try:
         return generate(design, settings, device=dev, max_batch=max_batch)
     except GenerateError as err:
         s = settings.with_(mode="inference")
-        rep = _run(design, analyze(design), s, dev)
+        rep = run_step(design, analyze(design), s, dev)
         rep.issues.append(Issue("", "mode", str(err)))
         rep.settings = settings.to_dict()
         return rep
@@ -270,12 +264,10 @@ def generate_or_issue(design: Design, settings: Settings, dev: Device | None, ma
 
 def generate_peak(design: Design, settings: Settings, dev: Device | None) -> int:
     """The device peak of a generation (prefill and the last decode step only)."""
-    from memdesigner.engine.estimate import _device_peak
-
     plan = _Plan(design, settings)
     rounding = dev.allocator_rounding if dev is not None else (512 if settings.backend == "cuda" else 1)
     runs = simulate_generate(plan, rounding, peak_only=True)
-    return _device_peak(max(r[2].mem.rpeak for r in runs), dev)
+    return device_peak(max(r[2].mem.rpeak for r in runs), dev)
 
 
 def generate_sweep(design: Design, settings: Settings, dev: Device | None, is_stale=lambda: False):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from memdesigner.engine.distributed import distinct_ranks
 from memdesigner.engine.fsdp import rank_signature
+from memdesigner.engine.pipeline_parallel import run_stages
 from memdesigner.engine.simulate import CATS, Simulation
 
 
@@ -31,8 +32,6 @@ def _expand_events(sim, tp: int) -> None:
 def run_ranks(design, an, settings, rounding: int) -> tuple[Simulation, list[dict]]:
     """Every rank of the world (pipeline stages x data-parallel ranks x tensor-parallel ranks)."""
     if settings.pipeline_parallel > 1:
-        from memdesigner.engine.pipeline_parallel import run_stages
-
         return run_stages(design, an, settings, rounding, _run_dp_tp_ranks)
     return _run_dp_tp_ranks(design, an, settings, rounding)
 

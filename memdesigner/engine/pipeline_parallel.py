@@ -31,8 +31,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from memdesigner.engine.simulate import INFLIGHT, Simulation
 from memdesigner.model.analysis import analyze
 from memdesigner.model.design import Design, Edge, Node
+from memdesigner.units import DTYPE_BYTES
 
 _ITEM = re.compile(r"(^|\.)\d+$")
 
@@ -107,8 +109,6 @@ def stage_design(design, an, stages: list[Stage], s: int) -> tuple[Design, int, 
     recv: dict = {}
     sent: set = set()
     edges = []
-    from memdesigner.units import DTYPE_BYTES
-
     def elems(key):
         o = an.nodes[key[0]].outputs[key[1]]
         n = 1
@@ -153,8 +153,6 @@ def in_flight(P: int, M: int, s: int) -> int:
 def run_stages(design, an, settings, rounding, run_ranks):
     """(busiest stage's simulation, per_rank over every stage) with global rank =
     stage x (dp x tp) + the stage's own rank."""
-    from memdesigner.engine.simulate import INFLIGHT, Simulation
-
     P, M = settings.pipeline_parallel, settings.micro_batches
     stages = split_stages(design, an, P)
     st_settings = settings.with_(grad_accum=max(settings.grad_accum, 2)) if M > 1 and settings.training else settings
@@ -231,8 +229,6 @@ def _moment(i: int, k: int, M: int, held: int, out_b: int, in_b: int) -> tuple:
 
 
 def _input_bytes(an, d, batch: int) -> int:
-    from memdesigner.units import DTYPE_BYTES
-
     n = 0
     for nid, node in d.nodes.items():
         if node.type == "Input" and an.nodes[nid].ok:
@@ -246,8 +242,6 @@ def _input_bytes(an, d, batch: int) -> int:
 
 def _output_bytes(an, d, batch: int) -> int:
     """The model's outputs per micro-batch (what the last stage returns)."""
-    from memdesigner.units import DTYPE_BYTES
-
     used = {(e.src, e.src_port) for e in d.edges}
     n = 0
     for nid in an.order:

@@ -7,6 +7,7 @@ import io
 from dataclasses import dataclass, field
 
 from memdesigner.engine.simulate import CATS
+from memdesigner.io.atomic_write import write_atomic
 from memdesigner.text import encodable
 
 # the per-layer export's columns: the window's CSV, the reports and scripts read the same rows
@@ -51,8 +52,6 @@ class LayerRow:
 
 def write_layers_csv(rows, path) -> None:
     """The per-layer table as CSV, rows in the order given (the window passes its sorted view)."""
-    from memdesigner.io.atomic_write import write_atomic
-
     buf = io.StringIO(newline="")
     w = csv.writer(buf)
     w.writerow(CSV_COLUMNS)
@@ -97,7 +96,7 @@ class Report:
     # window's rank picker; ``timeline`` is the busiest rank's. Not in to_dict (per_rank has the peaks)
     rank_timelines: dict = field(default_factory=dict)
     sequence_length: int | None = None  # token models: the length estimated (settings' seq_len or the design's)
-    # the run's storages and peaks (engine/batch_curve.py CheckPoint): the largest batch checks its
+    # the run's storages and peaks (engine/alloc_log.py CheckPoint): the largest batch checks its
     # one-probe lines against them instead of running the step again. Not in to_dict
     batch_check: object = field(default=None, repr=False, compare=False)
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
 
+from memdesigner.engine.checkpoint_units import check_units
+from memdesigner.engine.finetune_settings import check_finetune_settings
 from memdesigner.model.registry import MAX_NUMBER_BITS
 from memdesigner.units import DTYPE_ALIASES
 
@@ -95,11 +97,7 @@ class Settings:
             raise ValueError(f"kv_cache: {self.kv_cache!r} is not one of {', '.join(KV_CACHES)}")
         if self.kv_dtype not in KV_DTYPES:
             raise ValueError(f"kv_dtype: {self.kv_dtype!r} is not one of {', '.join(KV_DTYPES)}")
-        from memdesigner.engine.finetune import check_settings
-
-        check_settings(self)
-        from memdesigner.engine.checkpoint_plan import check_units
-
+        check_finetune_settings(self)
         check_units(self)
         if self.amp and dt != "fp32":
             raise ValueError("amp: mixed precision keeps fp32 weights; use dtype fp32 with amp")

@@ -35,6 +35,7 @@ import math
 from dataclasses import dataclass, field
 
 from memdesigner.model.analysis import analyze
+from memdesigner.model.design import Node
 
 # per-feature ops: the local shard runs through the same rule with its local shape
 _ELEMENTWISE = {"Dropout", "Scale", "Contiguous", "ToDtype"}
@@ -264,8 +265,6 @@ def sequence_parallel(d, an, plan: TpPlan) -> None:
     for nid, rids in after.items():
         out.append(type(edges[0])(nid, rids[0], 0, 0))
     old = d.nodes
-    from memdesigner.model.design import Node
-
     nodes = {}
     for nid, node in old.items():  # execution follows insertion order among ready ops
         for gid in before.get(nid, ()):

@@ -10,6 +10,7 @@ import math
 from importlib import resources
 from pathlib import Path
 
+from memdesigner.engine.device_profile import device_from_dict
 from memdesigner.io.bounded_read import BoundedReadError, read_json
 from memdesigner.model.registry import MAX_INT
 
@@ -29,8 +30,6 @@ def _validator():
 def read_user_devices(path: Path, taken_ids=()) -> tuple[list, list[str]]:
     """(devices, problems): the valid entries of ``path`` and one line per problem. A missing file
     is no problem. taken_ids: ids already used (shipped profiles); a repeat would be unreachable."""
-    from memdesigner.engine.devices import _from_dict
-
     if not path.exists():
         return [], []
     try:
@@ -52,7 +51,7 @@ def read_user_devices(path: Path, taken_ids=()) -> tuple[list, list[str]]:
             who = f"devices[{i}]" + (f" (id {dev_id!r})" if isinstance(dev_id, str) else "")
             problems.append(f"{path}: {who}: {problem}; entry skipped")
             continue
-        devices.append(_from_dict(entry, user=True))
+        devices.append(device_from_dict(entry, user=True))
         seen.add(entry["id"])
     return devices, problems
 

@@ -600,34 +600,4 @@ def to_python(design: Design, class_name: str | None = None, layers: dict | None
     return "\n".join(out)
 
 
-def add_torch_export_parser(subparsers):
-    p = subparsers.add_parser("torch", help="write a design as PyTorch code",
-                              description="Write DESIGN.json as a Python file with an nn.Module and make().")
-    p.add_argument("design", help="design file")
-    p.add_argument("-o", "--output", required=True, help="Python file to write")
-    p.add_argument("--class-name", default=None)
-    p.set_defaults(func=cli_export_torch)
-    return p
-
-
-def cli_export_torch(args) -> int:
-    from memdesigner.io.design_file import DesignFileError, load_design
-
-    try:
-        d = load_design(args.design)
-        code = to_python(d, getattr(args, "class_name", None))
-    except (DesignFileError, ExportError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    from memdesigner.io.atomic_write import cannot_write, write_atomic
-
-    try:
-        write_atomic(args.output, code)
-    except OSError as err:
-        print(f"error: {cannot_write(args.output, err)}", file=sys.stderr)
-        return 2
-    print(f"wrote {args.output}")
-    return 0
-
-
-__all__ = ["ExportError", "add_torch_export_parser", "cli_export_torch", "one_line", "to_python"]
+__all__ = ["ExportError", "one_line", "to_python"]

@@ -18,6 +18,8 @@ import json
 import math
 import operator
 
+from memdesigner.importers._torch_values import get_attr
+
 MAX_DEPTH = 6
 # operator functions fx records for Python syntax (x * y, x[i]): written back as that syntax
 OPERATORS = ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and_", "or_", "xor",
@@ -201,9 +203,8 @@ class CallEncoder:
         return out
 
     def _tensor(self, a):
-        from memdesigner.importers._torch_nodes import _get_attr
 
-        t = _get_attr(self.st.gm, a.target)
+        t = get_attr(self.st.gm, a.target)
         if not isinstance(t, self.torch.Tensor):
             raise _NoCall(f"attribute {a.target} is not a tensor")
         if id(t) in self.tensor_index:

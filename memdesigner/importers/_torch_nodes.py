@@ -8,6 +8,7 @@ import re
 
 from memdesigner.importers._torch_trace import _tmeta
 from memdesigner.importers._torch_values import META_BATCH, Other, ParamVal, Val, _sanitize, _State
+from memdesigner.importers._torch_values import get_attr as _get_attr
 from memdesigner.model import registry
 from memdesigner.model.registry import LayerError, ShapeCtx
 
@@ -183,13 +184,6 @@ def _claim(st, nid: str, pname: str, name: str) -> None:
         st.param_owner[id(t)] = f"{nid}.{pname}"
     elif not owner.startswith(f"{nid}."):
         st.design.nodes[nid].tied[pname] = owner
-
-
-def _get_attr(gm, target):
-    obj = gm
-    for part in str(target).split("."):
-        obj = getattr(obj, part)
-    return obj
 
 
 def _flat_vals(st, obj):

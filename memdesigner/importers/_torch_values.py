@@ -96,3 +96,11 @@ class _State:
 
 def _sanitize(name: str) -> str:
     return "".join(c if (c.isalnum() or c in "._-") else "_" for c in name) or "node"
+
+
+def get_attr(gm, target):
+    """The submodule, parameter or buffer a graph's get_attr node names (``layers.0.weight``)."""
+    obj = gm
+    for part in str(target).split("."):
+        obj = getattr(obj, part)
+    return obj

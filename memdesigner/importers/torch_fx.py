@@ -20,8 +20,6 @@ nodes), _torch_map_ops / _torch_map_modules (ops and module calls onto layers), 
 
 from __future__ import annotations
 
-import sys
-
 from memdesigner.importers._torch_factory import (
     _all_on_meta,
     _check_shape,
@@ -55,7 +53,7 @@ from memdesigner.importers._torch_values import (
     _State,
 )
 from memdesigner.importers._torch_versions import versions_ran_under
-from memdesigner.model.blocks import fold_repeats
+from memdesigner.model.block_fold import fold_repeats
 from memdesigner.model.design import Design
 from memdesigner.model.registry import LayerError
 
@@ -301,56 +299,11 @@ def _check_params(st: _State) -> None:
                               if missing else ""))
 
 
-def _parse_shape(text):
-    if text is None:
-        return None
-    return tuple(int(p) for p in str(text).replace("x", ",").split(",") if p.strip())
-
-
-def add_torch_import_parser(subparsers):
-    p = subparsers.add_parser("torch", help="import a PyTorch nn.Module from FILE.py:FACTORY",
-                              description="Trace FILE.py:FACTORY (an nn.Module or (module, input_shape)) "
-                                          "with torch.fx and write a design file.")
-    p.add_argument("target", help="FILE.py:FACTORY")
-    p.add_argument("-o", "--output", required=True, help="design file to write")
-    p.add_argument("--input-shape", default=None, help="per-sample input shape, e.g. 3,224,224")
-    p.add_argument("--input-dtype", default=None, choices=("float", "int64"), help="float or int64 (token ids)")
-    p.add_argument("--name", default=None)
-    p.set_defaults(func=cli_import_torch)
-    return p
-
-
-def cli_import_torch(args) -> int:
-    from memdesigner.io.atomic_write import cannot_write
-    from memdesigner.io.design_file import save_design
-
-    try:
-        d = import_file(args.target, _parse_shape(getattr(args, "input_shape", None)),
-                        getattr(args, "input_dtype", None), name=getattr(args, "name", None))
-    except ImportError as err:
-        print(f"error: {err} (memdesigner import torch needs PyTorch: pip install torch)", file=sys.stderr)
-        return 2
-    except (TorchImportError, OSError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    for w in d.import_warnings:
-        print(f"warning: {w}", file=sys.stderr)
-    try:
-        save_design(d, args.output)
-    except OSError as err:
-        print(f"error: {cannot_write(args.output, err)}", file=sys.stderr)
-        return 2
-    print(f"wrote {args.output}: {len(d.nodes)} nodes, {d.import_params:,} parameters")
-    return 0
-
-
 __all__ = [
     "META_BATCH",
     "NeedsInputShape",
     "TorchImportError",
-    "add_torch_import_parser",
     "build_module",
-    "cli_import_torch",
     "from_module",
     "import_file",
     "load_factory",

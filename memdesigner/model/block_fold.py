@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 
+from memdesigner.model.analysis import analyze
 from memdesigner.model.blocks import BIN, BLOCK, BOUT, BlockDef, first_free, unique_name
 from memdesigner.model.design import Design, Edge, Node
 
@@ -135,8 +136,6 @@ def fold(design: Design) -> Design:
         w = where.get(e.dst)
         if w is not None:
             reads.setdefault(("child", w[:2]), set()).add(e.src)
-    from memdesigner.model.analysis import analyze
-
     an = analyze(design)
 
     def shapes(child) -> tuple:
@@ -308,3 +307,9 @@ def _fill_port_shapes(g: Design, an, ext0: list) -> None:
 def _free(design: Design, base: str) -> str:
     """A node id the design does not use yet."""
     return first_free(design.nodes, base)
+
+
+def fold_repeats(design: Design) -> Design:
+    """Repeated identical children of a flat design as one definition ×N; the design is folded in
+    place and returned (what an importer calls last)."""
+    return fold(design)

@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from memdesigner.limits import limit, raise_hint
-from memdesigner.model.analysis import Analysis, NodeInfo, _freeze, analyze
 from memdesigner.model.design import Design, Edge, Node
+from memdesigner.model.flat_analysis import Analysis, NodeInfo, _coerced, _freeze, analyze_flat
 from memdesigner.model.registry import Issue, LayerError
 
 BLOCK, BIN, BOUT = "Block", "BlockInput", "BlockOutput"
@@ -331,7 +331,6 @@ def _definition_memo(node: Node):
     memo = node.__dict__.get("_coerced")
     if memo is None or memo[0] != node.rev or memo[1] is not node.props:
         from memdesigner.model import registry
-        from memdesigner.model.analysis import _coerced
 
         try:
             _coerced(registry.get(node.type), node.props, node)
@@ -494,7 +493,7 @@ def transient_view(design: Design) -> tuple[Design, Analysis]:
 
 def _engine_view(design: Design) -> tuple[Design, Analysis]:
     flat = design if getattr(design, "instances", None) is not None else expand(design)
-    an = analyze(flat)
+    an = analyze_flat(flat)
     metas = getattr(flat, "instances", {}) or {}
     bad: dict[str, Issue] = {}
     for m in metas.values():
@@ -646,17 +645,5 @@ def instance_totals(flat: Design, rows: dict) -> dict:
     return out
 
 
-def fold_repeats(design: Design) -> Design:
-    """Repeated identical children of a flat design as one definition ×N (model/block_fold.py);
-    the design is folded in place and returned."""
-    from memdesigner.model.block_fold import fold
-
-    return fold(design)
-
-
-def count_nodes(design: Design) -> int:
-    return len(expand(design).nodes)
-
-
-__all__ = ["BlockDef", "BlockError", "expand", "fold_repeats", "engine_view", "analyze_collapsed",
+__all__ = ["BlockDef", "BlockError", "expand", "engine_view", "analyze_collapsed",
            "instance_totals", "has_blocks", "new_definition", "unique_name"]

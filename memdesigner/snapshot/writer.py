@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import pickle
 
-from memdesigner.engine.estimate import _resolve
 from memdesigner.engine.simulate import CATS, Simulation, W, _Mem
+from memdesigner.engine.step import resolve_settings
 from memdesigner.model.analysis import analyze
 from memdesigner.model.blocks import expand
 from memdesigner.model.design import Design
@@ -75,7 +75,7 @@ def estimate_snapshot(design: Design, settings=None, *, device=None, **kw) -> tu
     """(snapshot dict, Report) for one estimated step. ValueError if the design has errors."""
     from memdesigner.engine.estimate import estimate
 
-    settings, dev = _resolve(settings, device, kw)
+    settings, dev = resolve_settings(settings, device, kw)
     design = expand(design)  # the flat network (model/blocks.py)
     an = analyze(design)
     report = estimate(design, settings, device=dev, analysis=an)

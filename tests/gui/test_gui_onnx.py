@@ -8,7 +8,7 @@ import pytest
 onnx = pytest.importorskip("onnx")
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from test_onnx_import import _cnn  # noqa: E402
+from tests.importers.test_onnx_import import _cnn  # noqa: E402
 
 
 def test_import_onnx_from_the_menu(window, qtbot, tmp_path):

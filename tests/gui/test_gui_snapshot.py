@@ -1,6 +1,6 @@
 """File -> Open Memory Snapshot draws the (synthetic) MLP snapshot beside the estimate, phase by
 phase; a crafted pickle is refused without running; Clear removes it; a measured run's snapshot
-is drawn too. Values: tests/test_snapshot.py derives them by hand."""
+is drawn too. Values: tests/snapshot/test_snapshot.py derives them by hand."""
 
 import os
 import pickle

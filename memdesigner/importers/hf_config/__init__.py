@@ -56,7 +56,7 @@ def design_from_config(config: dict, *, seq_len: int = 512, task: str = "causal-
 def _fold(design):
     """Collapse the repeated decoder layers into one block × N when blocks are available."""
     try:
-        from memdesigner.model.blocks import fold_repeats
+        from memdesigner.model.block_fold import fold_repeats
     except ImportError:
         return design
     return fold_repeats(design)

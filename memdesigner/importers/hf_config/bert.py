@@ -197,7 +197,7 @@ class _Builder:
 def _folded(d: Design) -> Design:
     """The repeated encoder layers as one block definition x N, where blocks exist."""
     try:
-        from memdesigner.model.blocks import fold_repeats
+        from memdesigner.model.block_fold import fold_repeats
     except ImportError:
         return d
     return fold_repeats(d)

@@ -1,6 +1,6 @@
 """Where the transformers major changes what a decoder's attention allocates, each difference a
 rule with the versions it holds for (measured with ../shared/truth/measure.py on torch 2.14.1 CPU:
-transformers 4.57.6 and 5.25.0, tests/test_hf_transformers_major.py).
+transformers 4.57.6 and 5.25.0, tests/importers/test_hf_transformers_major.py).
 
 The builders model ``use_cache=False`` (training, a plain forward) with no ``attention_mask``:
 

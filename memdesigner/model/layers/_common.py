@@ -77,11 +77,6 @@ def conv_props(n: int, transpose: bool = False) -> tuple:
     return tuple(props)
 
 
-def amp_lower(m: MemCtx) -> bool:
-    """Autocast runs this op in low precision (conv, linear, matmul, attention, CPU LSTM)."""
-    return m.amp is not None
-
-
 def amp_casts(m: MemCtx, mem: OpMem, n_inputs: int = 1, save_inputs: bool = True) -> OpMem:
     """Add autocast's casts to a low-precision op rule already written for half inputs.
 

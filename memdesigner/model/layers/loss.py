@@ -46,7 +46,7 @@ def _amp_cross_entropy(m, n: int, given: bool) -> OpMem:
     cross_entropy_loss, CUDA's log_softmax): a fp32 copy of the half logits lives while
     log_softmax makes its fp32 output, then dies. Backward: NllLossBackward0's fp32 gradient,
     LogSoftmaxBackward0's fp32 gradient beside it (then the log-probabilities are released),
-    ToCopyBackward0's half gradient of the logits beside that (tests/test_amp_cross_entropy.py: a
+    ToCopyBackward0's half gradient of the logits beside that (tests/importers/test_amp_cross_entropy.py: a
     language model returning F.cross_entropy, SGD b4 -31.9 % -> exact; Flan-T5 Adam b2 -1.10 % ->
     -0.01 %, benchmarks/holdout4.py)."""
     f32 = "float32"

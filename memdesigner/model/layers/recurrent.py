@@ -343,7 +343,7 @@ def _gru_step_kept(t: int) -> int:
 
 
 def _gru_train_mem(m, b, t, i0, h, d, L, dt):
-    """Training on the CPU, as measured with the truth harness (tests/test_gru_layer_stack.py).
+    """Training on the CPU, as measured with the truth harness (tests/importers/test_gru_layer_stack.py).
 
     Forward: one layer at a time (RNN.cpp ``apply_layer_stack``); the last layer's moment is the
     highest (every earlier layer's kept tensors live): its input projection (T*B*3H;

@@ -2,7 +2,7 @@
 rotary cos/sin producer and its application to q / k, repeat_kv for grouped-query attention and
 the materialised causal / sliding-window mask. Each rule follows the eager op chain of
 transformers' modeling code (models/llama/modeling_llama.py, masking_utils.py,
-integrations/sdpa_attention.py), measured with the truth harness (tests/test_llm_layers_measured.py)."""
+integrations/sdpa_attention.py), measured with the truth harness (tests/accuracy/test_llm_layers_measured.py)."""
 
 from memdesigner.model.layers._common import fmt
 from memdesigner.model.oprules import In, OpMem, T

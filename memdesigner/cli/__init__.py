@@ -1,0 +1,5 @@
+"""The ``memdesigner`` command (cli/main.py)."""
+
+from memdesigner.cli.commands import main
+
+__all__ = ["main"]
