@@ -169,14 +169,15 @@ def _compute(req: EstimateRequest, cancel=None) -> EstimateResult:
                               request=req)
 
 
-def sweep(req: EstimateRequest, an: Analysis, is_stale=lambda: False) -> BatchSweep | None:
+def sweep(req: EstimateRequest, an: Analysis, is_stale=lambda: False, report=None) -> BatchSweep | None:
     """The peak-vs-batch curve and the largest batch of the engine (engine/batch_sweep.py: the
     same largest batch as ``memdesigner estimate --max-batch`` for these settings). Checks between
     engine calls whether a newer edit made this work pointless, so the worker is free again
-    quickly. None when abandoned."""
+    quickly. ``report``: the estimate just shown for ``req`` (its run checks the batch curve, not
+    a second one). None when abandoned."""
     if not an.ok or is_stale():
         return None
-    got = batch_sweep(req.design, req.settings, req.device, an, is_stale)
+    got = batch_sweep(req.design, req.settings, req.device, an, is_stale, report=report)
     return None if got is None else BatchSweep(req.gen, got.batches, got.peaks, got.max_batch, got.capacity, got.empty,
                                             got.max_context)
 
@@ -278,7 +279,7 @@ class EstimateService(QObject):
         self._on_finished(res)
         self._sweep_timer.stop()
         if sweep_too and res.analysis is not None:
-            sw = sweep(req, res.analysis)
+            sw = sweep(req, res.analysis, report=res.report)
             if sw is not None:
                 self._on_swept(sw)
         return res
@@ -319,10 +320,10 @@ class EstimateService(QObject):
             return
         q = res.request
         req = EstimateRequest(res.gen, res.design, q.settings, q.device)
-        an = res.analysis
+        an, rep = res.analysis, res.report
         def job(cancel):
             with gc_paused():
-                return sweep(req, an, cancel.is_set)
+                return sweep(req, an, cancel.is_set, rep)
 
         self.jobs.submit(job, self._on_swept)
 

@@ -109,6 +109,7 @@ def run_backward(sim, r) -> None:
     nb_ext, rnb_ext, cat_ext, rc_ext = nbl.extend, mem.rnb.extend, mem.cat.extend, rcl.extend
     ev_app = mem.events.append if mem.events is not None else None
     events = mem.events
+    rel, mk = mem.rel, mem.marks  # a replay's log (LiveSet.rel / marks), kept inline too
     ins_l, base_l, nout_l = op_table(st)
     for place, nid, keys, b, k_, name in zip(range(len(order) - 1, -1, -1), reversed(order), reversed(ins_l),
                                          reversed(base_l), reversed(nout_l), reversed(r.names)):
@@ -175,6 +176,8 @@ def run_backward(sim, r) -> None:
                 rcl[g0] += gb.n_alias
             if lean:  # event(), inlined (no capture, no trace)
                 cur, rcur = mem.cur, mem.rcur
+                if mk is not None:
+                    mk += (len(nbl), len(rel))
                 if cur > mem.ppeak:
                     mem.ppeak = cur
                 if rcur > mem.rpeak:
@@ -203,6 +206,8 @@ def run_backward(sim, r) -> None:
                     rcl[sid] = x
                     if x == 0:
                         if lean:  # _release(), inlined
+                            if rel is not None:
+                                rel.append(sid)
                             nb = nbl[sid]
                             mem.cur -= nb
                             mem.rcur -= rnbl[sid]
@@ -238,6 +243,8 @@ def run_backward(sim, r) -> None:
                     mem.rcur = rcur = mem.rcur + rn
                     by[G] += nb
                     # mark(): the last event is this op's own; the sum raises it when higher
+                    if mk is not None:
+                        mk += (len(nbl), len(rel))
                     if cur > mem.ppeak:
                         mem.ppeak = cur
                     if rcur > mem.rpeak:
@@ -253,6 +260,8 @@ def run_backward(sim, r) -> None:
                         x = rcl[sid] - 1
                         rcl[sid] = x
                         if x == 0:  # _release(), inlined
+                            if rel is not None:
+                                rel.append(sid)
                             nb = nbl[sid]
                             mem.cur -= nb
                             mem.rcur -= rnbl[sid]

@@ -39,19 +39,20 @@ class BatchPoints:
 
 
 def largest_batch_of(design: Design, settings: Settings, dev: Device | None,
-                     analysis: Analysis | None = None) -> int | None:
+                     analysis: Analysis | None = None, report=None) -> int | None:
     """The largest batch for exactly these settings on ``dev`` (None: no device or no layers)."""
     if dev is None or not has_layers(design):
         return None
-    return batch_sweep(design, settings, dev, analysis, points=False).max_batch
+    return batch_sweep(design, settings, dev, analysis, points=False, report=report).max_batch
 
 
 def batch_sweep(design: Design, settings: Settings, dev: Device | None, analysis: Analysis | None = None,
-                is_stale=lambda: False, points: bool = True) -> BatchPoints | None:
+                is_stale=lambda: False, points: bool = True, report=None) -> BatchPoints | None:
     """The largest batch, and (``points``) the device peak at powers of two up to twice the batch
     or the largest batch, plus the batch itself and the largest and the one after it (simulated
     exactly; the others from the envelope where it is exact up to rounding). None when
-    ``is_stale()`` turned true or the step cannot be estimated."""
+    ``is_stale()`` turned true or the step cannot be estimated. ``report``: the estimate of these
+    settings, whose own run checks the batch curve (Report.batch_check) instead of a second one."""
     cap = dev.memory_bytes if dev is not None else None
     if not has_layers(design):
         return BatchPoints([], [], None, cap, empty=True)
@@ -78,7 +79,7 @@ def batch_sweep(design: Design, settings: Settings, dev: Device | None, analysis
             return BatchPoints([], [], best, cap)
         batches = _batches(settings.batch, best)
         return BatchPoints(batches, [_stage_peak(design, an, settings.with_(batch=b), dev) for b in batches], best, cap)
-    curve = batch_curve(design, settings, dev, an)
+    curve = batch_curve(design, settings, dev, an, getattr(report, "batch_check", None))
     best = curve.largest_batch(dev.memory_bytes) if dev is not None else None
     if not points or is_stale():
         return None if is_stale() else BatchPoints([], [], best, cap)

@@ -48,7 +48,7 @@ def _estimate(design, settings, device, max_batch, analysis, kw) -> Report:
     finetune.annotate(rep, plan, settings)
     rep.sequence_length = length
     if max_batch and dev is not None and an.ok and has_layers(design):  # (an empty canvas: nothing to search)
-        rep.max_batch = largest_batch(design, settings, dev, an, prepared=True)
+        rep.max_batch = largest_batch(design, settings, dev, an, prepared=True, check=rep.batch_check)
     return rep
 
 
@@ -62,9 +62,10 @@ def peak_for_batch(design: Design, settings: Settings, dev: Device | None, an: A
 
 
 def largest_batch(design: Design, settings: Settings, dev: Device, an: Analysis | None = None,
-                  limit: int | None = None, prepared: bool = False) -> int:
+                  limit: int | None = None, prepared: bool = False, check=None) -> int:
     """The largest batch whose device peak fits (exact; 0 if even batch 1 does not fit), from the
-    batch curve: the envelope of affine lines bounds it, a run or two settles it."""
+    batch curve: the envelope of affine lines bounds it, the exact peaks replayed settle it.
+    ``check``: the estimate's own run at these settings (Report.batch_check), not run again."""
     if not prepared:
         design, an, _ = prepare(design, settings, an)
     if settings.pipeline_parallel > 1:  # the busiest stage decides: whole per-stage runs, searched
@@ -75,7 +76,7 @@ def largest_batch(design: Design, settings: Settings, dev: Device, an: Analysis 
             return device_peak(sim.mem.rpeak, dev) <= dev.memory_bytes
         return max(0, largest_fitting(fits, 1, limit or 1 << 24))
 
-    return batch_curve(design, settings, dev, an).largest_batch(dev.memory_bytes, limit)
+    return batch_curve(design, settings, dev, an, check).largest_batch(dev.memory_bytes, limit)
 
 
 # the names estimate used to have (callers being moved to engine/step.py)

@@ -105,6 +105,7 @@ def run_forward(sim, r) -> None:
     nb_app, rnb_app, cat_app, rc_app = nbl.append, mem.rnb.append, mem.cat.append, rcl.append
     nb_ext, rnb_ext, cat_ext, rc_ext = nbl.extend, mem.rnb.extend, mem.cat.extend, rcl.extend
     ev_app = mem.events.append if mem.events is not None else None
+    rel, mk = mem.rel, mem.marks  # a replay's log (LiveSet.rel / marks), kept inline too
     ins_l, base_l, _ = op_table(st)
     names = r.names = list(map(_NAME, map(nodes.__getitem__, order)))  # (the events' labels, read in C)
     for place, nid, oid, keys, v0, name, ordinary in zip(count(), order, op_ids(design, an, order), ins_l, base_l,
@@ -181,6 +182,8 @@ def run_forward(sim, r) -> None:
                         out_sids.append(base + o)
             if lean:  # event(), inlined (no capture, no trace)
                 cur, rcur = mem.cur, mem.rcur
+                if mk is not None:
+                    mk += (len(nbl), len(rel))
                 if cur > mem.ppeak:
                     mem.ppeak = cur
                 if rcur > mem.rpeak:
@@ -245,6 +248,8 @@ def run_forward(sim, r) -> None:
                 rcl[sid] = x
                 if x == 0:
                     if lean:  # _release(), inlined
+                        if rel is not None:
+                            rel.append(sid)
                         nb = nbl[sid]
                         mem.cur -= nb
                         mem.rcur -= rnbl[sid]

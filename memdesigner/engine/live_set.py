@@ -27,7 +27,8 @@ class LiveSet:
     """The live set: storages with refcounts and a running total per category."""
 
     __slots__ = ("nb", "cat", "rc", "rnb", "cur", "by", "rcur", "peak", "peak_by", "peak_at", "round", "what",
-                 "ppeak", "rpeak", "capture", "captured", "events", "label", "trace", "slack", "exact")
+                 "ppeak", "rpeak", "capture", "captured", "events", "label", "trace", "slack", "exact",
+                 "rel", "marks")
 
     def __init__(self, rounding: int):
         self.nb: list[int] = []
@@ -55,6 +56,10 @@ class LiveSet:
         # with a trace only, so the passes' inline fast path (no trace) does not keep it
         self.slack = 0
         self.exact: set = set()  # aggregates whose rounded size is given (alloc_exact), for the slack
+        # the log a replay reads (engine/alloc_log.py), None unless asked for: every storage freed,
+        # in order, and per checked moment (storages allocated, storages freed) so far, flat
+        self.rel: list | None = None
+        self.marks: list | None = None
 
     def alloc(self, nbytes: int, cat: int, refs: int = 1, what="") -> int:
         nb = self.nb
@@ -99,6 +104,8 @@ class LiveSet:
             self._release(sid)
 
     def _release(self, sid: int) -> None:
+        if self.rel is not None:
+            self.rel.append(sid)
         nb = self.nb[sid]
         self.cur -= nb
         self.rcur -= self.rnb[sid]
@@ -115,6 +122,8 @@ class LiveSet:
         """A moment worth checking. It raises the running op's timeline event when it is higher,
         or adds one when it raises the peak, so the timeline's maximum is always the peak."""
         cur = self.cur
+        if self.marks is not None:
+            self.marks += (len(self.nb), len(self.rel))
         if cur > self.ppeak:
             self.ppeak = cur
         if self.rcur > self.rpeak:
@@ -141,6 +150,8 @@ class LiveSet:
         """The op's own timeline point (always a new event), after checking the moment (mark()
         without its timeline part, inlined: this runs once per op and per backward op)."""
         cur, rcur = self.cur, self.rcur
+        if self.marks is not None:
+            self.marks += (len(self.nb), len(self.rel))
         if cur > self.ppeak:
             self.ppeak = cur
         if rcur > self.rpeak:

@@ -96,6 +96,9 @@ class Report:
     # window's rank picker; ``timeline`` is the busiest rank's. Not in to_dict (per_rank has the peaks)
     rank_timelines: dict = field(default_factory=dict)
     sequence_length: int | None = None  # token models: the length estimated (settings' seq_len or the design's)
+    # the run's storages and peaks (engine/alloc_log.py CheckPoint): the largest batch checks its
+    # one-probe lines against them instead of running the step again. Not in to_dict
+    batch_check: object = field(default=None, repr=False, compare=False)
 
     _layers: list | None = None
 

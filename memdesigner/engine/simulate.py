@@ -45,8 +45,9 @@ class Simulation:
 
     def __init__(self, design: Design, analysis: Analysis, settings: Settings, rounding: int = 1,
                  capture: int | None = None, trace: bool = False, rank: int | None = None,
-                 carry: list | None = None):
+                 carry: list | None = None, log: bool = False):
         self.capture = capture
+        self.log = log  # keep the log a replay reads (engine/alloc_log.py, the batch curve's one probe)
         # storages an earlier step left alive (engine/generate.py): (node id or None, bytes, label);
         # a node whose rule says releases_carried frees its own, the rest live to the end of the run
         # (pipeline parallel: what other micro-batches and receive buffers hold, engine/pipeline_parallel.py)
@@ -114,6 +115,8 @@ class Simulation:
         if self.capture is not None:
             mem.what = []  # the storages' labels, for the capture's list
         mem.trace = [] if self.trace else None
+        if self.log:
+            mem.rel, mem.marks = [], []
         self.mem = mem
         mem.events = self.events
         mem.label = lambda nid: design.nodes[nid].name if nid in design.nodes else "step"

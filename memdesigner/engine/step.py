@@ -5,6 +5,7 @@ fit advisor all take, so that none of them imports another to reach it."""
 from __future__ import annotations
 
 from memdesigner.engine import finetune, tensor_parallel
+from memdesigner.engine.alloc_log import check_point
 from memdesigner.engine.devices import Device, get_device
 from memdesigner.engine.gc_pause import gc_paused
 from memdesigner.engine.graph_facts import graph_facts, graph_facts_of
@@ -126,6 +127,9 @@ def run_step(design: Design, an: Analysis, settings: Settings, dev: Device | Non
         trainable_params=n_rg if n_rg != params else None,
         paged_optimizer_bytes=getattr(sim, "paged_optimizer_bytes", 0),
         rank_timelines=dict(getattr(sim, "rank_events", {})) if len(per_rank) > 1 else {},
+        # (one rank, one stage: the simulation the batch curve would run at this batch)
+        batch_check=check_point(sim) if settings.pipeline_parallel == 1 and settings.data_parallel == "none"
+        else None,
     )
 
 
