@@ -131,10 +131,14 @@ def builtin_measure(factory, s, device, opt_name, steps, seed, tags=None) -> dic
     for t in list(model.parameters()) + list(model.buffers()) + [x]:
         tr.see(t)
 
+    from torch.utils._pytree import tree_leaves
+
     def loss_of(out):
         if isinstance(out, torch.Tensor):
             return out.mean()
-        leaves = [t for t in out if isinstance(t, torch.Tensor) and t.is_floating_point()]
+        # as the truth harness: every floating tensor of the output's pytree (tuples, dicts and
+        # transformers' ModelOutput, whose iteration yields its keys)
+        leaves = [t for t in tree_leaves(out) if isinstance(t, torch.Tensor) and t.is_floating_point()]
         loss = leaves[0].mean()
         for t in leaves[1:]:
             loss = loss + t.mean()

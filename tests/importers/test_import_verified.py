@@ -231,3 +231,26 @@ def test_import_checks_at_the_settings_it_was_asked_for(models, tmp_path, capsys
     assert "checked against PyTorch" in capsys.readouterr().out
     assert main(["import", "torch", f"{models}:mlp", "-o", str(out), "--batch", "0"]) == 2
     assert capsys.readouterr().err.count("\n") == 1
+
+
+def test_the_import_servers_warm_up_runs_no_backward():
+    """The server warms a check before it forks a child per import (importers/_torch_warm.py). A
+    backward there starts autograd's device threads, and under torch 2.14 no child forked after that
+    can run backward ("autograd's threading in combination with fork-based multiprocessing"): every
+    training check failed whenever the warm-up's inference check was fast enough to add training.
+    (torch 2.13, this suite's, still lets the child run; the warm-up must not depend on that.)"""
+    import subprocess
+    import sys
+
+    code = (
+        "import torch\n"
+        "from memdesigner.importers import _torch_check\n"
+        "_torch_check.CHEAP_TRAIN_S = float('inf')  # the warm-up would add training if it may\n"
+        "calls = []\n"
+        "orig = torch.autograd.backward\n"
+        "torch.autograd.backward = lambda *a, **k: calls.append(1) or orig(*a, **k)\n"
+        "import memdesigner.importers._torch_warm\n"
+        "print(len(calls))\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["0"]
