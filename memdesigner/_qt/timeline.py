@@ -49,6 +49,14 @@ def headroom_top(y: float) -> float:
     return HEADROOM_STEP ** math.ceil(math.log(y, HEADROOM_STEP) - 1e-9)
 
 
+def snapshot_peaks(rp) -> str:
+    """The snapshot's peaks, one wording for the status line and the legend: allocated is the
+    tensors' bytes (torch.cuda.memory_allocated), reserved the device bytes the caching allocator
+    holds (memory_reserved)."""
+    return (f"peak allocated {format_bytes(rp.peak_allocated, 2)} (tensor bytes), reserved "
+            f"{format_bytes(rp.peak_reserved, 2)} (device bytes)")
+
+
 class StackItem(pg.GraphicsObject):
     """The stacked category fills of a timeline_data.Figure: one filled polygon and one outline
     per category (the full stack first, lower categories over it), in bytes, scaled to the
@@ -456,8 +464,9 @@ class TimelinePlot(pg.PlotWidget):
             on = {"cuda": "CUDA", "cpu": "CPU"}.get(self.measured.get("device"), self.measured.get("device") or "")
             parts.append(f"<b>- - -</b> measured with PyTorch{' on ' + on if on else ''}")
         if self.overlay is not None:
+            # the replay's own peaks, as the status line names them (the aligned step's peak differed)
             parts.append(f"<span style='color:{SNAPSHOT_COLOR}'><b>—</b> allocated · <b>···</b> reserved</span> "
-                         f"snapshot {self.snapshot_name} (peak {format_bytes(self.overlay.peak_allocated, 2)})")
+                         f"snapshot {self.snapshot_name}: {snapshot_peaks(self.snapshot)}")
         parts.append("<span style='color:gray'>hover for details · click to select the layer</span>")
         return "&nbsp;&nbsp;&nbsp;".join(parts)
 
