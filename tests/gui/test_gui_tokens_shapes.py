@@ -2,7 +2,7 @@
 the top level, a block card's outputs (they showed the import length, 64 here, at every Tokens
 value: the canvas took the design's own analysis) and the layers inside the opened block."""
 
-from gui_helpers import type_into
+from gui_helpers import choose, type_into
 from PySide6.QtCore import Qt
 from PySide6.QtTest import QTest
 
@@ -48,3 +48,19 @@ def test_shapes_follow_the_tokens_setting(window, qtbot):
     assert window.scene.nodes[q].shape_text == "1×512×64"
     ports = [n for n in graph.nodes.values() if n.type == "BlockInput"]
     assert (64, 64) in {tuple(p.props["shape"]) for p in ports}  # the definition itself is not edited
+
+
+def test_block_card_follows_the_tokens_setting_in_generate(window, qtbot):
+    """Generate mode has no per-block totals: the card's texts were cached on them and kept the
+    first length's shapes."""
+    d = design_from_config(LLAMA, seq_len=64)
+    inst = next(n.id for n in d.nodes.values() if n.type == "Block")
+    with qtbot.waitSignal(window.result_applied, timeout=10000):
+        window.set_design(d, None, layout="always")
+    bar = window.settings_bar
+    choose(qtbot, bar.mode, "generate")
+    settled(window, qtbot)
+    assert window.scene.nodes[inst].shape_text == "1×64×64, 1×64×16, 1×64×16"
+    type_into(qtbot, bar.seq, 512)
+    settled(window, qtbot)
+    assert window.scene.nodes[inst].shape_text == "1×512×64, 1×512×16, 1×512×16"
