@@ -268,6 +268,7 @@ class MainWindow(QMainWindow):
             from memdesigner._qt import snapshot_view
 
             snapshot_view.clear(self)
+            self.statusBar().showMessage("Memory snapshot closed: it was of the previous design", 8000)
         design.subscribe(self._on_design_event)
         self.scene.set_design(design)
         self.inspector.set_design(design)

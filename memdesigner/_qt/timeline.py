@@ -63,8 +63,8 @@ def snapshot_peaks(rp) -> str:
     """The snapshot's peaks, one wording for the status line and the legend: allocated is the
     tensors' bytes (torch.cuda.memory_allocated), reserved the device bytes the caching allocator
     holds (memory_reserved)."""
-    return (f"peak allocated {format_bytes(rp.peak_allocated, 2)} (tensor bytes), reserved "
-            f"{format_bytes(rp.peak_reserved, 2)} (device bytes)")
+    return (f"peak allocated {format_bytes(rp.peak_allocated, 2)} (tensors), reserved "
+            f"{format_bytes(rp.peak_reserved, 2)} (device)")
 
 
 class StackItem(pg.GraphicsObject):

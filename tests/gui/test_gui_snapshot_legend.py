@@ -39,8 +39,8 @@ def test_legend_and_status_line_name_the_same_peaks(window, qtbot):
     _open(window, qtbot)
     rp = window.timeline.snapshot
     status, legend = window.statusBar().currentMessage(), window.legend.text()
-    want = (f"peak allocated {format_bytes(rp.peak_allocated, 2)} (tensor bytes), reserved "
-            f"{format_bytes(rp.peak_reserved, 2)} (device bytes)")
+    want = (f"peak allocated {format_bytes(rp.peak_allocated, 2)} (tensors), reserved "
+            f"{format_bytes(rp.peak_reserved, 2)} (device)")
     assert want in status and want in legend
     assert rp.peak_allocated == 10_847_744 and rp.peak_reserved == 22 << 20  # (tests/test_snapshot.py)
 
@@ -54,6 +54,7 @@ def test_new_design_clears_the_overlay(window, qtbot):
     tl = window.timeline
     assert tl.snapshot is None and tl.overlay is None and not tl._snap_alloc.isVisible()
     assert "snapshot" not in window.legend.text() and not window.act_clear_snapshot.isEnabled()
+    assert window.statusBar().currentMessage() == "Memory snapshot closed: it was of the previous design"
 
 
 def test_opening_another_design_clears_the_overlay(window, qtbot):
