@@ -33,8 +33,10 @@ def _design(name):
     return load_design(f"resources/examples/{name}.json")
 
 
-# a covering set: every pair of values of (mode, optimizer, precision, checkpointing, fine-tuning,
-# GPUs, strategy, TP) that is valid together appears in at least one row
+# a covering set chosen by hand (not the full product, nor every pair): each value of mode, optimizer,
+# precision (fp32 / AMP / bf16 / fp16), checkpointing, fine-tuning (full / LoRA / QLoRA), GPUs, strategy
+# (with and without offload), TP, PP, generate's new tokens and KV cache, and the Tokens setting appears
+# in at least one row, mixed across the three designs
 GRID = [
     # design, device, mode, batch, optimizer, precision, ckpt, ft, gpus, strategy, offload, tp, pp, generate, seq
     ("seed_geron_cnn", "rtx3060-12gb", "train", 1, "sgd", "fp32", False, "full", 1, "none", False, 1, 1, None, None),
@@ -51,6 +53,9 @@ GRID = [
     ("llama", "rtx3080-10gb", "generate", 1, None, "bf16", False, "full", 1, "none", False, 2, 1, (64, "static"), None),
     ("llama", "rtx4090", "generate", 2, None, "fp16", False, "full", 2, "ddp", False, 1, 1, (128, "dynamic"), 256),
     ("llama", "rtx3060-12gb", "inference", 1, None, "fp32", False, "full", 1, "none", False, 1, 2, None, 4096),
+    ("llama", "rtx3090", "train", 1, "adafactor", "bf16", True, "lora", 2, "zero2", True, 1, 1, None, 1024),
+    ("seed_geron_cnn", "rtx3060-12gb", "train", 4, "paged_adamw8bit", "bf16", False, "full", 1, "none", False, 1, 1,
+     None, None),
 ]
 
 
