@@ -24,6 +24,7 @@ from memdesigner.engine.batch_sweep import batch_sweep
 from memdesigner.engine.devices import Device
 from memdesigner.engine.estimate import estimate
 from memdesigner.engine.gc_pause import gc_paused, promote_survivors
+from memdesigner.engine.sequence_length import sized_for
 from memdesigner.engine.settings import Settings
 from memdesigner.model.analysis import Analysis, analyze
 from memdesigner.model.design import Design
@@ -94,6 +95,7 @@ class EstimateResult:
     figure: object | None = None  # timeline_data.Figure of report.timeline, drawn by the timeline
     request: EstimateRequest | None = None  # what was asked (its settings and device: the sweep's)
     cpu_seconds: float = 0.0  # the worker thread's CPU time for it (``seconds`` is wall time)
+    shown_analysis: Analysis | None = None  # the shapes at the seq_len setting (None: ``analysis``'s)
 
 
 @dataclass
@@ -161,12 +163,24 @@ def _compute(req: EstimateRequest, cancel=None) -> EstimateResult:
         if cancel is not None and cancel.is_set():
             raise worker.Cancelled()
         return EstimateResult(req.gen, rep, an, None, req.t0, time.perf_counter() - t, design, None, req,
-                              time.thread_time() - c)
+                              time.thread_time() - c, _shapes_at_length(design, req.settings.seq_len))
     except worker.Cancelled:
         raise
     except Exception as exc:  # an engine bug must not take the window down: show it instead  # noqa: BLE001
         return EstimateResult(req.gen, None, None, f"{type(exc).__name__}: {exc}", req.t0, time.perf_counter() - t,
                               request=req)
+
+
+def _shapes_at_length(design: Design, seq_len: int) -> Analysis | None:
+    """The analysis the canvas shows at the Tokens setting (its cards showed the design's own
+    length); analysed here on the worker, and only when the setting resizes the design."""
+    if not seq_len:
+        return None
+    try:
+        sized, _ = sized_for(design, None, seq_len)
+    except ValueError:
+        return None
+    return None if sized is design else analyze(sized)
 
 
 def sweep(req: EstimateRequest, an: Analysis, is_stale=lambda: False, report=None) -> BatchSweep | None:

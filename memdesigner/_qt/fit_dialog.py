@@ -22,6 +22,14 @@ from memdesigner.units import format_bytes
 COLUMNS = ("Change", "Needs", "Verdict", "Price")
 
 
+def _more_figures(a) -> str:
+    """The advice's other answers, as `memdesigner fit` prints them (they were computed, not shown)."""
+    text = f"Fewest GPUs that fit (zero3): {a.min_gpus}. " if a.min_gpus else ""
+    if a.max_sequence is not None:
+        text += f"Longest sequence that fits: {f'{a.max_sequence:,} tokens' if a.max_sequence else 'none'}. "
+    return text
+
+
 class FitDialog(QDialog):
     applied = Signal(dict, object)  # settings dict (with "device"), design change dict or None
 
@@ -33,12 +41,12 @@ class FitDialog(QDialog):
         a = self.advice
         verdict = "fits as it is" if a.fits_as_given else "does not fit"
         lay = QVBoxLayout(self)
-        head = QLabel(f"<b>{design.name}</b> needs <b>{format_bytes(a.device_peak_bytes, 2)}</b> of "
-                      f"{format_bytes(a.capacity_bytes, 2)} on {device.name}: <b>{verdict}</b>. "
-                      f"Largest batch with these settings: {a.max_batch or 'none'}. "
-                      "Each row below was estimated with its own settings; select one and Apply.")
-        head.setWordWrap(True)
-        lay.addWidget(head)
+        self.head = QLabel(f"<b>{design.name}</b> needs <b>{format_bytes(a.device_peak_bytes, 2)}</b> of "
+                           f"{format_bytes(a.capacity_bytes, 2)} on {device.name}: <b>{verdict}</b>. "
+                           f"Largest batch with these settings: {a.max_batch or 'none'}. " + _more_figures(a) +
+                           "Each row below was estimated with its own settings; select one and Apply.")
+        self.head.setWordWrap(True)
+        lay.addWidget(self.head)
         self.table = QTableWidget(len(a.suggestions), len(COLUMNS))
         self.table.setHorizontalHeaderLabels(COLUMNS)
         self.table.verticalHeader().setVisible(False)

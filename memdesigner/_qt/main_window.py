@@ -264,6 +264,11 @@ class MainWindow(QMainWindow):
         self.presenter.design_changed(getattr(design, "import_warnings", None))
         self.blocks_nav.reset()
         self.measured = None
+        if self.timeline.snapshot is not None:  # another design's run: the snapshot was of this one's
+            from memdesigner._qt import snapshot_view
+
+            snapshot_view.clear(self)
+            self.statusBar().showMessage("Memory snapshot closed: it was of the previous design", 8000)
         design.subscribe(self._on_design_event)
         self.scene.set_design(design)
         self.inspector.set_design(design)

@@ -62,6 +62,7 @@ class ParallelOptions(QWidget):
         self.pp = _spin("pipeline stages ", "Pipeline parallel, 1F1B: stages of about equal parameter counts", 64)
         self.mb = _spin("micro-batches ", "Micro-batches per step under pipeline parallel (at least one per stage)",
                         1024)
+        self.generate = False  # generate mode: no tensor or pipeline parallel (the engine does not model it)
         self.button = PopupButton("1 GPU", (self.gpus, self.strategy, self.offload, self.tp, self.sp, self.pp, self.mb))
         lay.addWidget(self.button)
         for s in (self.gpus, self.tp, self.pp, self.mb):
@@ -78,8 +79,10 @@ class ParallelOptions(QWidget):
             self.strategy.blockSignals(False)
         fsdp = self.strategy.currentData() in ("zero2", "zero3")
         self.offload.setEnabled(fsdp)
-        self.sp.setEnabled(self.tp.value() > 1)
-        self.mb.setEnabled(self.pp.value() > 1)
+        for w in (self.tp, self.pp):
+            w.setEnabled(not self.generate)
+        self.sp.setEnabled(self.tp.value() > 1 and not self.generate)
+        self.mb.setEnabled(self.pp.value() > 1 and not self.generate)
         v = self.values()
         self.button.setText(button_text(v))
         f = self.button.font()
@@ -92,6 +95,15 @@ class ParallelOptions(QWidget):
         self._sync()
         self.changed.emit()
 
+    def set_generate(self, on: bool) -> None:
+        """Generate mode: tensor and pipeline parallel are left out of the settings (the engine
+        refuses them there, as `estimate --mode generate --tensor-parallel 2` does; the window
+        used to drop them silently and show a one-GPU-model estimate); their fields keep their
+        values for the other modes."""
+        if on != self.generate:
+            self.generate = on
+            self._sync()
+
     def values(self) -> dict:
         """The settings that differ from a single process (each only where it is valid: offload with
         zero2 / zero3, sequence parallel with TP 2+, micro-batches with pipeline stages)."""
@@ -100,6 +112,8 @@ class ParallelOptions(QWidget):
              "offload": "params" if self.offload.isChecked() and strategy in ("zero2", "zero3") else "none",
              "tensor_parallel": self.tp.value(), "sequence_parallel": self.sp.isChecked() and self.tp.value() > 1,
              "pipeline_parallel": self.pp.value(), "micro_batches": self.mb.value() if self.pp.value() > 1 else 1}
+        if self.generate:
+            v.update(tensor_parallel=1, sequence_parallel=False, pipeline_parallel=1, micro_batches=1)
         return {k: x for k, x in v.items() if x != DEFAULTS[k]}
 
     def apply(self, d: dict) -> None:

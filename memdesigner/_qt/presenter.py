@@ -65,7 +65,7 @@ class ResultPresenter(QObject):
         w = self.w
         if res is not w.result:
             return  # a newer estimate arrived in between
-        rep, an = res.report, res.analysis
+        rep, an = res.report, res.shown_analysis or res.analysis  # (shapes at the Tokens setting)
         shown_an, shown_rep = w.blocks_nav.shown_result(an, rep)  # an opened block: its nodes' share
         w.scene.apply_result(shown_an, shown_rep)
         w.inspector.apply_analysis(shown_an)

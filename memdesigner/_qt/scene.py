@@ -707,7 +707,7 @@ class GraphScene(PutBack, QGraphicsScene):
         info = infos.get(nid)
         row = rows.get(nid)
         key = (None if info is None else (info.issue and (info.issue.field, info.issue.message), info.blocked_by,
-                                          len(info.outputs)),
+                                          tuple(o.shape for o in info.outputs)),  # (a block card shows them)
                None if row is None else (row.output_shape, row.params, row.activation_bytes, row.kept_bytes,
                                          row.param_bytes),
                block_key(self.design, nid, report))

@@ -195,6 +195,7 @@ class SettingsBar(QWidget):
         self.amp.setEnabled(fp32)
         generate = self.mode.currentData() == "generate"
         self.generate.setVisible(generate)
+        self.parallel.set_generate(generate)
         for w in (self._labels["Optimizer"], self.optimizer, self.ckpt):  # training's: room for generate's own
             w.setVisible(not generate)
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from PySide6.QtWidgets import QFileDialog, QMessageBox
 
 from memdesigner._qt import worker
+from memdesigner._qt.timeline import snapshot_peaks
 from memdesigner.units import format_bytes
 
 FILTER = "PyTorch memory snapshots (*.pickle *.pkl);;All files (*)"
@@ -89,8 +90,7 @@ def show(win, rp, name: str) -> None:
     win.act_clear_snapshot.setEnabled(True)
     pp = rp.phase_peaks()
     phases = ", ".join(f"{k.replace('_', ' ')} {format_bytes(v['allocated'], 2)}" for k, v in pp.items())
-    win.statusBar().showMessage(f"Memory snapshot {name}: {rp.n_events:,} events, peak allocated "
-                                f"{format_bytes(rp.peak_allocated, 2)}, reserved {format_bytes(rp.peak_reserved, 2)}"
+    win.statusBar().showMessage(f"Memory snapshot {name}: {rp.n_events:,} events, {snapshot_peaks(rp)}"
                                 + (f" · {phases}" if phases else ""), 15000)
 
 

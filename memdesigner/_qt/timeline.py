@@ -49,6 +49,24 @@ def headroom_top(y: float) -> float:
     return HEADROOM_STEP ** math.ceil(math.log(y, HEADROOM_STEP) - 1e-9)
 
 
+def _peak_name(peak_layer, ev, i: int) -> str:
+    """The peak layer by its name (the events carry it), not its expanded id: inside a block the
+    id is the instance's call plus the definition's node id ("model.layers.3.model.layers.0.mlp.mul"),
+    the name the instance's call plus the layer's own ("model.layers.3.mlp.mul")."""
+    e = ev[i]
+    if not peak_layer or e.node == peak_layer:
+        return e.label or e.node or ""
+    return next((x.label for x in ev if x.node == peak_layer), peak_layer)  # (rare: another event)
+
+
+def snapshot_peaks(rp) -> str:
+    """The snapshot's peaks, one wording for the status line and the legend: allocated is the
+    tensors' bytes (torch.cuda.memory_allocated), reserved the device bytes the caching allocator
+    holds (memory_reserved)."""
+    return (f"peak allocated {format_bytes(rp.peak_allocated, 2)} (tensors), reserved "
+            f"{format_bytes(rp.peak_reserved, 2)} (device)")
+
+
 class StackItem(pg.GraphicsObject):
     """The stacked category fills of a timeline_data.Figure: one filled polygon and one outline
     per category (the full stack first, lower categories over it), in bytes, scaled to the
@@ -304,7 +322,7 @@ class TimelinePlot(pg.PlotWidget):
         else:
             self._set_title(None)
             self._show(self._cap, self._usable, self._band, on=False)
-        lay = report.peak_layer or (ev[peak_idx].node or ev[peak_idx].label)
+        lay = _peak_name(report.peak_layer, ev, peak_idx)
         phase = theme.PHASE_LABELS.get(report.peak_phase or ev[peak_idx].phase, "")
         if self._changed("peak_mark", (peak_idx, peak / s)):
             self._peak_mark.setData([peak_idx + 0.5], [peak / s])
@@ -456,8 +474,9 @@ class TimelinePlot(pg.PlotWidget):
             on = {"cuda": "CUDA", "cpu": "CPU"}.get(self.measured.get("device"), self.measured.get("device") or "")
             parts.append(f"<b>- - -</b> measured with PyTorch{' on ' + on if on else ''}")
         if self.overlay is not None:
+            # the replay's own peaks, as the status line names them (the aligned step's peak differed)
             parts.append(f"<span style='color:{SNAPSHOT_COLOR}'><b>—</b> allocated · <b>···</b> reserved</span> "
-                         f"snapshot {self.snapshot_name} (peak {format_bytes(self.overlay.peak_allocated, 2)})")
+                         f"snapshot {self.snapshot_name}: {snapshot_peaks(self.snapshot)}")
         parts.append("<span style='color:gray'>hover for details · click to select the layer</span>")
         return "&nbsp;&nbsp;&nbsp;".join(parts)
 

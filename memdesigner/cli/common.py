@@ -68,6 +68,8 @@ def settings_from(args, design):
     if getattr(args, "foreach", "auto") != "auto":
         kw["foreach"] = args.foreach == "true"
     kw.update(finetune_options.settings_kw(args, base))
+    if kw.get("mode", "inference") != "train":  # as the window estimates (document/run_settings.to_settings):
+        kw.update(optimizer="none", checkpointing=False)  # they count in training only
     try:
         s = Settings(**kw)
         if s.seq_len and design is not None:

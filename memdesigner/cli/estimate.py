@@ -95,8 +95,9 @@ def render_table(rep, design, timeline: bool = False) -> str:
         lines.append(f"  non-trainable   {rep.non_trainable_params:,} (total {rep.total_params:,})")
     lines.extend(finetune_options.describe(rep))
     lines.append(f"FLOPs (forward)   {format_count(rep.flops)}")
-    where = f" in {rep.peak_phase}" + (f" at {design.nodes[rep.peak_layer].name}" if rep.peak_layer in design.nodes
-                                         else "") if rep.peak_phase else ""
+    peak_name = design.nodes[rep.peak_layer].name if rep.peak_layer in design.nodes else next(
+        (r.name for r in rep.layers if r.id == rep.peak_layer), "")  # (inside a block: the layer row's name)
+    where = f" in {rep.peak_phase}" + (f" at {peak_name}" if peak_name else "") if rep.peak_phase else ""
     lines.append(f"peak memory       {format_bytes(rep.peak_bytes, 2)} ({rep.peak_bytes:,} B){where}")
     lines.append(f"  verified        {check_verdict(design, rep.settings, rep.peak_bytes)['line']}")
     parts = ", ".join(f"{k.replace('_', ' ')} {format_bytes(v)}" for k, v in rep.at_peak.items() if v)

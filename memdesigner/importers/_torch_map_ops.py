@@ -274,6 +274,10 @@ def _map_getitem(st, fxn, x, idx):
                     x.items[idx] = item = held
             return item
         return Other()
+    if isinstance(x, ParamVal) and _tmeta(fxn) is not None:
+        # a slice of a parameter (a positional table cut to the sequence: pos[:, :x.shape[1]]) is
+        # still that parameter for the op that reads it; torch.fx used to drop it (25,866 -> 21,770)
+        return ParamVal(x.name, _tmeta(fxn)[0], True)
     if isinstance(x, (Other, ParamVal)) or x is None:
         return Other()
     if not isinstance(x, Val):

@@ -16,12 +16,10 @@ try:
         _design = from_module(_module, (2,))
     # and one check on fake tensors (importers/_torch_check.py): FakeTensorMode's first ops and the
     # engine's estimate load and cache what every import's check would otherwise pay for;
-    from memdesigner.importers._torch_check import check_design
-
     # inference only: a backward here would start autograd's worker threads, and a child forked
     # from a process that has them cannot run backward at all ("autograd's threading in
     # combination with fork-based multiprocessing"): every training check would fail
-    from memdesigner.importers._torch_check import default_settings
+    from memdesigner.importers._torch_check import check_design, default_settings
 
     check_design(torch, _design, _module, (2,), at=[default_settings("inference")])
 except Exception:  # noqa: BLE001, S110 - only a speed-up: the server must start whatever happens here

@@ -118,3 +118,21 @@ def test_every_suggestion_re_estimates_to_its_claim(name):
     design = memdesigner.load_design(EX / f"{name}.json")
     advice = make_it_fit(design, mode="train", optimizer="adam", batch=512, device="jetson-orin-nano-8gb")
     _check_claims(design, advice)
+
+
+@pytest.mark.parametrize("seq_len", [0, 256])
+def test_generate_largest_batch_is_estimates(seq_len):
+    """In generate mode the advice's largest batch is whole generations, as `estimate --max-batch`
+    finds it (it used the one-forward batch curve: 13 beside the window's and the CLI's 28)."""
+    from memdesigner.engine.estimate import estimate
+    from memdesigner.importers.hf_config import design_from_config
+
+    cfg = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 512,
+           "intermediate_size": 1024, "num_attention_heads": 8, "num_hidden_layers": 1, "num_key_value_heads": 8,
+           "vocab_size": 4096, "max_position_embeddings": 8192, "tie_word_embeddings": False}
+    d = design_from_config(cfg, seq_len=2048)
+    s = Settings(mode="generate", batch=1, dtype="bf16", new_tokens=64, seq_len=seq_len)
+    dev = Device("small", "small", "cuda", 2 << 30)
+    want = estimate(d, s, device=dev, max_batch=True).max_batch
+    got = make_it_fit(d, s, device=dev).max_batch
+    assert got == want > 1

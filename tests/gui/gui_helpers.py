@@ -50,3 +50,47 @@ def menu_texts(menu) -> list:
 def autosave_landed(window, qtbot) -> None:
     """Wait for the worker's full autosave write (document._writing) to land or be dropped."""
     qtbot.waitUntil(lambda: window.document._writing is None, timeout=10000)
+
+
+# -- the settings bar, driven by keys and clicks as a user does ----------------------------------
+def choose(qtbot, combo, data):
+    """Pick an entry with the keyboard, as a user tabbing through the bar does."""
+    from PySide6.QtCore import Qt
+
+    combo.setFocus()
+    if combo.isEditable():  # (the device picker: Home moves the text cursor there)
+        for _ in range(combo.currentIndex()):
+            qtbot.keyClick(combo, Qt.Key_Up)
+    else:
+        qtbot.keyClick(combo, Qt.Key_Home)
+    for _ in range(combo.count()):
+        if combo.currentData() == data:
+            return
+        qtbot.keyClick(combo, Qt.Key_Down)
+    assert combo.currentData() == data, data
+
+
+def type_into(qtbot, spin, value):
+    from PySide6.QtCore import Qt
+
+    spin.setFocus()
+    spin.lineEdit().selectAll()
+    qtbot.keyClicks(spin, str(value))
+    qtbot.keyClick(spin, Qt.Key_Return)
+
+
+def toggle_to(qtbot, box, on: bool):
+    """Space on a check box until it shows ``on``."""
+    from PySide6.QtCore import Qt
+
+    if box.isChecked() != on:
+        box.setFocus()
+        qtbot.keyClick(box, Qt.Key_Space)
+    assert box.isChecked() == on
+
+
+def open_panel(qtbot, button):
+    from PySide6.QtCore import Qt
+
+    qtbot.mouseClick(button, Qt.LeftButton)
+    assert button.panel.isVisible()

@@ -7,7 +7,7 @@ the seed CNN with zero3 x 3 GPUs and TP 2: 13, the CLI 57)."""
 import json
 
 import pytest
-from gui_helpers import load
+from gui_helpers import choose, load, open_panel, type_into
 from PySide6.QtCore import Qt
 
 from memdesigner import cli
@@ -26,33 +26,6 @@ LLAMA = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_s
 def real_devices(window, monkeypatch):
     monkeypatch.setattr("memdesigner._qt.settings_bar.load_devices", devmod.all_devices)
     window.settings_bar.reload_devices()
-
-
-def choose(qtbot, combo, data):
-    """Pick an entry with the keyboard, as a user tabbing through the bar does."""
-    combo.setFocus()
-    if combo.isEditable():  # (the device picker: Home moves the text cursor there)
-        for _ in range(combo.currentIndex()):
-            qtbot.keyClick(combo, Qt.Key_Up)
-    else:
-        qtbot.keyClick(combo, Qt.Key_Home)
-    for _ in range(combo.count()):
-        if combo.currentData() == data:
-            return
-        qtbot.keyClick(combo, Qt.Key_Down)
-    assert combo.currentData() == data, data
-
-
-def type_into(qtbot, spin, value):
-    spin.setFocus()
-    spin.lineEdit().selectAll()
-    qtbot.keyClicks(spin, str(value))
-    qtbot.keyClick(spin, Qt.Key_Return)
-
-
-def open_panel(qtbot, button):
-    qtbot.mouseClick(button, Qt.LeftButton)
-    assert button.panel.isVisible()
 
 
 def shown_largest_batch(window, qtbot) -> str:
