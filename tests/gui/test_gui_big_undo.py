@@ -1,0 +1,31 @@
+"""Issue 21 §7: at 10,000 layers an undo of a delete and a Batch change kept the window busy in
+single long turns. These tests check the mechanisms without timing (the figures come from
+benchmarks/gui_latency.py): what an undo or a new result does in one turn, not how fast."""
+
+from tests.gui.gui_helpers import load
+from tests.gui.test_gui_big_graphs import chain
+
+
+def _rects(path) -> int:
+    return path.elementCount() // 5  # (a rectangle is five path elements)
+
+
+def test_undo_of_deleting_everything_grows_the_overview_instead_of_making_it_anew(window, qtbot):
+    d = chain(400, spread=600.0)  # 1,000 items: built in slices, drawn as the overview zoomed out
+    d.nodes["fc3"].props["out_features"] = -4  # one layer in error: outlined in the overview
+    load(window, qtbot, d)
+    qtbot.waitUntil(lambda: not window.scene.building, timeout=10000)
+    window.view.resetTransform()
+    window.view.zoom_by(0.1)
+    scene = window.scene
+    assert scene.overview and _rects(scene.overview_blocks()[1]) == 1
+    window.select_all()
+    window.delete_selection()
+    window.stack.undo()  # at once, before any paint (a user's Ctrl+Z)
+    qtbot.waitUntil(lambda: not scene.building, timeout=10000)
+    # the batches grew as the items came back: the next paint draws them, it makes none
+    assert scene._blocks is not None and scene._lines is not None
+    by_family, bad = scene._blocks
+    assert sum(map(_rects, by_family.values())) == len(d.nodes)
+    assert _rects(bad) == 1
+    assert scene._lines.elementCount() == 2 * len(d.edges)
