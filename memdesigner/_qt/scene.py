@@ -27,6 +27,7 @@ OVERVIEW_LOD = 0.2
 OVERVIEW_MIN_EDGES = 500
 NOT_CONNECTED = "not connected yet: drag from an output port to its input"
 SCENE_RECT = QRectF(-50000, -50000, 100000, 100000)
+BIG_CARD = 140.0  # a big design's content rect counts every card this tall (no walk over the items)
 # The scene index (a BSP tree) of a fixed depth: with Qt's automatic one every change of depth as
 # items arrive (at 2^k items) and every scene-rect change regenerate the whole tree in one turn
 # (50 ms at 22,000 items). Items built in slices are indexed every INDEX_EVERY items, not all at
@@ -313,8 +314,8 @@ class GraphScene(PutBack, QGraphicsScene):
         self.blockSignals(True)
         self._selection = None
         try:
-            if len(nodes) == len(self.nodes) and all(n.id in self.nodes for n in nodes) \
-                    and len(edges) == len(self.edges):  # everything (select all, delete): no bookkeeping
+            if not self.design.nodes:  # everything (select all, delete): no bookkeeping, no walk to check
+                # (every item is of a node of the design, and it has none left)
                 kept_edges = list(self.edges.values())
                 cards = list(map(self.nodes.get, [n.id for n in nodes]))
                 self.nodes, self.edges, self._adj = {}, {}, {}
@@ -375,7 +376,12 @@ class GraphScene(PutBack, QGraphicsScene):
                 yield
 
     def _on_design(self, event: str, payload):
-        if event != "node_changed":
+        if event == "nodes_added" and self._content is not None and self._content[0] is self.design \
+                and payload[0]:  # a paste into a big design: its rect grows by the new layers' (no walk over all)
+            xs, ys = [n.pos[0] for n in payload[0]], [n.pos[1] for n in payload[0]]
+            grown = QRectF(min(xs), min(ys), max(xs) - min(xs) + WIDTH, max(ys) - min(ys) + BIG_CARD)
+            self._content = (self.design, self._content[1].united(grown))
+        elif event != "node_changed":
             self._content = None
         if event == "node_added":
             self._add_node_item(payload)
@@ -459,7 +465,7 @@ class GraphScene(PutBack, QGraphicsScene):
             return QRectF(self._content[1])
         xs = [n.pos[0] for n in self.design.nodes.values()]
         ys = [n.pos[1] for n in self.design.nodes.values()]
-        tall = max((it.height for it in self.nodes.values()), default=100.0) if not big else 140.0
+        tall = max((it.height for it in self.nodes.values()), default=100.0) if not big else BIG_CARD
         rect = QRectF(min(xs), min(ys), max(xs) - min(xs) + WIDTH, max(ys) - min(ys) + tall)
         self._content = (self.design, QRectF(rect)) if big else None
         return rect

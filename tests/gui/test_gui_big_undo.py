@@ -86,3 +86,25 @@ def test_auto_layout_copies_no_layer_on_the_ui_thread(window, qtbot, monkeypatch
     assert threading.main_thread() not in copied
     qtbot.waitUntil(lambda: not window.layout_runner.running, timeout=20000)
     assert {nid: n.pos for nid, n in d.nodes.items()} == want
+
+
+def test_a_selection_of_none_or_many_does_not_walk_the_layer_table(window, qtbot):
+    """Deleting or selecting everything clears the table's selection: it walked all its rows
+    looking for no layer (10,000 at a time)."""
+    from tests.gui.gui_helpers import small_cnn
+
+    load(window, qtbot, small_cnn())
+    walked = []
+
+    class Rows(list):
+        def __iter__(self):
+            walked.append(1)
+            return super().__iter__()
+
+    model = window.table.model_
+    model.rows = Rows(model.rows)
+    window.select_all()
+    window.delete_selection()
+    assert walked == []
+    window.table.select_node(model.rows[0].id)  # one layer: found by its row
+    assert walked == [1]
