@@ -586,6 +586,18 @@ def bench_size(app, n_nodes, shape, actions, repeats, profile=None, turns=None, 
         print(parts.report(pct), file=sys.stderr)
     win.service.shutdown()
     win.close()
+    # the window goes before the next size or shape: kept (closed, not deleted), its idle
+    # collector ran full collections of both windows' objects during the next one's actions
+    # (700-880 ms of CPU in a wide 10,000-layer open after the chain's window)
+    from PySide6.QtCore import QCoreApplication, QEvent
+
+    PAINTS.remove(h._painted)
+    win.deleteLater()
+    QCoreApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
+    win = h = sb = None  # (the closures above hold these: let go)
+    import gc
+
+    gc.collect()
     os.unlink(tmp.name)
     if turns:
         print(f"longest UI-thread turns of {turns!r} ({repeats} repeats; wall ms, cpu ms, receiver event):",
