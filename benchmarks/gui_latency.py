@@ -24,7 +24,9 @@ UI-thread turns of one action, each named by its receiver and event type, with t
 that took the time (``--turns-plain``: without the profiler, true times). ``--breakdown`` splits
 each edit's time to the timeline into its parts (benchmarks/_edit_breakdown.py).
 Targets (issue 10 §5, on the 2-core machine): at 1,000 nodes every stall <= 50 ms and an edit's
-timeline painted <= 50 ms p95 (debounce included); a 10,000-node design opens in <= 2 s.
+timeline painted <= 50 ms p95 (debounce included); a 10,000-node design opens in <= 2 s. Issue 21:
+at 10,000 nodes every action's longest turn <= 100 ms on an idle machine (figures, before and
+after: docs/latency-10k.md; on a shared machine read the cpu columns).
 
     python benchmarks/gui_latency.py [--nodes 1000,10000] [--shapes chain,wide] [--repeats 5]
                                      [--actions open,select_all,...] [--profile ACTION] [--json]
