@@ -425,7 +425,8 @@ class Inspector(QScrollArea):
     def _place_banner(self):
         m = 6
         if self.issue_label.isHidden():
-            self.setViewportMargins(0, 0, 0, 0)
+            if not self.viewportMargins().isNull():  # (each set lays the panel out again: 5 ms)
+                self.setViewportMargins(0, 0, 0, 0)
             return
         w = max(60, self.width() - 2 * m)
         h = self.issue_label.heightForWidth(w)

@@ -146,7 +146,7 @@ class LayerTable(QTableView):
     def select_node(self, nid: str | None):
         self.blockSignals(True)
         self.clearSelection()
-        for r, row in enumerate(self.model_.rows):
+        for r, row in enumerate(self.model_.rows if nid is not None else ()):  # (None: no walk over 10,000)
             if row.id == nid:
                 idx = self.proxy.mapFromSource(self.model_.index(r, 0))
                 self.selectRow(idx.row())

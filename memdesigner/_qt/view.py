@@ -3,13 +3,14 @@ selection, fit to view, and drops from the palette."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import QPointF, QRectF, Qt, Signal
+from PySide6.QtCore import QPointF, QRectF, Qt, QTimer, Signal
 from PySide6.QtGui import QPainter
 from PySide6.QtWidgets import QGraphicsView, QStyle, QStyleOptionRubberBand
 
 LAYER_MIME = "application/x-memdesigner-layer"
 STRIP_ZOOM = 0.4  # fit-to-view below this zoom (cards unreadable) ...
 STRIP_SHARE = 0.2  # ... of a design filling less than this share of the other side: a strip
+MIN_ZOOM, MAX_ZOOM = 0.02, 4.0  # the wheel's range (fit-to-view may go below: the wheel still zooms back in)
 
 
 class GraphView(QGraphicsView):
@@ -29,19 +30,42 @@ class GraphView(QGraphicsView):
         self.setFocusPolicy(Qt.StrongFocus)
         self._panning = None
         self._space = False
+        self._frozen = False  # repaints held back while a big design is built in slices
+        self._frame = QTimer(self)  # one frame for the user's zooms and scrolls meanwhile (coalesced)
+        self._frame.setSingleShot(True)
+        self._frame.setInterval(0)
+        self._frame.timeout.connect(self._paint_frame)
         # (the scene rect is the scene's: ±50,000, grown to hold a design that runs further)
         if hasattr(scene, "building_changed"):
             scene.building_changed.connect(self._building)
         self.horizontalScrollBar().valueChanged.connect(self.view_changed)
         self.verticalScrollBar().valueChanged.connect(self.view_changed)
+        self.view_changed.connect(self._moved)
 
     def _building(self, on: bool):
         """While a big design's items arrive in slices, the canvas is not repainted after each
         slice (every frame would paint all items built so far: quadratic); the window still takes
-        input, and the finished canvas is painted once."""
+        input, and the finished canvas is painted once. A zoom or scroll meanwhile is painted
+        (one frame per burst of wheel steps): the wheel over a 10,000-layer canvas being built
+        used to change nothing on screen until the build ended (seconds, 20 s on a busy machine)."""
+        self._frozen = on
         self.viewport().setUpdatesEnabled(not on)
         if not on:
+            self._frame.stop()
             self.viewport().update()
+
+    def _moved(self):
+        if self._frozen and not self._frame.isActive():
+            self._frame.start()
+
+    def _paint_frame(self):
+        """One frame of the canvas as far as it is built, then repaints held back again."""
+        if not self._frozen:
+            return
+        vp = self.viewport()
+        vp.setUpdatesEnabled(True)
+        vp.repaint()
+        vp.setUpdatesEnabled(False)
 
     def paintEvent(self, ev):  # noqa: N802 (Qt's name)
         """Zoomed far out on a big design the scene draws everything itself in drawBackground (its
@@ -78,10 +102,18 @@ class GraphView(QGraphicsView):
 
     # -- zoom / pan / fit -------------------------------------------------------------------
     def zoom_by(self, factor: float):
-        s = self.transform().m11() * factor
-        if 0.02 <= s <= 4.0:
-            self.scale(factor, factor)
-            self._zoomed()
+        """Zoom within MIN_ZOOM..MAX_ZOOM, clamped at the ends; from outside the range only
+        towards it (a 10,000-layer design fitted to the view sits below MIN_ZOOM: a wheel step
+        in that stayed below it was refused, and the wheel did nothing there)."""
+        s = self.transform().m11()
+        want = s * factor
+        if factor > 1.0:
+            want = min(want, max(MAX_ZOOM, s)) if s < MAX_ZOOM else s
+        else:
+            want = max(want, min(MIN_ZOOM, s)) if s > MIN_ZOOM else s
+        if want != s:
+            self.scale(want / s, want / s)
+        self._zoomed()  # (zoom_by(1.0) tells the scene the zoom)
 
     def wheelEvent(self, ev):
         if ev.modifiers() & Qt.ShiftModifier or ev.angleDelta().y() == 0:

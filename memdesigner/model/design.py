@@ -196,7 +196,10 @@ class Design:
 
     def restore_nodes(self, node_entries, edge_entries) -> None:
         """Undo of remove_nodes: every node and edge back at its old place in the orders."""
-        if not self.nodes:  # the undo of select all + Delete: the entries are the whole order
+        if not self.nodes or (node_entries and node_entries[0][0] >= len(self.nodes)):
+            # the undo of select all + Delete (the entries are the whole order), or a paste (they
+            # go after every node): no rebuild of the order (a paste of 100 layers into 10,000
+            # rebuilt it, 36 ms)
             self.nodes.update((n.id, n) for _, n in node_entries)
         else:
             items = _merged(list(self.nodes.items()), [(i, (n.id, n)) for i, n in node_entries])
@@ -436,9 +439,12 @@ class _EdgeIndex:
 
 def _merged(kept: list, entries) -> list:
     """``kept`` with each (index, item) of ``entries`` back at its index (ascending indices)."""
+    if not entries:
+        return list(kept)
+    first = entries[0][0]  # (nothing before the first entry moves: copied in C)
     at = dict(entries)
-    rest = iter(kept)
-    return [at[i] if i in at else next(rest) for i in range(len(kept) + len(at))]
+    rest = iter(kept[first:])
+    return kept[:first] + [at[i] if i in at else next(rest) for i in range(first, len(kept) + len(at))]
 
 
 def _acyclic(nodes, edges) -> bool:

@@ -271,3 +271,22 @@ def test_a_big_designs_content_rect_is_kept_until_its_layout_changes(window, qtb
     assert scene.content_rect() == first  # kept: not a walk over 2,100 positions per question
     d.move_node(far.id, (far.pos[0] + 1000.0, far.pos[1]))  # a move through the design
     assert scene.content_rect().right() == first.right() + 6000.0
+
+
+def test_a_paste_into_a_big_design_grows_its_content_rect_without_a_walk(window, qtbot):
+    d = chain(2100)
+    window.set_design(d, None, layout="always")
+    scene = window.scene
+    first = scene.content_rect()
+    hidden = max(d.nodes.values(), key=lambda n: n.pos[1])
+    hidden.pos = (hidden.pos[0], hidden.pos[1] + 3000.0)  # (behind the design's back: seen only by a walk)
+    window.scene.select_nodes(["fc1", "add1"])
+    window.copy()
+    window.paste()
+    pasted = [n for n in d.nodes.values() if n.id not in ("fc1", "add1")][-2:]
+    rect = scene.content_rect()
+    assert rect.bottom() == first.bottom()  # grown by the pasted layers, not made again from all
+    for n in pasted:
+        assert rect.contains(n.pos[0], n.pos[1])
+    window.stack.undo()  # a removal: made again
+    assert scene.content_rect().bottom() == first.bottom() + 3000.0

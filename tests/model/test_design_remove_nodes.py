@@ -62,3 +62,33 @@ def test_a_window_delete_of_layers_hashes_no_edge(no_edge_hashing):
     stack = QUndoStack()
     graph_ops.delete(d, stack, ["fc3", "add3"], [])
     assert "fc3" not in d.nodes and all(e.src != "fc3" and e.dst != "fc3" for e in d.edges)
+
+
+def test_restoring_nodes_after_the_last_one_walks_only_what_comes_back(monkeypatch):
+    """A paste's redo (and the undo of deleting the last layers) appends: the order before the
+    first restored entry is not rebuilt element by element (a paste of 100 layers into a
+    10,000-layer design rebuilt both orders, 36 ms)."""
+    d = _chain(50)
+    before_nodes, before_edges = list(d.nodes), list(d.edges)
+    tail = list(d.nodes)[-6:]
+    entries = d.remove_nodes(tail)
+    walked = []  # per merge: whether every kept element was walked in Python
+    real = design_mod._merged
+
+    class Kept(list):
+        def __iter__(self):
+            walked[-1] = True
+            return super().__iter__()
+
+    def merged(kept, entries):
+        walked.append(False)
+        return real(Kept(kept), entries)
+
+    monkeypatch.setattr(design_mod, "_merged", merged)
+    d.restore_nodes(*entries)
+    assert list(d.nodes) == before_nodes and list(d.edges) == before_edges
+    assert walked == [False]  # the edges: their tail alone; the nodes: not merged at all
+    middle = d.remove_nodes(["fc10", "add10"])  # in the middle: the order is merged from there
+    walked.clear()
+    d.restore_nodes(*middle)
+    assert list(d.nodes) == before_nodes and list(d.edges) == before_edges
