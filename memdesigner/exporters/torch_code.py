@@ -368,18 +368,6 @@ def to_python(design: Design, class_name: str | None = None, layers: dict | None
                   f"elementwise_affine={L('elementwise_affine')})"
         elif t == "GroupNorm":
             mod = f"nn.GroupNorm({L('num_groups')}, {xs.shape[0]}, eps={L('eps')}, affine={L('affine')})"
-        elif t == "Dropout":
-            mod = f"nn.Dropout(p={L('p')}" + (", inplace=True)" if p["inplace"] else ")")
-        elif t in ("ReLU", "ReLU6", "SiLU"):
-            mod = f"nn.{t}(" + ("inplace=True)" if p.get("inplace") else ")")
-        elif t == "LeakyReLU":
-            mod = f"nn.LeakyReLU({L('negative_slope')}" + (", inplace=True)" if p.get("inplace") else ")")
-        elif t == "GELU":
-            mod = "nn.GELU(" + (f"approximate={L('approximate')})" if p["approximate"] != "none" else ")")
-        elif t in ("Sigmoid", "Tanh"):
-            mod = f"nn.{t}()"
-        elif t == "Softmax":
-            mod = f"nn.Softmax(dim={L('dim')})"
         elif t in ("MaxPool1d", "MaxPool2d", "AvgPool2d", "MaxPool3d", "AvgPool3d"):
             n = int(t[-2])
             pad = p["padding"]

@@ -4,14 +4,12 @@ registrations that map a module whole, ...) onto registry layers."""
 from __future__ import annotations
 
 from memdesigner.importers import _torch_loss
-from memdesigner.importers._torch_map_ops import _map_flatten, _map_upsample
+from memdesigner.importers._torch_map_ops import _map_flatten, _map_upsample, map_registered
 from memdesigner.importers._torch_nodes import _add, _arg, _flat_vals, _generic, _pair, _same, _single, _v
 from memdesigner.importers._torch_trace import _tmeta, _whole_modules
 from memdesigner.importers._torch_values import Multi, Other, Val, _State
 from memdesigner.model import registry
-
-_ACT_MODULES = {"ReLU": "ReLU", "ReLU6": "ReLU6", "LeakyReLU": "LeakyReLU", "GELU": "GELU", "SiLU": "SiLU",
-                "Sigmoid": "Sigmoid", "Tanh": "Tanh"}
+from memdesigner.model.torchmap import TorchCall
 
 
 def _map_module(st: _State, fxn, mod):
@@ -35,6 +33,15 @@ def _map_module(st: _State, fxn, mod):
         if props is not None:
             own()
             return _single(st, fxn, whole.name, props, [x])
+    lt = registry.torch_module_index().get(cls)
+    if lt is not None:  # a type whose own file maps the module (activations, softmax, dropout, ...)
+        call = TorchCall(cls, fxn.op, (x,) + tuple(fxn.args[1:]), dict(fxn.kwargs), module=mod,
+                         ddim=lambda d: x.ddim(d, len(x.dmap)), where=path, warnings=st.warnings)
+        out = map_registered(st, fxn, lt, call, x, lt.from_torch_module)
+        if out is not None:
+            if isinstance(out, Val) and st.design.nodes[out.nid].type == lt.name:
+                own()
+            return out
     if isinstance(mod, (nn.Conv1d, nn.Conv2d, nn.Conv3d)) and type(mod) in (nn.Conv1d, nn.Conv2d, nn.Conv3d):
         if mod.padding_mode != "zeros":
             st.warnings.append(f"{path}: padding_mode {mod.padding_mode!r} is imported as zero padding")
@@ -74,22 +81,6 @@ def _map_module(st: _State, fxn, mod):
         own()
         return _single(st, fxn, "GroupNorm", {"num_groups": mod.num_groups, "eps": float(mod.eps),
                                               "affine": mod.affine}, [x])
-    if type(mod) is nn.Dropout:
-        return _same(st, fxn, "Dropout", {"p": float(mod.p), "inplace": bool(mod.inplace)}, x)
-    if cls in _ACT_MODULES and type(mod).__module__.startswith("torch.nn"):
-        t = _ACT_MODULES[cls]
-        props = {}
-        if hasattr(mod, "inplace") and any(p.name == "inplace" for p in registry.get(t).props):
-            props["inplace"] = bool(mod.inplace)
-        if t == "LeakyReLU":
-            props["negative_slope"] = float(mod.negative_slope)
-        if t == "GELU":
-            props["approximate"] = mod.approximate
-        return _same(st, fxn, t, props, x)
-    if type(mod) in (nn.Softmax, nn.LogSoftmax):
-        if mod.dim is None:
-            return _generic(st, fxn, cls, [x], "Softmax without dim")
-        return _same(st, fxn, "Softmax", {"dim": x.ddim(mod.dim, len(x.dmap)), "log": type(mod) is nn.LogSoftmax}, x)
     if type(mod) in (nn.MaxPool1d, nn.MaxPool2d, nn.MaxPool3d):
         if _pair(mod.dilation) != 1 or mod.return_indices:
             return _generic(st, fxn, cls, [x], "dilation or return_indices")

@@ -34,8 +34,13 @@ class TorchExport:
     outputs: int = 1
 
 
+def module_export(e: ExportCtx, constructor: str) -> TorchExport:
+    """A layer written as a submodule: ``self.<attr> = <constructor>`` and ``self.<attr>(x)``."""
+    return TorchExport(f"self.{e.attr}({e.x})", init=[f"self.{e.attr} = {constructor}"])
+
+
 class ExportUnsupported(ValueError):
     """A configuration of the type that has no PyTorch export (the message says why)."""
 
 
-__all__ = ["ExportCtx", "TorchExport", "ExportUnsupported"]
+__all__ = ["ExportCtx", "TorchExport", "ExportUnsupported", "module_export"]

@@ -1,10 +1,12 @@
 """Normalization and dropout."""
 
+from memdesigner.model.exportspec import module_export
 from memdesigner.model.layers._common import amp_fp32, fmt, need_rank
 from memdesigner.model.layers._keras_torch import IMPL, keras
 from memdesigner.model.onnxmap import f32
 from memdesigner.model.oprules import In, OpMem, T
 from memdesigner.model.registry import LayerError, LayerType, ParamSpec, Prop, TensorSpec, register
+from memdesigner.model.torchmap import PASS
 
 
 def _stat_dtype(m):
@@ -206,13 +208,23 @@ def _dropout_mem(m):
     return OpMem(outputs=[out], out_dtypes=[dt], temps=[mask], grad_in=["new"], elementwise=True)
 
 
+def _dropout_call(c):
+    """F.dropout(x, p, training, inplace): training=False (traced in eval) is no node."""
+    if c.arg(2, "training", True) is False:
+        return PASS
+    return {"p": float(c.arg(1, "p", 0.5)), "inplace": bool(c.arg(3, "inplace", False)) or c.op.endswith("_")}
+
+
 Dropout = register(LayerType(
     name="Dropout", family="normalization",
     search_words=("dropout", "regularization"),
     doc="Zeroes elements with probability p in training; identity in inference.",
     props=(Prop("p", "float", 0.5, min=0.0, max=1.0), Prop("inplace", "bool", False)),
     shape=lambda c: [TensorSpec(c.inputs[0].shape, c.inputs[0].kind)], memory=_dropout_mem,
-    torch_ops=("Dropout", "dropout"), onnx_ops=("Dropout",),
+    torch_ops=("Dropout", "dropout", "dropout_", "feature_dropout"), onnx_ops=("Dropout",),
+    from_torch_module=lambda c: {"p": float(c.module.p), "inplace": bool(c.module.inplace)} if c.from_torch_nn
+    else None, from_torch_call=_dropout_call, keeps_layout=True,
+    to_torch=lambda e: module_export(e, f"nn.Dropout(p={e.lit('p')}" + (", inplace=True)" if e.props["inplace"] else ")")),
     from_onnx=lambda ctx: {"p": f32(ctx.scalar(1, float(ctx.attr("ratio", 0.5))))},
     keeps_for_backward="a mask: input-dtype noise on CPU, bool on CUDA",
 ))
