@@ -186,3 +186,27 @@ Softmax = register(LayerType(
     from_onnx=lambda ctx: {"dim": ctx.ddim(int(ctx.attr("axis", -1))), "log": ctx.op == "LogSoftmax"},
     keeps_for_backward="its output",
 ))
+
+
+def _softsign_mem(m):
+    """F.softsign is Python, ``x / (x.abs() + 1)``: |x| dies after the add, the divisor 1 + |x|
+    is kept for the division's backward (with x, which abs keeps too); in inference it dies with the op."""
+    dt = m.float_in
+    n = m.in_elems(0)
+    divisor = T(n, dt, "1 + |x| (the division keeps it)")
+    if not m.records:
+        return OpMem(outputs=[T(n, dt, "output")], out_dtypes=[dt], temps=[divisor], grad_in=["new"], elementwise=True)
+    # backward: the division's two gradients (x's and the divisor's, the latter through x / divisor
+    # / divisor), abs's sign times its gradient, then their sum: at most 3 more tensors beside x's gradient
+    return OpMem(outputs=[T(n, dt, "output")], out_dtypes=[dt], saved=[In(0), divisor], grad_in=["new"],
+                 bwd_temps=[T(3 * n, dt, "the division's and abs's backward (x / d / d, the divisor's gradient, sign(x))")],
+                 elementwise=True)
+
+
+Softsign = register(LayerType(
+    name="Softsign", family="activation", doc="x / (1 + |x|).", shape=_same, flops=lambda c, o: 3 * o[0].numel,
+    memory=_softsign_mem, keeps_for_backward="its input and 1 + |x|", aliases=("softsign",),
+    torch_ops=("Softsign", "softsign"), keeps_layout=True, keras_activations=("softsign",),
+    from_torch_module=lambda c: {} if c.from_torch_nn else None, from_torch_call=lambda c: {},
+    to_torch=lambda e: module_export(e, "nn.Softsign()"), onnx_ops=("Softsign",), from_onnx=_onnx_act(),
+))
