@@ -1,5 +1,6 @@
 """Pooling and resampling."""
 
+from memdesigner.model.exportspec import module_export, same_padding
 from memdesigner.model.layers._common import amp_fp32, as_tuple, need_rank, window_out
 from memdesigner.model.layers._keras_torch import IMPL, keras, layout_copies
 from memdesigner.model.onnxmap import pads, pair, spatial_rank
@@ -69,11 +70,22 @@ def _maxpool_mem(m):
     return OpMem(outputs=[out], out_dtypes=[out.dtype], temps=[idx] + copies, grad_in=["new"])
 
 
+def _pool_export(name, n):
+    def emit(e):
+        p = e.props
+        pad = p["padding"]
+        if pad in ("SAME", "VALID"):
+            pad = same_padding(dict(p, stride=p["stride"] or p["kernel"], dilation=1), e.in_shapes[0][1:], n)
+        return module_export(e, f"nn.{name}(kernel_size={e.lit('kernel')}, stride={e.value(p['stride'] or p['kernel'])}, "
+                                f"padding={e.value(pad)}, ceil_mode={e.lit('ceil_mode')})")
+    return emit
+
+
 def _make_maxpool(name, n, aliases):
     return register(LayerType(
         name=name, family="pooling", doc=f"{n}-D max pooling.",
         props=_pool_props(), shape=_pool_shape(n), flops=_pool_flops(n), memory=_maxpool_mem,
-        aliases=aliases, torch_ops=(name,), onnx_ops=("MaxPool",), from_onnx=_pool_onnx(n),
+        aliases=aliases, torch_ops=(name,), onnx_ops=("MaxPool",), from_onnx=_pool_onnx(n), to_torch=_pool_export(name, n),
         keeps_for_backward="its input and int64 argmax indices (8 bytes per output element)",
     ))
 
@@ -92,7 +104,7 @@ def _make_avgpool(name, n, aliases):
     return register(LayerType(
         name=name, family="pooling", doc=f"{n}-D average pooling.",
         props=_pool_props(), shape=_pool_shape(n), flops=_pool_flops(n), memory=_avgpool_mem,
-        aliases=aliases, torch_ops=(name, f"avg_pool{n}d"), onnx_ops=("AveragePool",), from_onnx=_pool_onnx(n),
+        aliases=aliases, torch_ops=(name, f"avg_pool{n}d"), onnx_ops=("AveragePool",), from_onnx=_pool_onnx(n), to_torch=_pool_export(name, n),
         keeps_for_backward=f"its input (avg_pool{n}d_backward takes it)",
     ))
 
@@ -130,7 +142,7 @@ def _gap_onnx(ctx):
 
 
 AdaptiveAvgPool2d = register(LayerType(
-    name="AdaptiveAvgPool2d", family="pooling",
+    name="AdaptiveAvgPool2d", family="pooling", to_torch=lambda e: module_export(e, f"nn.AdaptiveAvgPool2d({e.lit('output_size')})"),
     doc="Average pooling to a fixed output size; output 1 is global average pooling.",
     props=(Prop("output_size", "pair", 1),),
     shape=_adaptive_shape, flops=lambda c, outs: c.inputs[0].numel, memory=_adaptive_mem,
@@ -165,7 +177,7 @@ def _resize_onnx(ctx):
 
 
 Upsample = register(LayerType(
-    name="Upsample", family="pooling", doc="Nearest or bilinear upsampling by a scale factor.",
+    name="Upsample", family="pooling", to_torch=lambda e: module_export(e, f"nn.Upsample(scale_factor={e.lit('scale_factor')}, mode={e.lit('mode')})"), doc="Nearest or bilinear upsampling by a scale factor.",
     props=(Prop("scale_factor", "float", 2.0, min=0.01), Prop("mode", "choice", "nearest",
                                                                  choices=("nearest", "bilinear"))),
     shape=_upsample_shape, flops=lambda c, outs: outs[0].numel * (1 if c["mode"] == "nearest" else 8),
