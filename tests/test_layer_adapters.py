@@ -16,6 +16,7 @@ import re
 
 import pytest
 from helpers import torch_module_for
+from test_registry_complete import default_design
 
 from memdesigner.model import registry
 
@@ -23,6 +24,7 @@ torch = pytest.importorskip("torch")
 nn = torch.nn
 F = torch.nn.functional
 
+from memdesigner.exporters.torch_code import to_python  # noqa: E402
 from memdesigner.importers import _torch_export, _torch_trace  # noqa: E402
 from memdesigner.importers.keras_json import load_keras_json  # noqa: E402
 from memdesigner.importers.torch_fx import from_module  # noqa: E402
@@ -72,6 +74,20 @@ MODULE_CASES = [(lt.name, op) for lt in registry.all_types() if lt.from_torch_mo
 CALL_CASES = [(lt.name, op) for lt in registry.all_types() if lt.from_torch_call
               for op in lt.torch_ops if not _nn_class(op)]
 KERAS_CASES = [(lt.name, a) for lt in registry.all_types() for a in lt.keras_activations]
+
+
+def module_case(type_name: str, op: str):
+    """(a model running nn.<op> once, its per-sample input shape): the class built from the type's
+    default props, or, where its constructor needs the input's size (in_channels, num_features),
+    the model the type's own export writes for its default design."""
+    lt = registry.get(type_name)
+    if lt.to_torch is not None:
+        ns: dict = {}
+        exec(compile(to_python(default_design(type_name)), f"<{type_name}>", "exec"), ns)  # noqa: S102 - our code
+        model, shape = ns["make"]()
+        if any(type(m).__name__ == op for m in model.modules()):
+            return model, shape
+    return _Call(torch_module_for(type_name, op), (), {}), SHAPE
 
 
 class _Call(nn.Module):
@@ -132,34 +148,57 @@ def _user_function(name) -> bool:
     return any(callable(getattr(owner, name, None)) for owner in (F, torch, torch.Tensor))
 
 
+# functions torch has for a mapped module that import as Generic today (strict: mapping one turns it red)
+NOT_MAPPED_YET = {"group_norm", "conv_transpose2d"}
+
+
 @pytest.mark.parametrize("type_name,op", MODULE_CASES)
 def test_the_functions_torch_has_for_a_mapped_module_are_mapped(type_name, op):
     """What torch itself has, not what the type declares: nn.ReLU's relu and relu_ (F., torch.,
-    tensor methods) must import as ReLU too, so a name left out of torch_ops is red here."""
+    tensor methods) must be the type's torch_ops too (mapped by its from_torch_call, or for
+    calls on parameters, F.linear / F.conv2d, by the importer), so a name left out is red here."""
+    lt = registry.get(type_name)
     for name in (_snake(op), _snake(op) + "_"):
-        if _user_function(name):
-            got = registry.torch_call_index().get(name)
-            assert got is not None and got.name == type_name, f"{op}: torch has {name}, which maps to {got}"
+        if _user_function(name) and name not in NOT_MAPPED_YET:
+            assert name in lt.torch_ops, f"{op}: torch has {name}, which {type_name} does not name"
+            if lt.from_torch_call:
+                got = registry.torch_call_index().get(name)
+                assert got is lt, f"{op}: torch has {name}, which maps to {got and got.name}"
 
 
+@pytest.mark.xfail(strict=True, reason="F.group_norm / F.conv_transpose2d import as Generic (no rule yet)")
+@pytest.mark.parametrize("name", sorted(NOT_MAPPED_YET))
+def test_not_mapped_yet(name):
+    assert any(name in lt.torch_ops for lt in registry.all_types())
+
+
+# modules whose aten op under torch.export the importer has no rule for yet (they import as Generic
+# there; through torch.fx and the dispatch recorder they are whole modules)
+EXPORT_GAPS = {t: f"aten {op} (torch.export of nn.{t}) has no rule yet" for t, op in (
+    ("BatchNorm1d", "batch_norm"), ("BatchNorm2d", "batch_norm"), ("BatchNorm3d", "batch_norm"),
+    ("GroupNorm", "group_norm"), ("ConvTranspose2d", "conv_transpose2d"))}
 VARIANTS = ["defaults", "inplace"]
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("path", ["fx", "export", "dispatch"])
 @pytest.mark.parametrize("type_name,op", MODULE_CASES)
-def test_module_imports_as_its_type(type_name, op, path, variant, monkeypatch):
+def test_module_imports_as_its_type(type_name, op, path, variant, monkeypatch, request):
     """Through torch.export and the dispatch recorder the module runs as aten ops (relu_, hardtanh,
     _softmax): each must import as the type too, with the module's props."""
-    mod = torch_module_for(type_name, op)
+    mod, shape = module_case(type_name, op)
+    if path == "export" and type_name in EXPORT_GAPS:
+        request.applymarker(pytest.mark.xfail(strict=True, reason=EXPORT_GAPS[type_name]))
     if path == "export" and _python_only(type_name):
         pytest.skip(f"torch.export writes the aten ops {type_name}'s Python function runs (no aten op of its own)")
     if variant == "inplace":
-        if "inplace" not in registry.get(type_name).defaults() or not hasattr(mod, "inplace"):
+        if "inplace" not in registry.get(type_name).defaults():
             pytest.skip("no in-place form")
-        mod.inplace = True
+        for m in mod.modules():
+            if type(m).__name__ == op:
+                m.inplace = True
     _paths(monkeypatch, path)
-    d = from_module(_Call(mod, (), {}), SHAPE)
+    d = from_module(mod, shape)
     assert _types(d) == [type_name], (op, path, d.import_warnings)
     node = next(n for n in d.nodes.values() if n.type == type_name)
     assert node.props.get("inplace", False) == (variant == "inplace"), (op, path, node.props)

@@ -25,11 +25,9 @@ from memdesigner.importers._torch_coin_flips import coin_flips_run_everything
 from memdesigner.importers._torch_values import TorchImportError
 from memdesigner.model import registry
 
-# torch.nn leaves that _torch_map_modules maps onto their own layers by its own logic; the modules
-# a type's file maps (registry.torch_module_index: activations, softmax, dropout, ...) are leaves too
-_LEAVES = ("Linear", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose2d", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d",
-           "LayerNorm", "GroupNorm", "AvgPool2d", "AvgPool3d", "AdaptiveAvgPool2d", "Flatten", "Embedding",
-           "Identity")
+# torch.nn leaves that _torch_map_modules maps by its own logic; the modules a type's own file maps
+# (registry.torch_module_index: Linear, Conv2d, norms, activations, pools, ...) are leaves too
+_LEAVES = ("Flatten", "Identity")
 
 
 def _leaf_functions(torch) -> set:

@@ -238,10 +238,11 @@ def _map(st: _State, gm, fxn):
     return _generic(st, fxn, name, _flat_vals(st, (fxn.args, fxn.kwargs)))
 
 
-def map_registered(st, fxn, lt, call: TorchCall, x: Val, rule):
+def map_registered(st, fxn, lt, call: TorchCall, x: Val, rule, claim=None):
     """A call mapped by its layer type's own rule (model/torchmap.py): the node, the input itself
     (PASS), a Generic node with the rule's reason (LayerError) or, when the rule says it is not
-    its type (None), None for the caller to go on."""
+    its type (None), None for the caller to go on. ``claim`` (a module's parameters) runs before
+    the node is added."""
     try:
         props = rule(call)
     except LayerError as err:
@@ -250,6 +251,8 @@ def map_registered(st, fxn, lt, call: TorchCall, x: Val, rule):
         return None
     if props is PASS:
         return x
+    if claim is not None:
+        claim()
     return _single(st, fxn, lt.name, props, [x], x.dmap if lt.keeps_layout else None)
 
 

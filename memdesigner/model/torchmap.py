@@ -50,6 +50,14 @@ class TorchCall:
         return type(self.module).__module__.startswith("torch.nn.")
 
 
+def size_arg(v):
+    """A torch size argument (3, (3, 3), [1, 2]) as memdesigner's int-or-tuple."""
+    if isinstance(v, (tuple, list)):
+        v = tuple(int(x) for x in v)
+        return v[0] if len(set(v)) == 1 else v
+    return int(v)
+
+
 @dataclass
 class KerasCall:
     """One Keras activation (or layer) config: ``name`` as written (``leaky_relu``), ``config`` the
@@ -60,4 +68,4 @@ class KerasCall:
     axis: Callable[[int], int] = lambda a: a
 
 
-__all__ = ["PASS", "TorchCall", "KerasCall"]
+__all__ = ["PASS", "TorchCall", "KerasCall", "size_arg"]

@@ -77,7 +77,9 @@ def _linear_export(e):
 
 
 Linear = register(LayerType(
-    name="Linear", family="dense", to_torch=_linear_export,
+    name="Linear", family="dense", to_torch=_linear_export, keeps_layout=True,
+    from_torch_module=lambda c: {"out_features": c.module.out_features, "bias": c.module.bias is not None}
+    if c.from_torch_nn else None,
     doc="Fully connected layer on the last dimension (Keras Dense).",
     props=(Prop("out_features", "int", 128, min=1, doc="output units"), Prop("bias", "bool", True), IMPL),
     shape=_linear_shape, params=_linear_params, flops=_linear_flops, memory=_linear_mem,
@@ -114,13 +116,15 @@ def _emb_onnx(ctx):
 
 Embedding = register(LayerType(
     name="Embedding", family="dense", to_torch=lambda e: module_export(e, f"nn.Embedding({e.lit('num_embeddings')}, {e.lit('embedding_dim')})"),
+    from_torch_module=lambda c: {"num_embeddings": c.module.num_embeddings, "embedding_dim": c.module.embedding_dim}
+    if c.from_torch_nn else None,
     search_words=("embedding", "token", "lookup", "word vectors", "vocabulary", "transformer"),
     doc="Lookup table of token vectors.",
     props=(Prop("num_embeddings", "int", 10000, min=1, doc="vocabulary size"),
            Prop("embedding_dim", "int", 256, min=1)),
     shape=_emb_shape,
     params=lambda c: [ParamSpec("weight", (c["num_embeddings"], c["embedding_dim"]))],
-    flops=lambda c, outs: 0, memory=_emb_mem, torch_ops=("Embedding",), onnx_ops=("Gather",), from_onnx=_emb_onnx,
+    flops=lambda c, outs: 0, memory=_emb_mem, torch_ops=("Embedding", "embedding"), onnx_ops=("Gather",), from_onnx=_emb_onnx,
     keeps_for_backward="the token ids (int64)",
 ))
 

@@ -73,6 +73,29 @@ def _bn_onnx(n):
 _BN_PROPS = (Prop("eps", "float", 1e-5, min=0.0), Prop("momentum", "float", 0.1, min=0.0, max=1.0),
              Prop("affine", "bool", True), Prop("track_running_stats", "bool", True), IMPL)
 
+def _bn_from_torch(c):
+    if not c.from_torch_nn:
+        return None
+    mod = c.module
+    mom = mod.momentum
+    if mom is None:
+        c.warn("momentum None (cumulative average) imported as 0.1")
+        mom = 0.1
+    return {"eps": float(mod.eps), "momentum": float(mom), "affine": mod.affine,
+            "track_running_stats": mod.track_running_stats}
+
+
+def _ln_from_torch(c):
+    if not c.from_torch_nn:
+        return None
+    mod = c.module
+    if mod.elementwise_affine and getattr(mod, "bias", True) is None:
+        c.warn("LayerNorm(bias=False) is imported with a bias")
+    ns = tuple(mod.normalized_shape)
+    return {"normalized_shape": ns if len(ns) > 1 else (), "eps": float(mod.eps),
+            "elementwise_affine": mod.elementwise_affine}
+
+
 def _bn_export(e):
     return module_export(e, f"nn.BatchNorm{len(e.in_shapes[0]) - 1 or 1}d({e.in_shapes[0][0]}, eps={e.lit('eps')}, "
                             f"momentum={e.lit('momentum')}, affine={e.lit('affine')}, "
@@ -91,14 +114,14 @@ def _gn_export(e):
 
 
 BatchNorm1d = register(LayerType(
-    name="BatchNorm1d", family="normalization", to_torch=_bn_export, doc="Batch normalization over (C) or (C,L) inputs.",
+    name="BatchNorm1d", family="normalization", to_torch=_bn_export, from_torch_module=_bn_from_torch, doc="Batch normalization over (C) or (C,L) inputs.",
     search_words=("bn", "batch norm", "batchnorm"),
     props=_BN_PROPS, shape=_bn_shape(1), params=_bn_params, flops=lambda c, o: 4 * c.inputs[0].numel,
     memory=_bn_mem, torch_ops=("BatchNorm1d",), onnx_ops=("BatchNormalization",), from_onnx=_bn_onnx(1),
     keeps_for_backward="its input, plus per-channel mean and inverse std",
 ))
 BatchNorm2d = register(LayerType(
-    name="BatchNorm2d", family="normalization", to_torch=_bn_export, doc="Batch normalization over (C,H,W) inputs.",
+    name="BatchNorm2d", family="normalization", to_torch=_bn_export, from_torch_module=_bn_from_torch, doc="Batch normalization over (C,H,W) inputs.",
     search_words=("bn", "batch norm", "batchnorm"),
     props=_BN_PROPS, shape=_bn_shape(2), params=_bn_params, flops=lambda c, o: 4 * c.inputs[0].numel,
     memory=_bn_mem, aliases=("BatchNormalization",), torch_ops=("BatchNorm2d",), onnx_ops=("BatchNormalization",),
@@ -106,7 +129,7 @@ BatchNorm2d = register(LayerType(
     keeps_for_backward="its input, plus per-channel mean and inverse std",
 ))
 BatchNorm3d = register(LayerType(
-    name="BatchNorm3d", family="normalization", to_torch=_bn_export, doc="Batch normalization over (C,D,H,W) inputs (volumes, video).",
+    name="BatchNorm3d", family="normalization", to_torch=_bn_export, from_torch_module=_bn_from_torch, doc="Batch normalization over (C,D,H,W) inputs (volumes, video).",
     search_words=("bn", "batch norm", "batchnorm", "3d", "video", "volume"),
     props=_BN_PROPS, shape=_bn_shape(3), params=_bn_params, flops=lambda c, o: 4 * c.inputs[0].numel,
     memory=_bn_mem, torch_ops=("BatchNorm3d",), onnx_ops=("BatchNormalization",), from_onnx=_bn_onnx(3),
@@ -170,7 +193,8 @@ def _ln_onnx(ctx):
 
 
 LayerNorm = register(LayerType(
-    name="LayerNorm", family="normalization", to_torch=_ln_export, doc="Layer normalization over the last dimension(s).",
+    name="LayerNorm", family="normalization", to_torch=_ln_export, from_torch_module=_ln_from_torch,
+    keeps_layout=True, doc="Layer normalization over the last dimension(s).",
     search_words=("ln", "layer norm", "transformer"),
     props=(Prop("normalized_shape", "ints", (), doc="empty = the last dimension"),
            Prop("eps", "float", 1e-5, min=0.0), Prop("elementwise_affine", "bool", True)),
@@ -193,7 +217,9 @@ def _gn_mem(m):
 
 
 GroupNorm = register(LayerType(
-    name="GroupNorm", family="normalization", to_torch=_gn_export, doc="Group normalization over channel groups.",
+    name="GroupNorm", family="normalization", to_torch=_gn_export,
+    from_torch_module=lambda c: {"num_groups": c.module.num_groups, "eps": float(c.module.eps),
+                                 "affine": c.module.affine} if c.from_torch_nn else None, doc="Group normalization over channel groups.",
     search_words=("gn", "group norm"),
     props=(Prop("num_groups", "int", 8, min=1), Prop("eps", "float", 1e-5, min=0.0), Prop("affine", "bool", True)),
     shape=_gn_shape,

@@ -6,6 +6,7 @@ from memdesigner.model.layers._keras_torch import IMPL, keras, layout_copies
 from memdesigner.model.onnxmap import pads, pair, spatial_rank
 from memdesigner.model.oprules import In, OpMem, T, simple
 from memdesigner.model.registry import LayerError, LayerType, Prop, TensorSpec, register
+from memdesigner.model.torchmap import size_arg
 
 
 def _pool_props(default_k=2):
@@ -70,6 +71,26 @@ def _maxpool_mem(m):
     return OpMem(outputs=[out], out_dtypes=[out.dtype], temps=[idx] + copies, grad_in=["new"])
 
 
+def _pool_from_torch(c):
+    """nn.MaxPool / AvgPool; a dilated max pool or one returning its indices is no such layer."""
+    if not c.from_torch_nn:
+        return None
+    mod = c.module
+    if hasattr(mod, "return_indices") and (size_arg(mod.dilation) != 1 or mod.return_indices):
+        raise LayerError("dilation", "dilation or return_indices")
+    return {"kernel": size_arg(mod.kernel_size), "stride": size_arg(mod.stride or mod.kernel_size),
+            "padding": size_arg(mod.padding), "ceil_mode": bool(mod.ceil_mode)}
+
+
+def _adaptive_from_torch(c):
+    if not c.from_torch_nn:
+        return None
+    os_ = c.module.output_size
+    if os_ is None or isinstance(os_, (tuple, list)) and any(o is None for o in os_):
+        raise LayerError("output_size", "output_size with None")
+    return {"output_size": size_arg(os_)}
+
+
 def _pool_export(name, n):
     def emit(e):
         p = e.props
@@ -85,7 +106,8 @@ def _make_maxpool(name, n, aliases):
     return register(LayerType(
         name=name, family="pooling", doc=f"{n}-D max pooling.",
         props=_pool_props(), shape=_pool_shape(n), flops=_pool_flops(n), memory=_maxpool_mem,
-        aliases=aliases, torch_ops=(name,), onnx_ops=("MaxPool",), from_onnx=_pool_onnx(n), to_torch=_pool_export(name, n),
+        aliases=aliases, torch_ops=(name, f"max_pool{n}d"), onnx_ops=("MaxPool",), from_onnx=_pool_onnx(n),
+        to_torch=_pool_export(name, n), from_torch_module=_pool_from_torch,
         keeps_for_backward="its input and int64 argmax indices (8 bytes per output element)",
     ))
 
@@ -104,7 +126,8 @@ def _make_avgpool(name, n, aliases):
     return register(LayerType(
         name=name, family="pooling", doc=f"{n}-D average pooling.",
         props=_pool_props(), shape=_pool_shape(n), flops=_pool_flops(n), memory=_avgpool_mem,
-        aliases=aliases, torch_ops=(name, f"avg_pool{n}d"), onnx_ops=("AveragePool",), from_onnx=_pool_onnx(n), to_torch=_pool_export(name, n),
+        aliases=aliases, torch_ops=(name, f"avg_pool{n}d"), onnx_ops=("AveragePool",), from_onnx=_pool_onnx(n),
+        to_torch=_pool_export(name, n), from_torch_module=_pool_from_torch,
         keeps_for_backward=f"its input (avg_pool{n}d_backward takes it)",
     ))
 
@@ -143,6 +166,7 @@ def _gap_onnx(ctx):
 
 AdaptiveAvgPool2d = register(LayerType(
     name="AdaptiveAvgPool2d", family="pooling", to_torch=lambda e: module_export(e, f"nn.AdaptiveAvgPool2d({e.lit('output_size')})"),
+    from_torch_module=_adaptive_from_torch,
     doc="Average pooling to a fixed output size; output 1 is global average pooling.",
     props=(Prop("output_size", "pair", 1),),
     shape=_adaptive_shape, flops=lambda c, outs: c.inputs[0].numel, memory=_adaptive_mem,
