@@ -111,7 +111,7 @@ class _Ref:
 
 # Keras activations memdesigner has no rule for (imported as Generic with a calmer warning than an
 # unknown name); a type that declares one in keras_activations wins (it is looked up first)
-_ELEMENTWISE_UNKNOWN = {"elu", "selu", "softplus", "softsign", "hard_sigmoid", "hard_silu", "hard_swish",
+_ELEMENTWISE_UNKNOWN = {"elu", "selu", "softplus", "hard_sigmoid", "hard_silu", "hard_swish",
                         "exponential", "mish", "celu", "glu", "sparse_plus", "squareplus",
                         "tanh_shrink", "hard_tanh", "soft_shrink", "hard_shrink", "threshold", "log_sigmoid"}
 # types whose Keras implementation differs from PyTorch's whatever the data format (the bias add,
