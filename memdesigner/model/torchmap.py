@@ -1,9 +1,9 @@
 """What a layer type's PyTorch and Keras import rules see, as plain values (no torch, no keras here).
 
 The PyTorch importer (importers/_torch_map_modules.py, _torch_map_ops.py) hands each traced call
-whose name is in a type's ``torch_ops`` to that type's rule: a module call (``nn.GELU()``) to
-``from_torch_module``, a function, tensor method or aten op (``F.gelu``, ``x.relu_()``,
-``aten::gelu``; fx, torch.export and the dispatch recorder all end in one fx graph) to
+whose name is in a type's ``torch_ops`` to that type's rule: a module call (``nn.Tanh()``) to
+``from_torch_module``, a function, tensor method or aten op (``F.tanh``, ``x.tanh_()``,
+``aten::tanh``; fx, torch.export and the dispatch recorder all end in one fx graph) to
 ``from_torch_call``. The Keras importer hands an activation named in ``keras_activations`` to
 ``from_keras``. A rule returns the node's props, None when the call is not this type (the importer
 goes on to a Generic node), ``PASS`` when the call is no node (dropout with training=False), or
