@@ -35,7 +35,12 @@ SHAPE = (4, 6)  # per sample: every element-wise and last-dim type takes it
 CALL_ARGS = {"softmax": ((), {"dim": -1}), "log_softmax": ((), {"dim": -1}), "_softmax": ((-1, False), {}),
              "_log_softmax": ((-1, False), {}), "hardtanh": ((0.0, 6.0), {}), "hardtanh_": ((0.0, 6.0), {}),
              "feature_dropout": ((0.5, True), {}),
-             "dropout_": ((0.5, True), {})}
+             "dropout_": ((0.5, True), {}), "max_pool1d": ((2,), {}), "max_pool2d": ((2,), {}),
+             "max_pool3d": ((2,), {}), "avg_pool2d": ((2,), {}), "avg_pool3d": ((2,), {}),
+             "adaptive_avg_pool2d": ((1,), {})}
+# per-sample inputs of calls that need more dims than SHAPE (pools: channels first)
+CALL_SHAPE = {"max_pool2d": (4, 6, 6), "avg_pool2d": (4, 6, 6), "adaptive_avg_pool2d": (4, 6, 6),
+              "max_pool3d": (2, 4, 6, 6), "avg_pool3d": (2, 4, 6, 6)}
 
 
 def _nn_class(name):
@@ -216,7 +221,7 @@ def test_call_imports_as_its_type(type_name, op, path, monkeypatch):
         pytest.skip(f"torch.export writes the aten ops {op} runs (no aten op of its own)")
     args, kwargs = CALL_ARGS.get(op, ((), {}))
     _paths(monkeypatch, path)
-    d = from_module(_Call(_function(op), args, kwargs), SHAPE)
+    d = from_module(_Call(_function(op), args, kwargs), CALL_SHAPE.get(op, SHAPE))
     assert _types(d) == [type_name], (op, path, d.import_warnings)
 
 

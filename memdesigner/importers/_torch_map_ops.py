@@ -176,21 +176,6 @@ def _map(st: _State, gm, fxn):
             nid, specs = _add(st, fxn, "Max", {"dim": x.ddim(d, rank), "keepdim": keep}, [x])
             dm = _drop_dim(x.dmap, d % rank) if not keep else x.dmap
             return Multi([Val(nid, 0, specs[0], dm), Val(nid, 1, specs[1], dm)])
-    if name in ("adaptive_avg_pool2d",):
-        return _single(st, fxn, "AdaptiveAvgPool2d", {"output_size": _pair(_arg(fxn, 1, "output_size"))}, [x])
-    if name in ("max_pool2d", "max_pool1d", "avg_pool2d", "max_pool3d", "avg_pool3d"):
-        k = _arg(fxn, 1, "kernel_size")
-        s = _arg(fxn, 2, "stride", None) or k
-        p = _arg(fxn, 3, "padding", 0)
-        ceil = bool(fxn.kwargs.get("ceil_mode", False))
-        t = {"max_pool2d": "MaxPool2d", "max_pool1d": "MaxPool1d", "avg_pool2d": "AvgPool2d", "max_pool3d": "MaxPool3d",
-             "avg_pool3d": "AvgPool3d"}[name]
-        if name.startswith("max"):
-            dil = _arg(fxn, 4, "dilation", 1)
-            if _pair(dil) != 1:
-                return _generic(st, fxn, name, [x], "dilated pooling")
-            ceil = bool(_arg(fxn, 5, "ceil_mode", False))
-        return _single(st, fxn, t, {"kernel": _pair(k), "stride": _pair(s), "padding": _pair(p), "ceil_mode": ceil}, [x])
     if name in ("interpolate", "upsample"):
         return _map_upsample(st, fxn, x, _arg(fxn, 2, "scale_factor"), _arg(fxn, 3, "mode", "nearest"))
     if name == "scaled_dot_product_attention":

@@ -82,6 +82,19 @@ def _pool_from_torch(c):
             "padding": size_arg(mod.padding), "ceil_mode": bool(mod.ceil_mode)}
 
 
+def _pool_call(c):
+    """F.max_pool2d(x, kernel_size, stride, padding, dilation, ceil_mode) and F.avg_pool2d(x,
+    kernel_size, stride, padding, ceil_mode=...); a dilated max pool is no such layer."""
+    k = c.arg(1, "kernel_size")
+    props = {"kernel": size_arg(k), "stride": size_arg(c.arg(2, "stride", None) or k),
+             "padding": size_arg(c.arg(3, "padding", 0)), "ceil_mode": bool(c.kwargs.get("ceil_mode", False))}
+    if c.op.startswith("max"):
+        if size_arg(c.arg(4, "dilation", 1)) != 1:
+            raise LayerError("dilation", "dilated pooling")
+        props["ceil_mode"] = bool(c.arg(5, "ceil_mode", False))
+    return props
+
+
 def _adaptive_from_torch(c):
     if not c.from_torch_nn:
         return None
@@ -107,7 +120,7 @@ def _make_maxpool(name, n, aliases):
         name=name, family="pooling", doc=f"{n}-D max pooling.",
         props=_pool_props(), shape=_pool_shape(n), flops=_pool_flops(n), memory=_maxpool_mem,
         aliases=aliases, torch_ops=(name, f"max_pool{n}d"), onnx_ops=("MaxPool",), from_onnx=_pool_onnx(n),
-        to_torch=_pool_export(name, n), from_torch_module=_pool_from_torch,
+        to_torch=_pool_export(name, n), from_torch_module=_pool_from_torch, from_torch_call=_pool_call,
         keeps_for_backward="its input and int64 argmax indices (8 bytes per output element)",
     ))
 
@@ -127,7 +140,7 @@ def _make_avgpool(name, n, aliases):
         name=name, family="pooling", doc=f"{n}-D average pooling.",
         props=_pool_props(), shape=_pool_shape(n), flops=_pool_flops(n), memory=_avgpool_mem,
         aliases=aliases, torch_ops=(name, f"avg_pool{n}d"), onnx_ops=("AveragePool",), from_onnx=_pool_onnx(n),
-        to_torch=_pool_export(name, n), from_torch_module=_pool_from_torch,
+        to_torch=_pool_export(name, n), from_torch_module=_pool_from_torch, from_torch_call=_pool_call,
         keeps_for_backward=f"its input (avg_pool{n}d_backward takes it)",
     ))
 
@@ -167,6 +180,7 @@ def _gap_onnx(ctx):
 AdaptiveAvgPool2d = register(LayerType(
     name="AdaptiveAvgPool2d", family="pooling", to_torch=lambda e: module_export(e, f"nn.AdaptiveAvgPool2d({e.lit('output_size')})"),
     from_torch_module=_adaptive_from_torch,
+    from_torch_call=lambda c: {"output_size": size_arg(c.arg(1, "output_size"))},
     doc="Average pooling to a fixed output size; output 1 is global average pooling.",
     props=(Prop("output_size", "pair", 1),),
     shape=_adaptive_shape, flops=lambda c, outs: c.inputs[0].numel, memory=_adaptive_mem,
