@@ -42,11 +42,11 @@ def _leaf_functions(torch) -> set:
 
 def _is_leaf(torch, m) -> bool:
     cls = type(m)
+    if cls.__module__.startswith("torch.nn.") and cls.__name__ in ("MaxPool1d", "MaxPool2d", "MaxPool3d"):
+        return not m.return_indices  # (output, indices): its aten ops, as the fx path's Generic has them
     if cls.__module__.startswith("torch.nn.") and (cls.__name__ in _LEAVES
                                                    or cls.__name__ in registry.torch_module_index()):
         return True
-    if cls.__module__.startswith("torch.nn.") and cls.__name__ in ("MaxPool1d", "MaxPool2d", "MaxPool3d"):
-        return not m.return_indices
     from memdesigner.importers._torch_trace import _whole_modules
 
     return cls.__name__ in _whole_modules()
