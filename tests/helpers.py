@@ -69,3 +69,18 @@ def unblock_fifo_later(path, stop, after: float = 3.0):
                 pass  # nobody reading: nothing was blocked
 
     threading.Thread(target=run, daemon=True).start()
+
+
+def torch_module_for(type_name: str, class_name: str | None = None):
+    """nn.<class_name> (default: the type's name) built from the type's default props: the
+    constructor arguments that share a prop's name (LeakyReLU's negative_slope, Softmax's dim)."""
+    import inspect
+
+    import torch
+
+    from memdesigner.model import registry
+
+    cls = getattr(torch.nn, class_name or type_name)
+    params = inspect.signature(cls).parameters
+    return cls(**{k: v for k, v in registry.get(type_name).defaults().items() if k in params})
+

@@ -88,41 +88,6 @@ def _check_class_name(name: str) -> str:
     return name
 
 
-def _pair_tuple(v, n):
-    if isinstance(v, (tuple, list)):
-        return tuple(v) if len(v) == n else tuple(v) * n
-    return (v,) * n
-
-
-def _conv_padding(props, in_shape, n):
-    """PyTorch padding for a SAME/VALID design (symmetric; SAME with an odd total pads one less on
-    the left, which PyTorch cannot express without F.pad: we pad the larger half symmetrically)."""
-    pad = props["padding"]
-    if pad == "VALID":
-        return 0
-    if pad != "SAME":
-        return pad
-    import math
-
-    k = _pair_tuple(props["kernel"], n)
-    s = _pair_tuple(props.get("stride", 1) or 1, n)
-    d = _pair_tuple(props.get("dilation", 1), n)
-    out = []
-    for i in range(n):
-        o = math.ceil(in_shape[i] / s[i])
-        total = max((o - 1) * s[i] + (k[i] - 1) * d[i] + 1 - in_shape[i], 0)
-        out.append(total // 2 + (total % 2))
-    if all(p == out[0] for p in out):
-        return out[0]
-    return tuple(out)
-
-
-def _simplify(v):
-    if isinstance(v, (tuple, list)) and len(set(v)) == 1:
-        return v[0]
-    return v
-
-
 def _base(v: str) -> str:
     return v.split("[", 1)[0]
 
@@ -332,7 +297,6 @@ def to_python(design: Design, class_name: str | None = None, layers: dict | None
         def L(field, p=p, where=f"node {node.name!r} ({node.type})"):  # noqa: N802 - reads as a literal
             return _lit(p[field], f"{where}: {field}")
         a = attr[nid]
-        out_spec = info.outputs[0] if info.outputs else None
         if t == "Input":
             v = _ident(attr[nid] if len(inputs) > 1 else "x", var_used, {"self", "torch", "nn", "F"})
             var[(nid, 0)] = v
@@ -346,55 +310,7 @@ def to_python(design: Design, class_name: str | None = None, layers: dict | None
         xs = in_spec(nid) if ins[nid] else None
         line = None
         mod = None
-        if t in ("Conv1d", "Conv2d", "Conv3d"):
-            n = int(t[-2])
-            pad = _conv_padding(p, xs.shape[1:], n)
-            mod = (f"nn.{t}({xs.shape[0]}, {L('out_channels')}, kernel_size={L('kernel')}, "
-                   f"stride={L('stride')}, padding={_lit(pad)}, dilation={L('dilation')}, "
-                   f"groups={L('groups')}, bias={L('bias')})")
-        elif t == "ConvTranspose2d":
-            mod = (f"nn.ConvTranspose2d({xs.shape[0]}, {L('out_channels')}, kernel_size={L('kernel')}, "
-                   f"stride={L('stride')}, padding={L('padding')}, "
-                   f"output_padding={L('output_padding')}, groups={L('groups')}, bias={L('bias')}, "
-                   f"dilation={L('dilation')})")
-        elif t == "Linear":
-            mod = f"nn.Linear({xs.shape[-1]}, {L('out_features')}, bias={L('bias')})"
-        elif t in ("BatchNorm1d", "BatchNorm2d", "BatchNorm3d"):
-            mod = (f"nn.{t}({xs.shape[0]}, eps={L('eps')}, momentum={L('momentum')}, affine={L('affine')}, "
-                   f"track_running_stats={L('track_running_stats')})")
-        elif t == "LayerNorm":
-            ns = tuple(p["normalized_shape"]) or (xs.shape[-1],)
-            mod = f"nn.LayerNorm({_lit(_simplify(ns) if len(ns) == 1 else ns)}, eps={L('eps')}, " \
-                  f"elementwise_affine={L('elementwise_affine')})"
-        elif t == "GroupNorm":
-            mod = f"nn.GroupNorm({L('num_groups')}, {xs.shape[0]}, eps={L('eps')}, affine={L('affine')})"
-        elif t == "Dropout":
-            mod = f"nn.Dropout(p={L('p')}" + (", inplace=True)" if p["inplace"] else ")")
-        elif t in ("ReLU", "ReLU6", "SiLU"):
-            mod = f"nn.{t}(" + ("inplace=True)" if p.get("inplace") else ")")
-        elif t == "LeakyReLU":
-            mod = f"nn.LeakyReLU({L('negative_slope')}" + (", inplace=True)" if p.get("inplace") else ")")
-        elif t == "GELU":
-            mod = "nn.GELU(" + (f"approximate={L('approximate')})" if p["approximate"] != "none" else ")")
-        elif t in ("Sigmoid", "Tanh"):
-            mod = f"nn.{t}()"
-        elif t == "Softmax":
-            mod = f"nn.Softmax(dim={L('dim')})"
-        elif t in ("MaxPool1d", "MaxPool2d", "AvgPool2d", "MaxPool3d", "AvgPool3d"):
-            n = int(t[-2])
-            pad = p["padding"]
-            if pad in ("SAME", "VALID"):
-                cfg = dict(p, stride=p["stride"] or p["kernel"], dilation=1)
-                pad = _conv_padding(cfg, xs.shape[1:], n)
-            mod = (f"nn.{t}(kernel_size={L('kernel')}, stride={_lit(p['stride'] or p['kernel'], node.name)}, "
-                   f"padding={_lit(pad)}, ceil_mode={L('ceil_mode')})")
-        elif t == "AdaptiveAvgPool2d":
-            mod = f"nn.AdaptiveAvgPool2d({L('output_size')})"
-        elif t == "Upsample":
-            mod = f"nn.Upsample(scale_factor={L('scale_factor')}, mode={L('mode')})"
-        elif t == "Embedding":
-            mod = f"nn.Embedding({L('num_embeddings')}, {L('embedding_dim')})"
-        elif t in ("LSTM", "GRU"):
+        if t in ("LSTM", "GRU"):
             mod = (f"nn.{t}({xs.shape[-1]}, {L('hidden_size')}, num_layers={L('num_layers')}, bias={L('bias')}, "
                    f"batch_first=True, bidirectional={L('bidirectional')})")
             v = new_var(nid)
@@ -422,10 +338,6 @@ def to_python(design: Design, class_name: str | None = None, layers: dict | None
                 w = var[(held, 0)] = _ident(attr[held], var_used, {"self", "torch", "nn", "F"})
                 fwd.append(f"{v}, {w} = {call}")
             continue
-        elif t == "Flatten":
-            line = f"torch.flatten({x}, {L('start_dim')})"
-        elif t == "Reshape":
-            line = f"{x}.reshape({x}.shape[0], {', '.join(str(d) for d in out_spec.shape)})"
         elif t == "Add":
             others = [ref(nid, k) for k in range(1, len(ins[nid]))]
             if p["inplace"] and len(others) == 1:
@@ -435,52 +347,6 @@ def to_python(design: Design, class_name: str | None = None, layers: dict | None
                 fwd.append(f"{v} += {others[0]}")
                 continue
             line = " + ".join([x] + others)
-        elif t == "Multiply":
-            line = f"{x} * {ref(nid, 1)}"
-        elif t == "Concat":
-            line = f"torch.cat([{', '.join(ref(nid, k) for k in range(len(ins[nid])))}], dim={L('dim')})"
-        elif t == "Transpose":
-            line = f"{x}.transpose({L('dim0')}, {L('dim1')})"
-        elif t == "Permute":
-            line = f"{x}.permute({', '.join(str(d) for d in p['dims'])})"
-        elif t == "Split":
-            v = _ident("v_" + a, var_used)
-            fwd.append(f"{v} = torch.chunk({x}, {L('chunks')}, dim={L('dim')})")
-            for j in range(p["chunks"]):
-                var[(nid, j)] = f"{v}[{j}]"
-            continue
-        elif t == "Select":
-            line = f"{x}[{', '.join([':'] * p['dim'] + [str(p['index'])])}]"
-        elif t == "Scale":
-            line = f"{x} * {L('factor')}"
-        elif t == "MatMul":
-            line = f"{x} @ {ref(nid, 1)}"
-        elif t == "Mean":
-            line = f"{x}.mean(dim={L('dim')}" + (", keepdim=True)" if p["keepdim"] else ")")
-        elif t == "ClassToken":
-            init.append(f"self.{a} = nn.Parameter(torch.zeros(1, {L('tokens')}, {xs.shape[-1]}))")
-            line = f"torch.cat([self.{a}.expand({x}.shape[0], -1, -1), {x}], dim=1)"
-        elif t == "PositionEmbedding":
-            init.append(f"self.{a} = nn.Parameter(torch.zeros(1, {', '.join(str(d) for d in xs.shape)}))")
-            line = f"{x} + self.{a}"
-        elif t == "ScaledDotProductAttention":
-            extra = (f", attn_mask={ref(nid, 3)}" if len(ins[nid]) > 3 else "") + \
-                (", is_causal=True" if p["causal"] else "") + (", enable_gqa=True" if p["enable_gqa"] else "") + \
-                (f", dropout_p={L('dropout')} if self.training else 0.0" if p.get("dropout") else "")
-            line = f"F.scaled_dot_product_attention({x}, {ref(nid, 1)}, {ref(nid, 2)}{extra})"
-        elif t == "Contiguous":
-            line = f"{x}.clone()" if p["always_copy"] else f"{x}.contiguous()"
-        elif t == "Slice":
-            rng = f"{p['start']}:{'' if p['end'] is None else p['end']}"
-            lead = [":"] * p["dim"] if p["dim"] >= 0 else ["..."]
-            trail = [] if p["dim"] >= 0 else [":"] * (-p["dim"] - 1)
-            line = f"{x}[{', '.join(lead + [rng] + trail)}]"
-        elif t == "NewGELU":  # transformers' gelu_new, as its Python writes it
-            line = (f"0.5 * {x} * (1.0 + torch.tanh(0.7978845608028654 * ({x} + 0.044715 * torch.pow({x}, 3.0))))")
-        elif t == "AbsolutePositions":  # GPT-2's wpe(arange(tokens)): one row per position, broadcast
-            init.append(f"self.{a} = nn.Embedding({L('num_embeddings')}, {L('embedding_dim')})")
-            line = (f"self.{a}(torch.arange({L('offset')}, {L('offset')} + {x}.shape[1], "
-                    f"device={x}.device))[None]")
         elif t == "KVCache":
             # a design's cache is "none" (a forward with use_cache=False): keys and values pass
             # through; generate mode (engine/generate.py) fills the cache, the module does not
@@ -496,11 +362,6 @@ def to_python(design: Design, class_name: str | None = None, layers: dict | None
             init.extend(code.init)
             fwd.extend(code.forward)
             continue
-        elif t == "Loss":
-            if p["kind"] == "cross_entropy":
-                line = f"F.cross_entropy({x}, torch.zeros({x}.shape[0], dtype=torch.long, device={x}.device))"
-            else:
-                line = f"F.mse_loss({x}, torch.zeros_like({x}))"
         elif t == "Generic" and (nid, 0) in var and is_held(node):
             continue  # bound where its call is written
         elif t == "Generic":
@@ -527,7 +388,7 @@ def to_python(design: Design, class_name: str | None = None, layers: dict | None
         elif _registered_export(t) is not None:
             ex = _run_export(node, _registered_export(t), ExportCtx(
                 a, [ref(nid, k) for k in range(len(ins[nid]))], [in_spec(nid, k).shape for k in range(len(ins[nid]))],
-                [o.shape for o in info.outputs], p, L))
+                [o.shape for o in info.outputs], p, L, lambda v, where=node.name: _lit(v, where)))
             init.extend(ex.init)
             helpers.update(ex.helpers)
             if ex.outputs > 1:

@@ -23,12 +23,11 @@ import traceback
 
 from memdesigner.importers._torch_coin_flips import coin_flips_run_everything
 from memdesigner.importers._torch_values import TorchImportError
+from memdesigner.model import registry
 
-# torch.nn leaves that the fx path maps onto their own layers (_torch_map_modules)
-_LEAVES = ("Linear", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose2d", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d",
-           "LayerNorm", "GroupNorm", "Dropout", "ReLU", "ReLU6", "LeakyReLU", "GELU", "SiLU", "Sigmoid", "Tanh",
-           "Softmax", "LogSoftmax", "AvgPool2d", "AvgPool3d", "AdaptiveAvgPool2d", "Flatten", "Embedding",
-           "Identity")
+# torch.nn leaves that _torch_map_modules maps by its own logic; the modules a type's own file maps
+# (registry.torch_module_index: Linear, Conv2d, norms, activations, pools, ...) are leaves too
+_LEAVES = ("Flatten", "Identity")
 
 
 def _leaf_functions(torch) -> set:
@@ -36,16 +35,18 @@ def _leaf_functions(torch) -> set:
     layers (Linear, Loss, the attention rule with its backend choice) while their aten pieces
     (t + addmm, _log_softmax + nll_loss_forward, the math path's ops) would be Generic ops."""
     F = torch.nn.functional
-    return {F.linear, F.conv1d, F.conv2d, F.conv3d, F.layer_norm, F.embedding, F.dropout, F.softmax,
-            F.log_softmax, F.scaled_dot_product_attention, F.cross_entropy, F.mse_loss, torch.matmul}
+    mapped = {getattr(F, name) for name in registry.torch_call_index() if callable(getattr(F, name, None))}
+    return mapped | {F.linear, F.conv1d, F.conv2d, F.conv3d, F.layer_norm, F.embedding, F.dropout, F.softmax,
+                     F.log_softmax, F.scaled_dot_product_attention, F.cross_entropy, F.mse_loss, torch.matmul}
 
 
 def _is_leaf(torch, m) -> bool:
     cls = type(m)
-    if cls.__module__.startswith("torch.nn.") and cls.__name__ in _LEAVES:
-        return True
     if cls.__module__.startswith("torch.nn.") and cls.__name__ in ("MaxPool1d", "MaxPool2d", "MaxPool3d"):
-        return not m.return_indices
+        return not m.return_indices  # (output, indices): its aten ops, as the fx path's Generic has them
+    if cls.__module__.startswith("torch.nn.") and (cls.__name__ in _LEAVES
+                                                   or cls.__name__ in registry.torch_module_index()):
+        return True
     from memdesigner.importers._torch_trace import _whole_modules
 
     return cls.__name__ in _whole_modules()

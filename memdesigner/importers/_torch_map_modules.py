@@ -4,14 +4,12 @@ registrations that map a module whole, ...) onto registry layers."""
 from __future__ import annotations
 
 from memdesigner.importers import _torch_loss
-from memdesigner.importers._torch_map_ops import _map_flatten, _map_upsample
-from memdesigner.importers._torch_nodes import _add, _arg, _flat_vals, _generic, _pair, _same, _single, _v
+from memdesigner.importers._torch_map_ops import _map_flatten, _map_upsample, map_registered
+from memdesigner.importers._torch_nodes import _add, _arg, _flat_vals, _generic, _single, _v
 from memdesigner.importers._torch_trace import _tmeta, _whole_modules
 from memdesigner.importers._torch_values import Multi, Other, Val, _State
 from memdesigner.model import registry
-
-_ACT_MODULES = {"ReLU": "ReLU", "ReLU6": "ReLU6", "LeakyReLU": "LeakyReLU", "GELU": "GELU", "SiLU": "SiLU",
-                "Sigmoid": "Sigmoid", "Tanh": "Tanh"}
+from memdesigner.model.torchmap import TorchCall
 
 
 def _map_module(st: _State, fxn, mod):
@@ -35,83 +33,17 @@ def _map_module(st: _State, fxn, mod):
         if props is not None:
             own()
             return _single(st, fxn, whole.name, props, [x])
-    if isinstance(mod, (nn.Conv1d, nn.Conv2d, nn.Conv3d)) and type(mod) in (nn.Conv1d, nn.Conv2d, nn.Conv3d):
-        if mod.padding_mode != "zeros":
-            st.warnings.append(f"{path}: padding_mode {mod.padding_mode!r} is imported as zero padding")
-        pad = mod.padding
-        pad = pad.upper() if isinstance(pad, str) else _pair(pad)
-        own()
-        return _single(st, fxn, type(mod).__name__, {
-            "out_channels": mod.out_channels, "kernel": _pair(mod.kernel_size), "stride": _pair(mod.stride),
-            "padding": pad, "dilation": _pair(mod.dilation), "groups": mod.groups, "bias": mod.bias is not None}, [x])
-    if type(mod) is nn.ConvTranspose2d:
-        own()
-        return _single(st, fxn, "ConvTranspose2d", {
-            "out_channels": mod.out_channels, "kernel": _pair(mod.kernel_size), "stride": _pair(mod.stride),
-            "padding": _pair(mod.padding), "output_padding": _pair(mod.output_padding),
-            "dilation": _pair(mod.dilation), "groups": mod.groups, "bias": mod.bias is not None}, [x])
-    if isinstance(mod, nn.Linear) and type(mod) in (nn.Linear,):
-        own()
-        return _single(st, fxn, "Linear", {"out_features": mod.out_features, "bias": mod.bias is not None}, [x],
-                       x.dmap)
-    if type(mod) in (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d):
-        own()
-        mom = mod.momentum
-        if mom is None:
-            st.warnings.append(f"{path}: momentum None (cumulative average) imported as 0.1")
-            mom = 0.1
-        return _single(st, fxn, type(mod).__name__, {"eps": float(mod.eps), "momentum": float(mom),
-                                                     "affine": mod.affine,
-                                                     "track_running_stats": mod.track_running_stats}, [x])
-    if type(mod) is nn.LayerNorm:
-        own()
-        if mod.elementwise_affine and getattr(mod, "bias", True) is None:
-            st.warnings.append(f"{path}: LayerNorm(bias=False) is imported with a bias")
-        ns = tuple(mod.normalized_shape)
-        return _same(st, fxn, "LayerNorm", {"normalized_shape": ns if len(ns) > 1 else (), "eps": float(mod.eps),
-                                            "elementwise_affine": mod.elementwise_affine}, x)
-    if type(mod) is nn.GroupNorm:
-        own()
-        return _single(st, fxn, "GroupNorm", {"num_groups": mod.num_groups, "eps": float(mod.eps),
-                                              "affine": mod.affine}, [x])
-    if type(mod) is nn.Dropout:
-        return _same(st, fxn, "Dropout", {"p": float(mod.p), "inplace": bool(mod.inplace)}, x)
-    if cls in _ACT_MODULES and type(mod).__module__.startswith("torch.nn"):
-        t = _ACT_MODULES[cls]
-        props = {}
-        if hasattr(mod, "inplace") and any(p.name == "inplace" for p in registry.get(t).props):
-            props["inplace"] = bool(mod.inplace)
-        if t == "LeakyReLU":
-            props["negative_slope"] = float(mod.negative_slope)
-        if t == "GELU":
-            props["approximate"] = mod.approximate
-        return _same(st, fxn, t, props, x)
-    if type(mod) in (nn.Softmax, nn.LogSoftmax):
-        if mod.dim is None:
-            return _generic(st, fxn, cls, [x], "Softmax without dim")
-        return _same(st, fxn, "Softmax", {"dim": x.ddim(mod.dim, len(x.dmap)), "log": type(mod) is nn.LogSoftmax}, x)
-    if type(mod) in (nn.MaxPool1d, nn.MaxPool2d, nn.MaxPool3d):
-        if _pair(mod.dilation) != 1 or mod.return_indices:
-            return _generic(st, fxn, cls, [x], "dilation or return_indices")
-        return _single(st, fxn, cls, {"kernel": _pair(mod.kernel_size), "stride": _pair(mod.stride or mod.kernel_size),
-                                      "padding": _pair(mod.padding), "ceil_mode": bool(mod.ceil_mode)}, [x])
-    if type(mod) in (nn.AvgPool2d, nn.AvgPool3d):
-        return _single(st, fxn, cls, {"kernel": _pair(mod.kernel_size),
-                                              "stride": _pair(mod.stride or mod.kernel_size),
-                                              "padding": _pair(mod.padding), "ceil_mode": bool(mod.ceil_mode)}, [x])
-    if type(mod) is nn.AdaptiveAvgPool2d:
-        os_ = mod.output_size
-        if isinstance(os_, (tuple, list)) and any(o is None for o in os_) or os_ is None:
-            return _generic(st, fxn, cls, [x], "output_size with None")
-        return _single(st, fxn, "AdaptiveAvgPool2d", {"output_size": _pair(os_)}, [x])
+    lt = registry.torch_module_index().get(cls)
+    if lt is not None:  # a type whose own file maps the module (Linear, Conv2d, norms, activations, ...)
+        call = TorchCall(cls, fxn.op, (x,) + tuple(fxn.args[1:]), dict(fxn.kwargs), module=mod,
+                         ddim=lambda d: x.ddim(d, len(x.dmap)), where=path, warnings=st.warnings)
+        out = map_registered(st, fxn, lt, call, x, lt.from_torch_module, claim=own)
+        if out is not None:
+            return out
     if type(mod) is nn.Flatten:
         return _map_flatten(st, fxn, x, mod.start_dim, mod.end_dim, len(x.dmap))
     if type(mod) is nn.Upsample:
         return _map_upsample(st, fxn, x, mod.scale_factor, mod.mode)
-    if type(mod) is nn.Embedding:
-        own()
-        return _single(st, fxn, "Embedding", {"num_embeddings": mod.num_embeddings,
-                                              "embedding_dim": mod.embedding_dim}, [x])
     if type(mod) is nn.GRUCell:
         ins = [x]
         h0 = _v(st, fxn.args[1]) if len(fxn.args) > 1 else _v(st, fxn.kwargs.get("hx"))

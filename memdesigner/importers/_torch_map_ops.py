@@ -29,11 +29,8 @@ from memdesigner.importers._torch_nodes import (
 from memdesigner.importers._torch_trace import _tmeta
 from memdesigner.importers._torch_values import META_BATCH, Multi, Other, ParamVal, Val, _State
 from memdesigner.model import registry
-
-_ACT_FUNCS = {"relu": "ReLU", "relu_": "ReLU", "relu6": "ReLU6", "leaky_relu": "LeakyReLU", "leaky_relu_": "LeakyReLU",
-              "gelu": "GELU", "silu": "SiLU", "silu_": "SiLU", "sigmoid": "Sigmoid", "sigmoid_": "Sigmoid",
-              "tanh": "Tanh", "tanh_": "Tanh", "hardtanh": "ReLU6"}
-
+from memdesigner.model.registry import LayerError
+from memdesigner.model.torchmap import PASS, TorchCall
 
 _PASSTHROUGH_METHODS = {"detach"}  # treated as a view, with a warning (see _map)
 
@@ -105,41 +102,19 @@ def _map(st: _State, gm, fxn):
         return _generic(st, fxn, name, _flat_vals(st, (fxn.args, fxn.kwargs)))
     rank = _real_rank(fxn.args[0]) or (len(x.dmap))
 
-    # activations ------------------------------------------------------------------------------
-    if name in _ACT_FUNCS:
-        t = _ACT_FUNCS[name]
-        if name == "hardtanh":
-            lo, hi = _arg(fxn, 1, "min_val", -1.0), _arg(fxn, 2, "max_val", 1.0)
-            if (lo, hi) != (0.0, 6.0):
-                return _generic(st, fxn, name, [x], "only hardtanh(0, 6) maps to ReLU6")
-        props = {}
-        lt = registry.get(t)
-        if any(p.name == "inplace" for p in lt.props):
-            props["inplace"] = bool(name.endswith("_") or fxn.kwargs.get("inplace", False)
-                                    or (name in ("relu", "relu6", "silu", "leaky_relu") and fxn.op == "call_function"
-                                        and _arg(fxn, 2 if name == "leaky_relu" else 1, "inplace", False) is True))
-        if t == "LeakyReLU":
-            props["negative_slope"] = float(_arg(fxn, 1, "negative_slope", 0.01))
-        if t == "GELU":
-            props["approximate"] = fxn.kwargs.get("approximate", "none")
-        return _same(st, fxn, t, props, x)
-    if name in ("softmax", "_softmax", "log_softmax", "_log_softmax"):
-        d = _arg(fxn, 1, "dim", None)
-        if d is None:
-            return _generic(st, fxn, name, [x], "softmax without dim")
-        return _same(st, fxn, "Softmax", {"dim": x.ddim(int(d), rank), "log": "log" in name}, x)
+    # types whose own file maps the call (activations, softmax, dropout, ...) --------------------
+    lt = registry.torch_call_index().get(name)
+    if lt is not None:
+        call = TorchCall(name, fxn.op, tuple(fxn.args), dict(fxn.kwargs), ddim=lambda d: x.ddim(d, rank),
+                         where=fxn.name, warnings=st.warnings)
+        out = map_registered(st, fxn, lt, call, x, lt.from_torch_call)
+        if out is not None:
+            return out
     if name in _torch_loss.KINDS:  # a loss computed in the model: the Loss rule
         y = args[1] if len(args) > 1 else _v(st, fxn.kwargs.get("target"))
         v = _torch_loss.map_loss(st, fxn, name, x, y, _torch_loss.options_of_call(fxn, name), _single)
         if v is not None:
             return v
-    if name in ("dropout", "dropout_", "feature_dropout"):
-        p = float(_arg(fxn, 1, "p", 0.5))
-        training = _arg(fxn, 2, "training", True)
-        inplace = bool(_arg(fxn, 3, "inplace", False)) or name.endswith("_")
-        if training is False:
-            return x
-        return _same(st, fxn, "Dropout", {"p": p, "inplace": inplace}, x)
 
     # views and layout -----------------------------------------------------------------------
     if name in _PASSTHROUGH_METHODS:
@@ -201,21 +176,6 @@ def _map(st: _State, gm, fxn):
             nid, specs = _add(st, fxn, "Max", {"dim": x.ddim(d, rank), "keepdim": keep}, [x])
             dm = _drop_dim(x.dmap, d % rank) if not keep else x.dmap
             return Multi([Val(nid, 0, specs[0], dm), Val(nid, 1, specs[1], dm)])
-    if name in ("adaptive_avg_pool2d",):
-        return _single(st, fxn, "AdaptiveAvgPool2d", {"output_size": _pair(_arg(fxn, 1, "output_size"))}, [x])
-    if name in ("max_pool2d", "max_pool1d", "avg_pool2d", "max_pool3d", "avg_pool3d"):
-        k = _arg(fxn, 1, "kernel_size")
-        s = _arg(fxn, 2, "stride", None) or k
-        p = _arg(fxn, 3, "padding", 0)
-        ceil = bool(fxn.kwargs.get("ceil_mode", False))
-        t = {"max_pool2d": "MaxPool2d", "max_pool1d": "MaxPool1d", "avg_pool2d": "AvgPool2d", "max_pool3d": "MaxPool3d",
-             "avg_pool3d": "AvgPool3d"}[name]
-        if name.startswith("max"):
-            dil = _arg(fxn, 4, "dilation", 1)
-            if _pair(dil) != 1:
-                return _generic(st, fxn, name, [x], "dilated pooling")
-            ceil = bool(_arg(fxn, 5, "ceil_mode", False))
-        return _single(st, fxn, t, {"kernel": _pair(k), "stride": _pair(s), "padding": _pair(p), "ceil_mode": ceil}, [x])
     if name in ("interpolate", "upsample"):
         return _map_upsample(st, fxn, x, _arg(fxn, 2, "scale_factor"), _arg(fxn, 3, "mode", "nearest"))
     if name == "scaled_dot_product_attention":
@@ -261,6 +221,24 @@ def _map(st: _State, gm, fxn):
     if name in ("identity",):
         return x
     return _generic(st, fxn, name, _flat_vals(st, (fxn.args, fxn.kwargs)))
+
+
+def map_registered(st, fxn, lt, call: TorchCall, x: Val, rule, claim=None):
+    """A call mapped by its layer type's own rule (model/torchmap.py): the node, the input itself
+    (PASS), a Generic node with the rule's reason (LayerError) or, when the rule says it is not
+    its type (None), None for the caller to go on. ``claim`` (a module's parameters) runs before
+    the node is added."""
+    try:
+        props = rule(call)
+    except LayerError as err:
+        return _generic(st, fxn, call.op, [x], err.message)
+    if props is None:
+        return None
+    if props is PASS:
+        return x
+    if claim is not None:
+        claim()
+    return _single(st, fxn, lt.name, props, [x], x.dmap if lt.keeps_layout else None)
 
 
 def _map_getitem(st, fxn, x, idx):

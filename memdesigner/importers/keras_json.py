@@ -67,6 +67,7 @@ from memdesigner.limits import raise_hint
 from memdesigner.model import registry
 from memdesigner.model.design import GC_HELD, Design
 from memdesigner.model.registry import LayerError, ShapeCtx, TensorSpec
+from memdesigner.model.torchmap import KerasCall
 from memdesigner.text import first_line, one_line
 
 DX, DY = 220.0, 150.0
@@ -108,13 +109,10 @@ class _Ref:
     moved: bool = False
 
 
-_ACTIVATIONS = {
-    "relu": ("ReLU", {}), "relu6": ("ReLU6", {}), "sigmoid": ("Sigmoid", {}), "tanh": ("Tanh", {}),
-    "softmax": ("Softmax", {}), "gelu": ("GELU", {}), "swish": ("SiLU", {}), "silu": ("SiLU", {}),
-    "leaky_relu": ("LeakyReLU", {"negative_slope": 0.2}),
-}
-_ELEMENTWISE_UNKNOWN = {"elu", "selu", "softplus", "softsign", "hard_sigmoid", "hard_silu", "hard_swish",
-                        "exponential", "mish", "log_softmax", "celu", "glu", "sparse_plus", "squareplus",
+# Keras activations memdesigner has no rule for (imported as Generic with a calmer warning than an
+# unknown name); a type that declares one in keras_activations wins (it is looked up first)
+_ELEMENTWISE_UNKNOWN = {"elu", "selu", "softplus", "hard_sigmoid", "hard_silu", "hard_swish",
+                        "exponential", "mish", "celu", "glu", "sparse_plus", "squareplus",
                         "tanh_shrink", "hard_tanh", "soft_shrink", "hard_shrink", "threshold", "log_sigmoid"}
 # types whose Keras implementation differs from PyTorch's whatever the data format (the bias add,
 # BatchNormalization's ops); the rest (layout copies) only for channels-last models
@@ -324,12 +322,11 @@ class _Importer:
         a = _act_name(act).lower()
         if a in ("linear", "none", ""):
             return r
-        if a in _ACTIVATIONS:
-            t, props = _ACTIVATIONS[a]
-            props = dict(props)
-            if t == "Softmax":
-                props["dim"] = self.axis(-1, r)
-            return self.node(t, [r], props, f"{base}_{a}", keras_name)
+        lt = registry.keras_activation_index().get(a)
+        if lt is not None:  # the type's own file names its Keras activations
+            call = KerasCall(a, axis=lambda ax: self.axis(ax, r))
+            props = lt.from_keras(call) if lt.from_keras else {}
+            return self.node(lt.name, [r], props, f"{base}_{a}", keras_name)
         if a in _ELEMENTWISE_UNKNOWN:
             self.warn(f"{keras_name}: activation {a!r} has no memdesigner rule; imported as a Generic "
                       "element-wise op")

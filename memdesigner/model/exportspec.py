@@ -20,6 +20,7 @@ class ExportCtx:
     out_shapes: list
     props: dict
     lit: Callable[[str], str]
+    value: Callable[[object], str] = repr  # any value as a Python literal (the exporter's checked one)
 
     @property
     def x(self) -> str:
@@ -34,8 +35,40 @@ class TorchExport:
     outputs: int = 1
 
 
+def _per_dim(v, n):
+    if isinstance(v, (tuple, list)):
+        return tuple(v) if len(v) == n else tuple(v) * n
+    return (v,) * n
+
+
+def same_padding(props: dict, in_spatial, n: int):
+    """PyTorch padding for a SAME / VALID design (symmetric; SAME with an odd total pads one less
+    on the left, which PyTorch cannot express without F.pad: we pad the larger half symmetrically)."""
+    pad = props["padding"]
+    if pad == "VALID":
+        return 0
+    if pad != "SAME":
+        return pad
+    k = _per_dim(props["kernel"], n)
+    s = _per_dim(props.get("stride", 1) or 1, n)
+    d = _per_dim(props.get("dilation", 1), n)
+    out = []
+    for i in range(n):
+        o = -(-in_spatial[i] // s[i])
+        total = max((o - 1) * s[i] + (k[i] - 1) * d[i] + 1 - in_spatial[i], 0)
+        out.append(total // 2 + (total % 2))
+    if all(p == out[0] for p in out):
+        return out[0]
+    return tuple(out)
+
+
+def module_export(e: ExportCtx, constructor: str) -> TorchExport:
+    """A layer written as a submodule: ``self.<attr> = <constructor>`` and ``self.<attr>(x)``."""
+    return TorchExport(f"self.{e.attr}({e.x})", init=[f"self.{e.attr} = {constructor}"])
+
+
 class ExportUnsupported(ValueError):
     """A configuration of the type that has no PyTorch export (the message says why)."""
 
 
-__all__ = ["ExportCtx", "TorchExport", "ExportUnsupported"]
+__all__ = ["ExportCtx", "TorchExport", "ExportUnsupported", "module_export", "same_padding"]

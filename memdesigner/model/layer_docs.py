@@ -19,7 +19,7 @@ def layer_table() -> str:
             "|---|---|---|---|---|---|---|"]
     for lt in sorted(registry.all_types(), key=lambda t: t.name):
         export = "no: " + lt.no_torch_export if lt.no_torch_export else "yes"
-        mapped = [_cell(lt.torch_ops), _cell(lt.onnx_ops), _cell(lt.aliases)]
+        mapped = [_cell(lt.torch_ops), _cell(lt.onnx_ops), _cell(dict.fromkeys(lt.keras_activations + lt.aliases))]
         if lt.no_import and not (lt.torch_ops or lt.onnx_ops or lt.aliases):
             mapped = ["—", "—", lt.no_import]
         rows.append(f"| {lt.name} | {lt.family} | {lt.keeps_for_backward.replace('|', '/')} | "

@@ -235,7 +235,17 @@ class LayerType:
     memory: Callable | None = None  # (MemCtx) -> OpMem, see model/oprules.py
     n_outputs: int = 1
     input_names: tuple = ()  # port labels, e.g. ("query", "key", "value")
-    torch_ops: tuple = ()  # torch modules / functions that map onto this type (importer hints)
+    # torch module class names and function / method / aten names that map onto this type; a type
+    # with from_torch_module / from_torch_call is imported by those rules (model/torchmap.py),
+    # for the others the names are the importer's hints (its own logic maps them)
+    torch_ops: tuple = ()
+    from_torch_module: Callable | None = None  # (torchmap.TorchCall of an nn.Module) -> props | None
+    from_torch_call: Callable | None = None  # (torchmap.TorchCall of a function / method / aten op) -> props | None
+    # the imported node keeps its input's real layout (element-wise and last-dim ops), so the PyTorch
+    # importer's dim map passes through; otherwise the output is laid out as the design has it
+    keeps_layout: bool = False
+    keras_activations: tuple = ()  # Keras activation names (Dense(activation=...), Activation(...))
+    from_keras: Callable | None = None  # (torchmap.KerasCall) -> props; None: the type's defaults
     # (name in torch_ops, ((prop, value), ...)): the props a torch op implies (F.mse_loss: kind mse)
     torch_props: tuple = ()
     # ONNX op types (or importer-fused patterns, e.g. "MatMul+Add") this type imports, and the rule
@@ -338,6 +348,32 @@ def onnx_index() -> dict[str, list[LayerType]]:
     return out
 
 
+_INDEXES: dict[tuple, dict] = {}  # (index, types registered): an importer asks once per traced op
+
+
+def _index(kind: str, build: Callable[[], dict]) -> dict:
+    _ensure_loaded()
+    key = (kind, len(_REGISTRY))
+    if key not in _INDEXES:
+        _INDEXES[key] = build()
+    return _INDEXES[key]
+
+
+def torch_module_index() -> dict[str, LayerType]:
+    """nn.Module class name -> the layer type whose from_torch_module maps it."""
+    return _index("module", lambda: {op: lt for lt in all_types() if lt.from_torch_module for op in lt.torch_ops})
+
+
+def torch_call_index() -> dict[str, LayerType]:
+    """Function / method / aten op name -> the layer type whose from_torch_call maps it."""
+    return _index("call", lambda: {op: lt for lt in all_types() if lt.from_torch_call for op in lt.torch_ops})
+
+
+def keras_activation_index() -> dict[str, LayerType]:
+    """Keras activation name (lower case) -> the layer type it imports as."""
+    return _index("keras", lambda: {a.lower(): lt for lt in all_types() for a in lt.keras_activations})
+
+
 def by_family() -> dict[str, list[LayerType]]:
     out: dict[str, list[LayerType]] = {f: [] for f in FAMILIES}
     for lt in all_types():
@@ -374,6 +410,9 @@ __all__ = [
     "all_types",
     "by_family",
     "onnx_index",
+    "torch_module_index",
+    "torch_call_index",
+    "keras_activation_index",
     "FAMILIES",
     "field",
 ]

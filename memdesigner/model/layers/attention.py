@@ -1,6 +1,7 @@
 """Attention. MultiHeadAttention follows nn.MultiheadAttention(batch_first=True) for
 self-attention; ScaledDotProductAttention takes q, k, v of shape (heads, tokens, head_dim)."""
 
+from memdesigner.model.exportspec import TorchExport
 from memdesigner.model.layers._common import amp_casts, fmt
 from memdesigner.model.layers._keras_torch import IMPL, keras
 from memdesigner.model.oprules import In, OpMem, Out, T
@@ -443,6 +444,14 @@ def _sdpa_onnx(ctx):
     return {"kernel": "fused", "causal": bool(ctx.attr("causal", 0))}
 
 
+def _sdpa_export(e):
+    p = e.props
+    extra = (f", attn_mask={e.inputs[3]}" if len(e.inputs) > 3 else "") + (", is_causal=True" if p["causal"] else "") \
+        + (", enable_gqa=True" if p["enable_gqa"] else "") \
+        + (f", dropout_p={e.lit('dropout')} if self.training else 0.0" if p.get("dropout") else "")
+    return TorchExport(f"F.scaled_dot_product_attention({e.x}, {e.inputs[1]}, {e.inputs[2]}{extra})")
+
+
 ScaledDotProductAttention = register(LayerType(
     name="ScaledDotProductAttention", family="attention",
     doc="softmax(q k^T / sqrt(d)) v on (heads, tokens, head_dim) inputs; fused = flash kernel.",
@@ -452,7 +461,7 @@ ScaledDotProductAttention = register(LayerType(
            Prop("enable_gqa", "bool", False, doc="k / v may have fewer heads than q (grouped-query attention)")),
     min_inputs=3, max_inputs=4, input_names=("query", "key", "value", "attn_mask"), shape=_sdpa_shape, memory=_sdpa_mem,
     flops=lambda c, o: 4 * o[0].numel * c.inputs[1].shape[1],
-    torch_ops=("scaled_dot_product_attention",), aliases=("SDPA",),
+    torch_ops=("scaled_dot_product_attention",), aliases=("SDPA",), to_torch=_sdpa_export,
     search_words=("attention", "sdpa", "flash attention", "transformer"),
     onnx_ops=("MatMul(Softmax(MatMul(Mul(q,s),Mul(Transpose(k),s))),v)",), from_onnx=_sdpa_onnx,
     keeps_for_backward="fused: q, k, v, output and a float32 logsumexp; math: the probabilities",

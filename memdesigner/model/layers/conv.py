@@ -2,11 +2,13 @@
 
 import math
 
+from memdesigner.model.exportspec import module_export, same_padding
 from memdesigner.model.layers._common import amp_casts, as_tuple, conv_props, f_dtype, need_rank, window_out
 from memdesigner.model.layers._keras_torch import IMPL, channels_last_strides, keras, kernel_copy, layout_copies
 from memdesigner.model.onnxmap import pads, pair, spatial_rank
 from memdesigner.model.oprules import In, OpMem, Param, T
 from memdesigner.model.registry import LayerError, LayerType, ParamSpec, TensorSpec, register
+from memdesigner.model.torchmap import size_arg
 
 
 def _conv_shape(n):
@@ -115,6 +117,43 @@ def _conv_onnx(n):
     return rule
 
 
+def _conv_from_torch(c):
+    """nn.Conv1d / 2d / 3d; padding_mode other than zeros has the same memory."""
+    if not c.from_torch_nn:
+        return None
+    mod = c.module
+    if mod.padding_mode != "zeros":
+        c.warn(f"padding_mode {mod.padding_mode!r} is imported as zero padding")
+    pad = mod.padding.upper() if isinstance(mod.padding, str) else size_arg(mod.padding)
+    return {"out_channels": mod.out_channels, "kernel": size_arg(mod.kernel_size), "stride": size_arg(mod.stride),
+            "padding": pad, "dilation": size_arg(mod.dilation), "groups": mod.groups, "bias": mod.bias is not None}
+
+
+def _convt_from_torch(c):
+    if not c.from_torch_nn:
+        return None
+    mod = c.module
+    return {"out_channels": mod.out_channels, "kernel": size_arg(mod.kernel_size), "stride": size_arg(mod.stride),
+            "padding": size_arg(mod.padding), "output_padding": size_arg(mod.output_padding),
+            "dilation": size_arg(mod.dilation), "groups": mod.groups, "bias": mod.bias is not None}
+
+
+def _conv_export(n):
+    def emit(e):
+        pad = same_padding(e.props, e.in_shapes[0][1:], n)
+        return module_export(e, f"nn.Conv{n}d({e.in_shapes[0][0]}, {e.lit('out_channels')}, "
+                                f"kernel_size={e.lit('kernel')}, stride={e.lit('stride')}, padding={e.value(pad)}, "
+                                f"dilation={e.lit('dilation')}, groups={e.lit('groups')}, bias={e.lit('bias')})")
+    return emit
+
+
+def _convt_export(e):
+    return module_export(e, f"nn.ConvTranspose2d({e.in_shapes[0][0]}, {e.lit('out_channels')}, "
+                            f"kernel_size={e.lit('kernel')}, stride={e.lit('stride')}, padding={e.lit('padding')}, "
+                            f"output_padding={e.lit('output_padding')}, groups={e.lit('groups')}, "
+                            f"bias={e.lit('bias')}, dilation={e.lit('dilation')})")
+
+
 def _make_conv(name, n, aliases=(), torch_ops=()):
     return register(LayerType(
         name=name, family="convolution",
@@ -122,7 +161,7 @@ def _make_conv(name, n, aliases=(), torch_ops=()):
         props=conv_props(n) + (IMPL,), shape=_conv_shape(n), params=_conv_params(n), flops=_conv_flops(n),
         memory=_conv_mem, aliases=aliases, torch_ops=torch_ops,
         search_words=("conv", "cnn", "convolution", "filter", "kernel") + (("depthwise",) if n == 2 else ()),
-        onnx_ops=("Conv",), from_onnx=_conv_onnx(n),
+        onnx_ops=("Conv",), from_onnx=_conv_onnx(n), to_torch=_conv_export(n), from_torch_module=_conv_from_torch,
         keeps_for_backward="its input (and the weight)",
     ))
 
@@ -219,7 +258,7 @@ def _convt_onnx(ctx):
 
 
 ConvTranspose2d = register(LayerType(
-    name="ConvTranspose2d", family="convolution",
+    name="ConvTranspose2d", family="convolution", to_torch=_convt_export, from_torch_module=_convt_from_torch,
     doc="2-D transposed convolution (learned upsampling).",
     props=_convt_props(), shape=_convt_shape, params=_convt_params, flops=_convt_flops,
     memory=_convt_mem, aliases=("Conv2DTranspose",), torch_ops=("ConvTranspose2d",),

@@ -1,5 +1,6 @@
 """Fully connected layers, embeddings and reshapes."""
 
+from memdesigner.model.exportspec import TorchExport, module_export
 from memdesigner.model.layers._common import amp_casts, f_dtype, fmt
 from memdesigner.model.layers._keras_torch import IMPL, keras
 from memdesigner.model.onnxmap import Alias
@@ -71,8 +72,14 @@ def _linear_onnx(ctx):
     return {"out_features": int(out), "bias": bias is not None and bias[-1] == out}
 
 
+def _linear_export(e):
+    return module_export(e, f"nn.Linear({e.in_shapes[0][-1]}, {e.lit('out_features')}, bias={e.lit('bias')})")
+
+
 Linear = register(LayerType(
-    name="Linear", family="dense",
+    name="Linear", family="dense", to_torch=_linear_export, keeps_layout=True,
+    from_torch_module=lambda c: {"out_features": c.module.out_features, "bias": c.module.bias is not None}
+    if c.from_torch_nn else None,
     doc="Fully connected layer on the last dimension (Keras Dense).",
     props=(Prop("out_features", "int", 128, min=1, doc="output units"), Prop("bias", "bool", True), IMPL),
     shape=_linear_shape, params=_linear_params, flops=_linear_flops, memory=_linear_mem,
@@ -108,14 +115,16 @@ def _emb_onnx(ctx):
 
 
 Embedding = register(LayerType(
-    name="Embedding", family="dense",
+    name="Embedding", family="dense", to_torch=lambda e: module_export(e, f"nn.Embedding({e.lit('num_embeddings')}, {e.lit('embedding_dim')})"),
+    from_torch_module=lambda c: {"num_embeddings": c.module.num_embeddings, "embedding_dim": c.module.embedding_dim}
+    if c.from_torch_nn else None,
     search_words=("embedding", "token", "lookup", "word vectors", "vocabulary", "transformer"),
     doc="Lookup table of token vectors.",
     props=(Prop("num_embeddings", "int", 10000, min=1, doc="vocabulary size"),
            Prop("embedding_dim", "int", 256, min=1)),
     shape=_emb_shape,
     params=lambda c: [ParamSpec("weight", (c["num_embeddings"], c["embedding_dim"]))],
-    flops=lambda c, outs: 0, memory=_emb_mem, torch_ops=("Embedding",), onnx_ops=("Gather",), from_onnx=_emb_onnx,
+    flops=lambda c, outs: 0, memory=_emb_mem, torch_ops=("Embedding", "embedding"), onnx_ops=("Gather",), from_onnx=_emb_onnx,
     keeps_for_backward="the token ids (int64)",
 ))
 
@@ -187,7 +196,7 @@ def _flatten_onnx(ctx):
 
 
 Flatten = register(LayerType(
-    name="Flatten", family="dense",
+    name="Flatten", family="dense", to_torch=lambda e: TorchExport(f"torch.flatten({e.x}, {e.lit('start_dim')})"),
     doc="Flattens all dimensions from start_dim on (a view: no new memory when contiguous).",
     props=(Prop("start_dim", "int", 1, min=1, doc="first dimension to flatten, counting the batch as 0"), IMPL),
     shape=_flatten_shape, memory=_reshape_mem, torch_ops=("Flatten", "flatten"),
@@ -243,7 +252,7 @@ def _reshape_onnx(ctx):
 
 
 Reshape = register(LayerType(
-    name="Reshape", family="dense",
+    name="Reshape", family="dense", to_torch=lambda e: TorchExport(f"{e.x}.reshape({e.x}.shape[0], {', '.join(str(d) for d in e.out_shapes[0])})"),
     doc="Reshape per sample (a view when the input is contiguous, a copy otherwise).",
     props=(Prop("shape", "ints", (-1,), doc="per-sample target shape; one dimension may be -1"), IMPL),
     shape=_reshape_shape, memory=_reshape_mem, torch_ops=("reshape", "view"),

@@ -7,6 +7,7 @@ lives across generation steps, so the engine keeps its outputs alive to the end 
 step, where this op releases the old cache (``OpMem.releases_carried``).
 """
 
+from memdesigner.model.exportspec import TorchExport
 from memdesigner.model.oprules import In, OpMem, Out, T
 from memdesigner.model.registry import LayerError, LayerType, ParamSpec, Prop, TensorSpec, register
 from memdesigner.units import DTYPE_ALIASES
@@ -100,6 +101,9 @@ NewGELU = register(LayerType(
     doc="GPT-2's gelu_new written in Python (transformers' NewGELUActivation): eight element-wise ops.",
     shape=_float_same, memory=_new_gelu_mem, flops=lambda c, o: 9 * o[0].numel,
     torch_ops=("NewGELUActivation", "gelu_new"), search_words=("gelu_new", "gpt2", "tanh gelu"),
+    # transformers' gelu_new, as its Python writes it
+    to_torch=lambda e: TorchExport(f"0.5 * {e.x} * (1.0 + torch.tanh(0.7978845608028654 * ({e.x} + 0.044715 * "
+                                   f"torch.pow({e.x}, 3.0))))"),
     keeps_for_backward="its input, tanh's result and both factors of the last product",
 ))
 
@@ -136,6 +140,10 @@ AbsolutePositions = register(LayerType(
            Prop("batched", "bool", False, doc="position ids per sequence (batch, tokens), as generate passes them")),
     shape=_pos_table_shape, params=_pos_check, memory=_pos_table_mem,
     torch_ops=("wpe",), search_words=("position embedding", "wpe", "gpt2"),
+    # GPT-2's wpe(arange(tokens)): one row per position, broadcast
+    to_torch=lambda e: TorchExport(
+        f"self.{e.attr}(torch.arange({e.lit('offset')}, {e.lit('offset')} + {e.x}.shape[1], device={e.x}.device))[None]",
+        init=[f"self.{e.attr} = nn.Embedding({e.lit('num_embeddings')}, {e.lit('embedding_dim')})"]),
     keeps_for_backward="nothing (the positions are arange)",
 ))
 

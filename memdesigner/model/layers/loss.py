@@ -1,5 +1,6 @@
 """Loss nodes. Without one, a design trains on out.mean() of its outputs (as the truth harness)."""
 
+from memdesigner.model.exportspec import TorchExport
 from memdesigner.model.layers._common import HALF
 from memdesigner.model.oprules import In, OpMem, T
 from memdesigner.model.registry import LayerError, LayerType, Prop, TensorSpec, register
@@ -78,4 +79,8 @@ Loss = register(LayerType(
         ("cross_entropy_loss", "cross_entropy"),  # aten::cross_entropy_loss (the torch.export path)
         ("MSELoss", "mse"), ("mse_loss", "mse"))),
     keeps_for_backward="cross-entropy: the log-probabilities; mse: input and target",
+    # the target is a constant of the exported model (zeros): the step measures the model
+    to_torch=lambda e: TorchExport(
+        f"F.cross_entropy({e.x}, torch.zeros({e.x}.shape[0], dtype=torch.long, device={e.x}.device))"
+        if e.props["kind"] == "cross_entropy" else f"F.mse_loss({e.x}, torch.zeros_like({e.x}))"),
 ))

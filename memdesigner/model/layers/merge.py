@@ -1,5 +1,6 @@
 """Nodes that combine several tensors."""
 
+from memdesigner.model.exportspec import TorchExport
 from memdesigner.model.layers._common import fmt
 from memdesigner.model.oprules import In, OpMem, T
 from memdesigner.model.registry import LayerError, LayerType, Prop, TensorSpec, register
@@ -73,8 +74,11 @@ def _mul_mem(m):
                  grad_in=grads, elementwise=True)
 
 
+
+
+
 Multiply = register(LayerType(
-    name="Multiply", family="merge", doc="Element-wise product (gating). Broadcasts.",
+    name="Multiply", family="merge", to_torch=lambda e: TorchExport(f"{e.x} * {e.inputs[1]}"), doc="Element-wise product (gating). Broadcasts.",
     min_inputs=2, max_inputs=2, shape=_broadcast, flops=lambda c, o: o[0].numel, memory=_mul_mem,
     torch_ops=("mul",), aliases=("mul",), onnx_ops=("Mul",), from_onnx=_same_layout, keeps_for_backward="both operands",
 ))
@@ -121,7 +125,7 @@ def _cat_onnx(ctx):
 
 
 Concat = register(LayerType(
-    name="Concat", family="merge", doc="Concatenation along a dimension (U-Net skips, DenseNet).",
+    name="Concat", family="merge", to_torch=lambda e: TorchExport(f"torch.cat([{', '.join(e.inputs)}], dim={e.lit('dim')})"), doc="Concatenation along a dimension (U-Net skips, DenseNet).",
     props=(Prop("dim", "int", 1, doc="dimension counting the batch as 0; 1 = channels"),),
     min_inputs=2, max_inputs=None, shape=_cat_shape, memory=_cat_mem, torch_ops=("cat",), onnx_ops=("Concat",),
     from_onnx=_cat_onnx,

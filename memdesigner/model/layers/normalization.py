@@ -1,10 +1,12 @@
 """Normalization and dropout."""
 
+from memdesigner.model.exportspec import module_export
 from memdesigner.model.layers._common import amp_fp32, fmt, need_rank
 from memdesigner.model.layers._keras_torch import IMPL, keras
 from memdesigner.model.onnxmap import f32
 from memdesigner.model.oprules import In, OpMem, T
 from memdesigner.model.registry import LayerError, LayerType, ParamSpec, Prop, TensorSpec, register
+from memdesigner.model.torchmap import PASS
 
 
 def _stat_dtype(m):
@@ -71,15 +73,55 @@ def _bn_onnx(n):
 _BN_PROPS = (Prop("eps", "float", 1e-5, min=0.0), Prop("momentum", "float", 0.1, min=0.0, max=1.0),
              Prop("affine", "bool", True), Prop("track_running_stats", "bool", True), IMPL)
 
+def _bn_from_torch(c):
+    if not c.from_torch_nn:
+        return None
+    mod = c.module
+    mom = mod.momentum
+    if mom is None:
+        c.warn("momentum None (cumulative average) imported as 0.1")
+        mom = 0.1
+    return {"eps": float(mod.eps), "momentum": float(mom), "affine": mod.affine,
+            "track_running_stats": mod.track_running_stats}
+
+
+def _ln_from_torch(c):
+    if not c.from_torch_nn:
+        return None
+    mod = c.module
+    if mod.elementwise_affine and getattr(mod, "bias", True) is None:
+        c.warn("LayerNorm(bias=False) is imported with a bias")
+    ns = tuple(mod.normalized_shape)
+    return {"normalized_shape": ns if len(ns) > 1 else (), "eps": float(mod.eps),
+            "elementwise_affine": mod.elementwise_affine}
+
+
+def _bn_export(e):
+    return module_export(e, f"nn.BatchNorm{len(e.in_shapes[0]) - 1 or 1}d({e.in_shapes[0][0]}, eps={e.lit('eps')}, "
+                            f"momentum={e.lit('momentum')}, affine={e.lit('affine')}, "
+                            f"track_running_stats={e.lit('track_running_stats')})")
+
+
+def _ln_export(e):
+    ns = tuple(e.props["normalized_shape"]) or (e.in_shapes[0][-1],)
+    return module_export(e, f"nn.LayerNorm({e.value(ns[0] if len(ns) == 1 else ns)}, eps={e.lit('eps')}, "
+                            f"elementwise_affine={e.lit('elementwise_affine')})")
+
+
+def _gn_export(e):
+    return module_export(e, f"nn.GroupNorm({e.lit('num_groups')}, {e.in_shapes[0][0]}, eps={e.lit('eps')}, "
+                            f"affine={e.lit('affine')})")
+
+
 BatchNorm1d = register(LayerType(
-    name="BatchNorm1d", family="normalization", doc="Batch normalization over (C) or (C,L) inputs.",
+    name="BatchNorm1d", family="normalization", to_torch=_bn_export, from_torch_module=_bn_from_torch, doc="Batch normalization over (C) or (C,L) inputs.",
     search_words=("bn", "batch norm", "batchnorm"),
     props=_BN_PROPS, shape=_bn_shape(1), params=_bn_params, flops=lambda c, o: 4 * c.inputs[0].numel,
     memory=_bn_mem, torch_ops=("BatchNorm1d",), onnx_ops=("BatchNormalization",), from_onnx=_bn_onnx(1),
     keeps_for_backward="its input, plus per-channel mean and inverse std",
 ))
 BatchNorm2d = register(LayerType(
-    name="BatchNorm2d", family="normalization", doc="Batch normalization over (C,H,W) inputs.",
+    name="BatchNorm2d", family="normalization", to_torch=_bn_export, from_torch_module=_bn_from_torch, doc="Batch normalization over (C,H,W) inputs.",
     search_words=("bn", "batch norm", "batchnorm"),
     props=_BN_PROPS, shape=_bn_shape(2), params=_bn_params, flops=lambda c, o: 4 * c.inputs[0].numel,
     memory=_bn_mem, aliases=("BatchNormalization",), torch_ops=("BatchNorm2d",), onnx_ops=("BatchNormalization",),
@@ -87,7 +129,7 @@ BatchNorm2d = register(LayerType(
     keeps_for_backward="its input, plus per-channel mean and inverse std",
 ))
 BatchNorm3d = register(LayerType(
-    name="BatchNorm3d", family="normalization", doc="Batch normalization over (C,D,H,W) inputs (volumes, video).",
+    name="BatchNorm3d", family="normalization", to_torch=_bn_export, from_torch_module=_bn_from_torch, doc="Batch normalization over (C,D,H,W) inputs (volumes, video).",
     search_words=("bn", "batch norm", "batchnorm", "3d", "video", "volume"),
     props=_BN_PROPS, shape=_bn_shape(3), params=_bn_params, flops=lambda c, o: 4 * c.inputs[0].numel,
     memory=_bn_mem, torch_ops=("BatchNorm3d",), onnx_ops=("BatchNormalization",), from_onnx=_bn_onnx(3),
@@ -151,7 +193,8 @@ def _ln_onnx(ctx):
 
 
 LayerNorm = register(LayerType(
-    name="LayerNorm", family="normalization", doc="Layer normalization over the last dimension(s).",
+    name="LayerNorm", family="normalization", to_torch=_ln_export, from_torch_module=_ln_from_torch,
+    keeps_layout=True, doc="Layer normalization over the last dimension(s).",
     search_words=("ln", "layer norm", "transformer"),
     props=(Prop("normalized_shape", "ints", (), doc="empty = the last dimension"),
            Prop("eps", "float", 1e-5, min=0.0), Prop("elementwise_affine", "bool", True)),
@@ -174,7 +217,9 @@ def _gn_mem(m):
 
 
 GroupNorm = register(LayerType(
-    name="GroupNorm", family="normalization", doc="Group normalization over channel groups.",
+    name="GroupNorm", family="normalization", to_torch=_gn_export,
+    from_torch_module=lambda c: {"num_groups": c.module.num_groups, "eps": float(c.module.eps),
+                                 "affine": c.module.affine} if c.from_torch_nn else None, doc="Group normalization over channel groups.",
     search_words=("gn", "group norm"),
     props=(Prop("num_groups", "int", 8, min=1), Prop("eps", "float", 1e-5, min=0.0), Prop("affine", "bool", True)),
     shape=_gn_shape,
@@ -206,13 +251,23 @@ def _dropout_mem(m):
     return OpMem(outputs=[out], out_dtypes=[dt], temps=[mask], grad_in=["new"], elementwise=True)
 
 
+def _dropout_call(c):
+    """F.dropout(x, p, training, inplace): training=False (traced in eval) is no node."""
+    if c.arg(2, "training", True) is False:
+        return PASS
+    return {"p": float(c.arg(1, "p", 0.5)), "inplace": bool(c.arg(3, "inplace", False)) or c.op.endswith("_")}
+
+
 Dropout = register(LayerType(
     name="Dropout", family="normalization",
     search_words=("dropout", "regularization"),
     doc="Zeroes elements with probability p in training; identity in inference.",
     props=(Prop("p", "float", 0.5, min=0.0, max=1.0), Prop("inplace", "bool", False)),
     shape=lambda c: [TensorSpec(c.inputs[0].shape, c.inputs[0].kind)], memory=_dropout_mem,
-    torch_ops=("Dropout", "dropout"), onnx_ops=("Dropout",),
+    torch_ops=("Dropout", "dropout", "dropout_", "feature_dropout"), onnx_ops=("Dropout",),
+    from_torch_module=lambda c: {"p": float(c.module.p), "inplace": bool(c.module.inplace)} if c.from_torch_nn
+    else None, from_torch_call=_dropout_call, keeps_layout=True,
+    to_torch=lambda e: module_export(e, f"nn.Dropout(p={e.lit('p')}" + (", inplace=True)" if e.props["inplace"] else ")")),
     from_onnx=lambda ctx: {"p": f32(ctx.scalar(1, float(ctx.attr("ratio", 0.5))))},
     keeps_for_backward="a mask: input-dtype noise on CPU, bool on CUDA",
 ))

@@ -1,10 +1,12 @@
 """Pooling and resampling."""
 
+from memdesigner.model.exportspec import module_export, same_padding
 from memdesigner.model.layers._common import amp_fp32, as_tuple, need_rank, window_out
 from memdesigner.model.layers._keras_torch import IMPL, keras, layout_copies
 from memdesigner.model.onnxmap import pads, pair, spatial_rank
 from memdesigner.model.oprules import In, OpMem, T, simple
 from memdesigner.model.registry import LayerError, LayerType, Prop, TensorSpec, register
+from memdesigner.model.torchmap import size_arg
 
 
 def _pool_props(default_k=2):
@@ -69,11 +71,56 @@ def _maxpool_mem(m):
     return OpMem(outputs=[out], out_dtypes=[out.dtype], temps=[idx] + copies, grad_in=["new"])
 
 
+def _pool_from_torch(c):
+    """nn.MaxPool / AvgPool; a dilated max pool or one returning its indices is no such layer."""
+    if not c.from_torch_nn:
+        return None
+    mod = c.module
+    if hasattr(mod, "return_indices") and (size_arg(mod.dilation) != 1 or mod.return_indices):
+        raise LayerError("dilation", "dilation or return_indices")
+    return {"kernel": size_arg(mod.kernel_size), "stride": size_arg(mod.stride or mod.kernel_size),
+            "padding": size_arg(mod.padding), "ceil_mode": bool(mod.ceil_mode)}
+
+
+def _pool_call(c):
+    """F.max_pool2d(x, kernel_size, stride, padding, dilation, ceil_mode) and F.avg_pool2d(x,
+    kernel_size, stride, padding, ceil_mode=...); a dilated max pool is no such layer."""
+    k = c.arg(1, "kernel_size")
+    props = {"kernel": size_arg(k), "stride": size_arg(c.arg(2, "stride", None) or k),
+             "padding": size_arg(c.arg(3, "padding", 0)), "ceil_mode": bool(c.kwargs.get("ceil_mode", False))}
+    if c.op.startswith("max"):
+        if size_arg(c.arg(4, "dilation", 1)) != 1:
+            raise LayerError("dilation", "dilated pooling")
+        props["ceil_mode"] = bool(c.arg(5, "ceil_mode", False))
+    return props
+
+
+def _adaptive_from_torch(c):
+    if not c.from_torch_nn:
+        return None
+    os_ = c.module.output_size
+    if os_ is None or isinstance(os_, (tuple, list)) and any(o is None for o in os_):
+        raise LayerError("output_size", "output_size with None")
+    return {"output_size": size_arg(os_)}
+
+
+def _pool_export(name, n):
+    def emit(e):
+        p = e.props
+        pad = p["padding"]
+        if pad in ("SAME", "VALID"):
+            pad = same_padding(dict(p, stride=p["stride"] or p["kernel"], dilation=1), e.in_shapes[0][1:], n)
+        return module_export(e, f"nn.{name}(kernel_size={e.lit('kernel')}, stride={e.value(p['stride'] or p['kernel'])}, "
+                                f"padding={e.value(pad)}, ceil_mode={e.lit('ceil_mode')})")
+    return emit
+
+
 def _make_maxpool(name, n, aliases):
     return register(LayerType(
         name=name, family="pooling", doc=f"{n}-D max pooling.",
         props=_pool_props(), shape=_pool_shape(n), flops=_pool_flops(n), memory=_maxpool_mem,
-        aliases=aliases, torch_ops=(name,), onnx_ops=("MaxPool",), from_onnx=_pool_onnx(n),
+        aliases=aliases, torch_ops=(name, f"max_pool{n}d"), onnx_ops=("MaxPool",), from_onnx=_pool_onnx(n),
+        to_torch=_pool_export(name, n), from_torch_module=_pool_from_torch, from_torch_call=_pool_call,
         keeps_for_backward="its input and int64 argmax indices (8 bytes per output element)",
     ))
 
@@ -93,6 +140,7 @@ def _make_avgpool(name, n, aliases):
         name=name, family="pooling", doc=f"{n}-D average pooling.",
         props=_pool_props(), shape=_pool_shape(n), flops=_pool_flops(n), memory=_avgpool_mem,
         aliases=aliases, torch_ops=(name, f"avg_pool{n}d"), onnx_ops=("AveragePool",), from_onnx=_pool_onnx(n),
+        to_torch=_pool_export(name, n), from_torch_module=_pool_from_torch, from_torch_call=_pool_call,
         keeps_for_backward=f"its input (avg_pool{n}d_backward takes it)",
     ))
 
@@ -130,7 +178,9 @@ def _gap_onnx(ctx):
 
 
 AdaptiveAvgPool2d = register(LayerType(
-    name="AdaptiveAvgPool2d", family="pooling",
+    name="AdaptiveAvgPool2d", family="pooling", to_torch=lambda e: module_export(e, f"nn.AdaptiveAvgPool2d({e.lit('output_size')})"),
+    from_torch_module=_adaptive_from_torch,
+    from_torch_call=lambda c: {"output_size": size_arg(c.arg(1, "output_size"))},
     doc="Average pooling to a fixed output size; output 1 is global average pooling.",
     props=(Prop("output_size", "pair", 1),),
     shape=_adaptive_shape, flops=lambda c, outs: c.inputs[0].numel, memory=_adaptive_mem,
@@ -165,7 +215,7 @@ def _resize_onnx(ctx):
 
 
 Upsample = register(LayerType(
-    name="Upsample", family="pooling", doc="Nearest or bilinear upsampling by a scale factor.",
+    name="Upsample", family="pooling", to_torch=lambda e: module_export(e, f"nn.Upsample(scale_factor={e.lit('scale_factor')}, mode={e.lit('mode')})"), doc="Nearest or bilinear upsampling by a scale factor.",
     props=(Prop("scale_factor", "float", 2.0, min=0.01), Prop("mode", "choice", "nearest",
                                                                  choices=("nearest", "bilinear"))),
     shape=_upsample_shape, flops=lambda c, outs: outs[0].numel * (1 if c["mode"] == "nearest" else 8),

@@ -79,8 +79,21 @@ def _permute_onnx(ctx):
     return {"dims": tuple(order)}
 
 
+def _slice_export(e):
+    p = e.props
+    lead = [":"] * p["dim"] if p["dim"] >= 0 else ["..."]
+    trail = [] if p["dim"] >= 0 else [":"] * (-p["dim"] - 1)
+    return TorchExport(f"{e.x}[{', '.join(lead + [_slice_text(p)] + trail)}]")
+
+
+def _split_export(e):
+    """torch.chunk's tuple; one chunk is its element."""
+    call = f"torch.chunk({e.x}, {e.lit('chunks')}, dim={e.lit('dim')})"
+    return TorchExport(call, outputs=e.props["chunks"]) if e.props["chunks"] > 1 else TorchExport(call + "[0]")
+
+
 Transpose = register(LayerType(
-    name="Transpose", family="tensor", doc="Swap two dimensions (a view; later reshapes may copy).",
+    name="Transpose", family="tensor", to_torch=lambda e: TorchExport(f"{e.x}.transpose({e.lit('dim0')}, {e.lit('dim1')})"), doc="Swap two dimensions (a view; later reshapes may copy).",
     props=(Prop("dim0", "int", 1), Prop("dim1", "int", 2)), shape=_transpose_shape, memory=_transpose_mem,
     torch_ops=("transpose",), onnx_ops=("Transpose",), from_onnx=_transpose_onnx, keeps_for_backward="nothing",
 ))
@@ -97,7 +110,7 @@ def _permute_shape(c):
 
 
 Permute = register(LayerType(
-    name="Permute", family="tensor", doc="Reorder dimensions (a view), batch stays first.",
+    name="Permute", family="tensor", to_torch=lambda e: TorchExport(f"{e.x}.permute({', '.join(str(d) for d in e.props['dims'])})"), doc="Reorder dimensions (a view), batch stays first.",
     props=(Prop("dims", "ints", (0, 2, 1), doc="a permutation including the batch dimension 0"),),
     shape=_permute_shape, memory=_permute_mem, torch_ops=("permute",), onnx_ops=("Transpose",),
     from_onnx=_permute_onnx, keeps_for_backward="nothing",
@@ -140,7 +153,7 @@ def _split_onnx(ctx):
 
 
 Split = register(LayerType(
-    name="Split", family="tensor", doc="Split into equal chunks along a dimension (chunk / unbind).",
+    name="Split", family="tensor", to_torch=_split_export, doc="Split into equal chunks along a dimension (chunk / unbind).",
     props=(Prop("chunks", "int", 3, min=1, max=64), Prop("dim", "int", -1)),
     shape=_split_shape, memory=_split_mem, torch_ops=("chunk", "split", "unbind"), onnx_ops=("Split",),
     from_onnx=_split_onnx,
@@ -182,7 +195,7 @@ def _drop_real(dmap, real_d):
 
 
 Select = register(LayerType(
-    name="Select", family="tensor", doc="Pick one index along a dimension, e.g. x[:, 0] (a view).",
+    name="Select", family="tensor", to_torch=lambda e: TorchExport(f"{e.x}[{', '.join([':'] * e.props['dim'] + [str(e.props['index'])])}]"), doc="Pick one index along a dimension, e.g. x[:, 0] (a view).",
     props=(Prop("dim", "int", 1), Prop("index", "int", 0)), shape=_select_shape,
     memory=lambda m: OpMem(outputs=[In(0)], out_dtypes=[m.in_dtypes[0]], grad_in=["new"],
                            out_strides=[_drop(m.in_strides[0], m.props["dim"]) if m.in_strides else None]),
@@ -270,7 +283,7 @@ Slice = register(LayerType(
     props=(Prop("dim", "int", 1), Prop("start", "int", 0), Prop("end", "int", None, optional=True,
                                                                  doc="empty = to the end")),
     shape=_slice_shape, memory=_slice_mem, torch_ops=("slice",), onnx_ops=("Slice",), from_onnx=_slice_onnx,
-    to_torch=lambda e: TorchExport(f"{e.x}[{', '.join([':'] * e.props['dim'] + [_slice_text(e.props)])}]"),
+    to_torch=_slice_export,
     keeps_for_backward="nothing (backward scatters into a zero tensor)",
 ))
 
@@ -296,7 +309,7 @@ def _scale_onnx(ctx):
 
 
 Scale = register(LayerType(
-    name="Scale", family="tensor", doc="Multiply by a constant (e.g. q * head_dim**-0.5).",
+    name="Scale", family="tensor", to_torch=lambda e: TorchExport(f"{e.x} * {e.lit('factor')}"), doc="Multiply by a constant (e.g. q * head_dim**-0.5).",
     props=(Prop("factor", "float", 1.0),), shape=lambda c: [c.inputs[0]], memory=_scale_mem,
     flops=lambda c, o: o[0].numel, torch_ops=("mul_scalar",), onnx_ops=("Mul", "Div"), from_onnx=_scale_onnx,
     keeps_for_backward="nothing",
@@ -354,7 +367,7 @@ def _matmul_onnx(ctx):
 
 
 MatMul = register(LayerType(
-    name="MatMul", family="tensor", doc="Batched matrix product a @ b (attention scores, attn @ v).",
+    name="MatMul", family="tensor", to_torch=lambda e: TorchExport(f"{e.x} @ {e.inputs[1]}"), doc="Batched matrix product a @ b (attention scores, attn @ v).",
     min_inputs=2, max_inputs=2, shape=_matmul_shape, memory=_matmul_mem,
     flops=lambda c, o: 2 * o[0].numel * c.inputs[0].shape[-1], input_names=("a", "b"),
     torch_ops=("matmul", "bmm"), onnx_ops=("MatMul",), from_onnx=_matmul_onnx, keeps_for_backward="both operands (copies if they were non-contiguous)",
@@ -420,7 +433,7 @@ Max = register(LayerType(
 
 
 Mean = register(LayerType(
-    name="Mean", family="tensor", doc="Mean over one dimension (token pooling).",
+    name="Mean", family="tensor", to_torch=lambda e: TorchExport(f"{e.x}.mean(dim={e.lit('dim')}" + (", keepdim=True)" if e.props["keepdim"] else ")")), doc="Mean over one dimension (token pooling).",
     props=(Prop("dim", "int", 1), Prop("keepdim", "bool", False)), shape=_mean_shape,
     memory=lambda m: OpMem(outputs=[T(m.out_elems(0), m.float_in, "mean")], out_dtypes=[m.float_in],
                            grad_in=["new"]),
@@ -461,7 +474,9 @@ def _cls_onnx(ctx):
 
 
 ClassToken = register(LayerType(
-    name="ClassToken", family="tensor", doc="Prepends learned tokens: cat([cls.expand(B,-1,-1), x], 1).",
+    name="ClassToken", family="tensor", to_torch=lambda e: TorchExport(
+        f"torch.cat([self.{e.attr}.expand({e.x}.shape[0], -1, -1), {e.x}], dim=1)",
+        init=[f"self.{e.attr} = nn.Parameter(torch.zeros(1, {e.lit('tokens')}, {e.in_shapes[0][-1]}))"]), doc="Prepends learned tokens: cat([cls.expand(B,-1,-1), x], 1).",
     props=(Prop("tokens", "int", 1, min=1),), shape=_cls_shape,
     params=lambda c: [ParamSpec("cls_token", (1, c["tokens"], c.inputs[0].shape[1]))],
     memory=_cls_mem, torch_ops=("cls_token",), onnx_ops=("Concat",), from_onnx=_cls_onnx, keeps_for_backward="nothing",
@@ -492,7 +507,8 @@ def _pos_onnx(ctx):
 
 
 PositionEmbedding = register(LayerType(
-    name="PositionEmbedding", family="tensor", doc="Adds a learned (tokens, dim) embedding: x + pos.",
+    name="PositionEmbedding", family="tensor", to_torch=lambda e: TorchExport(
+        f"{e.x} + self.{e.attr}", init=[f"self.{e.attr} = nn.Parameter(torch.zeros(1, {', '.join(str(d) for d in e.in_shapes[0])}))"]), doc="Adds a learned (tokens, dim) embedding: x + pos.",
     search_words=("positional encoding", "position embedding", "transformer", "vit"),
     shape=lambda c: [c.inputs[0]],
     params=lambda c: [ParamSpec("pos_embed", (1,) + c.inputs[0].shape)],
