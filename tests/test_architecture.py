@@ -53,3 +53,48 @@ def test_ruff_lint_is_clean():
     res = subprocess.run([_tool("ruff"), "check", "memdesigner", "tests", "benchmarks"], cwd=ROOT, capture_output=True,
                          text=True)
     assert res.returncode == 0, res.stdout
+
+
+def test_no_import_circle_anywhere_in_the_package():
+    """No module reaches itself through the modules it imports (function-level imports count too):
+    the layers contracts see packages and engine modules, this sees every module. Uses grimp, the
+    graph import-linter builds on."""
+    import grimp
+
+    graph = grimp.build_graph("memdesigner")
+    edges = {m: [i for i in graph.find_modules_directly_imported_by(m) if i.startswith("memdesigner")]
+             for m in graph.modules if m.startswith("memdesigner")}
+    index, low, stack, on_stack, circles = {}, {}, [], set(), []
+    for root in edges:  # Tarjan's strongly connected components, iteratively
+        if root in index:
+            continue
+        work = [(root, iter(edges[root]))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, it = work[-1]
+            nxt = next(it, None)
+            if nxt is not None:
+                if nxt not in index:
+                    index[nxt] = low[nxt] = len(index)
+                    stack.append(nxt)
+                    on_stack.add(nxt)
+                    work.append((nxt, iter(edges.get(nxt, ()))))
+                elif nxt in on_stack:
+                    low[node] = min(low[node], index[nxt])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                comp = []
+                while True:
+                    m = stack.pop()
+                    on_stack.discard(m)
+                    comp.append(m)
+                    if m == node:
+                        break
+                if len(comp) > 1:
+                    circles.append(sorted(comp))
+    assert circles == []

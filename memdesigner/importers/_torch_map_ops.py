@@ -35,12 +35,9 @@ from memdesigner.model.torchmap import PASS, TorchCall
 _PASSTHROUGH_METHODS = {"detach"}  # treated as a view, with a warning (see _map)
 
 
-def _map(st: _State, gm, fxn):
-    if fxn.op == "call_module":
-        mod = gm.get_submodule(str(fxn.target))
-        from memdesigner.importers._torch_map_modules import _map_module  # (it maps through this module)
-
-        return _map_module(st, fxn, mod)
+def map_call(st: _State, gm, fxn):
+    """A call_function / call_method node (a call_module goes to _torch_map_modules, which uses
+    the functions here for the modules it maps through them: torch_map.map_node dispatches)."""
     name = _op_name(fxn)
     args = [_v(st, a) for a in fxn.args]
     x = args[0] if args else None

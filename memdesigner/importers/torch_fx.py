@@ -30,7 +30,7 @@ from memdesigner.importers._torch_factory import (
 from memdesigner.importers._torch_frozen import mark_frozen
 from memdesigner.importers._torch_held import drop_unbound
 from memdesigner.importers._torch_locals import _python_locals
-from memdesigner.importers._torch_map_ops import _map
+from memdesigner.importers._torch_map import map_node
 from memdesigner.importers._torch_no_grad import mark_no_grad
 from memdesigner.importers._torch_nodes import _flat_vals, _generic, _get_attr, _op_name, _single
 from memdesigner.importers._torch_param_order import param_order
@@ -272,7 +272,7 @@ def _build(st: _State, gm, input_shape, input_dtype, vocab):
                 st.vals[fxn] = Other(obj)
             continue
         try:
-            st.vals[fxn] = _map(st, gm, fxn)
+            st.vals[fxn] = map_node(st, gm, fxn)
         except LayerError as err:
             ins = [v for v in _flat_vals(st, (fxn.args, fxn.kwargs)) if isinstance(v, Val)]
             st.vals[fxn] = _generic(st, fxn, _op_name(fxn), ins, f"{err.field}: {err.message}")

@@ -303,13 +303,7 @@ def register(lt: LayerType) -> LayerType:
     return lt
 
 
-def _ensure_loaded():
-    if not _REGISTRY:
-        from memdesigner.model import layers  # noqa: F401  (registers everything)
-
-
 def get(name: str) -> LayerType:
-    _ensure_loaded()
     if name in _REGISTRY:
         return _REGISTRY[name]
     alias = _ALIASES.get(name.lower())
@@ -322,7 +316,6 @@ def canonical(name: str) -> str | None:
     """The registered type name itself, or None. Aliases are search words and importer names:
     one may mean different props (``DepthwiseConv2d`` is Conv2d with groups = channels), so a
     design file must name the type itself."""
-    _ensure_loaded()
     return name if name in _REGISTRY else None
 
 
@@ -335,7 +328,6 @@ def has(name: str) -> bool:
 
 
 def all_types() -> Sequence[LayerType]:
-    _ensure_loaded()
     return list(_REGISTRY.values())
 
 
@@ -352,7 +344,6 @@ _INDEXES: dict[tuple, dict] = {}  # (index, types registered): an importer asks 
 
 
 def _index(kind: str, build: Callable[[], dict]) -> dict:
-    _ensure_loaded()
     key = (kind, len(_REGISTRY))
     if key not in _INDEXES:
         _INDEXES[key] = build()
