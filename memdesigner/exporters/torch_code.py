@@ -540,6 +540,10 @@ def to_python(design: Design, class_name: str | None = None, layers: dict | None
         else:
             why = _no_export_reason(t)
             raise ExportError(f"{nid}: no PyTorch export for layer type {t}" + (f": {why}" if why else ""))
+        if mod is not None and t in ("Conv1d", "Conv2d", "Conv3d", "Linear") and p.get("weight_norm") is not None:
+            wn = "nn.utils.weight_norm" if p.get("weight_norm_hook") else "nn.utils.parametrizations.weight_norm"
+            dim = int(p["weight_norm"])
+            mod = f"{wn}({mod}, dim={dim if dim >= 0 else None})"
         if mod is not None:
             init.append(f"self.{a} = {mod}")
             line = f"self.{a}({x})"

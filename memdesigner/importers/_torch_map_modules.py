@@ -8,6 +8,7 @@ from memdesigner.importers._torch_map_ops import _map_flatten, _map_upsample
 from memdesigner.importers._torch_nodes import _add, _arg, _flat_vals, _generic, _pair, _same, _single, _v
 from memdesigner.importers._torch_trace import _tmeta, _whole_modules
 from memdesigner.importers._torch_values import Multi, Other, Val, _State
+from memdesigner.importers._torch_weight_norm import module_props
 from memdesigner.model import registry
 
 _ACT_MODULES = {"ReLU": "ReLU", "ReLU6": "ReLU6", "LeakyReLU": "LeakyReLU", "GELU": "GELU", "SiLU": "SiLU",
@@ -43,7 +44,8 @@ def _map_module(st: _State, fxn, mod):
         own()
         return _single(st, fxn, type(mod).__name__, {
             "out_channels": mod.out_channels, "kernel": _pair(mod.kernel_size), "stride": _pair(mod.stride),
-            "padding": pad, "dilation": _pair(mod.dilation), "groups": mod.groups, "bias": mod.bias is not None}, [x])
+            "padding": pad, "dilation": _pair(mod.dilation), "groups": mod.groups, "bias": mod.bias is not None,
+            **module_props(mod)}, [x])
     if type(mod) is nn.ConvTranspose2d:
         own()
         return _single(st, fxn, "ConvTranspose2d", {
@@ -52,8 +54,8 @@ def _map_module(st: _State, fxn, mod):
             "dilation": _pair(mod.dilation), "groups": mod.groups, "bias": mod.bias is not None}, [x])
     if isinstance(mod, nn.Linear) and type(mod) in (nn.Linear,):
         own()
-        return _single(st, fxn, "Linear", {"out_features": mod.out_features, "bias": mod.bias is not None}, [x],
-                       x.dmap)
+        return _single(st, fxn, "Linear", {"out_features": mod.out_features, "bias": mod.bias is not None,
+                                           **module_props(mod)}, [x], x.dmap)
     if type(mod) in (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d):
         own()
         mom = mod.momentum

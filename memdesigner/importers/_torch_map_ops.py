@@ -28,6 +28,7 @@ from memdesigner.importers._torch_nodes import (
 )
 from memdesigner.importers._torch_trace import _tmeta
 from memdesigner.importers._torch_values import META_BATCH, Multi, Other, ParamVal, Val, _State
+from memdesigner.importers._torch_weight_norm import claim_g, props_of, weight_normed
 from memdesigner.model import registry
 
 _ACT_FUNCS = {"relu": "ReLU", "relu_": "ReLU", "relu6": "ReLU6", "leaky_relu": "LeakyReLU", "leaky_relu_": "LeakyReLU",
@@ -63,6 +64,9 @@ def _map(st: _State, gm, fxn):
     if isinstance(x, ParamVal) and name in ("expand", "expand_as", "repeat", "to", "type_as"):
         return ParamVal(x.name, x.shape, True)
     flat = _flat_vals(st, (fxn.args, fxn.kwargs))
+    normed = weight_normed(st, fxn, name, args)
+    if normed is not None:
+        return normed
     if isinstance(x, ParamVal) and not any(isinstance(v, Val) for v in flat) and _tmeta(fxn) is not None \
             and name not in ("embedding", "cat", "concat", "concatenate"):
         # computed from a parameter alone (weight.float(), 1 + weight, weight.t()): still that
@@ -244,10 +248,12 @@ def _map(st: _State, gm, fxn):
                  "padding": pad.upper() if isinstance(pad, str) else _pair(pad),
                  "dilation": _pair(_arg(fxn, 5, "dilation", 1)), "groups": int(_arg(fxn, 6, "groups", 1)),
                  "bias": isinstance(b, ParamVal)}
+        props.update(props_of(w))
         out = _single(st, fxn, {"conv1d": "Conv1d", "conv2d": "Conv2d", "conv3d": "Conv3d"}[name], props, [x])
         _claim(st, out.nid, "weight", w.name)
         if isinstance(b, ParamVal):
             _claim(st, out.nid, "bias", b.name)
+        claim_g(st, out.nid, w)
         return out
     if name in ("layer_norm",) and isinstance(_v(st, _arg(fxn, 2, "weight")), ParamVal):
         w, b = _v(st, _arg(fxn, 2, "weight")), _v(st, _arg(fxn, 3, "bias"))

@@ -245,10 +245,14 @@ def _real_rank(fxn_arg) -> int | None:
 
 
 def _param_linear(st, fxn, x, w, b, out_features):
-    out = _single(st, fxn, "Linear", {"out_features": int(out_features), "bias": b is not None}, [x], x.dmap)
+    from memdesigner.importers._torch_weight_norm import claim_g, props_of
+
+    props = {"out_features": int(out_features), "bias": b is not None, **props_of(w)}
+    out = _single(st, fxn, "Linear", props, [x], x.dmap)
     _claim(st, out.nid, "weight", w.name)
     if b is not None:
         _claim(st, out.nid, "bias", b.name)
+    claim_g(st, out.nid, w)
     return out
 
 

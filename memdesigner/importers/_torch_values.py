@@ -67,6 +67,8 @@ class ParamVal:
     name: str
     shape: tuple
     expanded: bool = False
+    # (g's name, dim): the weight weight_norm computes from this v and that g (_torch_weight_norm)
+    weight_norm: tuple | None = None
 
 
 class Other:
