@@ -6,12 +6,13 @@ from __future__ import annotations
 import operator
 
 from memdesigner.importers import _torch_loss
-from memdesigner.importers._torch_casts import loss_upcast, return_uncast
+from memdesigner.importers._torch_casts import cast_back, literal_upcast, loss_upcast, return_uncast
 from memdesigner.importers._torch_held import held_element
 from memdesigner.importers._torch_nodes import (
     _add,
     _arg,
     _augmented,
+    _call_chain,
     _claim,
     _drop_dim,
     _flat_vals,
@@ -160,6 +161,13 @@ def _map(st: _State, gm, fxn):
         if x.spec.kind == "float" and loss_upcast(st.torch, fxn, name):  # logits.float() in a HF loss
             return_uncast(st.torch, fxn)
             return _single(st, fxn, "ToDtype", {"to": "float32"}, [x], x.dmap)
+        chain = _call_chain(fxn)
+        if x.spec.kind == "float" and literal_upcast(st.torch, fxn, name):  # RMSNorm's x.to(torch.float32)
+            st.upcasts[chain] = x
+            return _single(st, fxn, "ToDtype", {"to": "float32"}, [x], x.dmap)
+        ref = st.upcasts.get(chain)
+        if x.spec.kind == "float" and ref is not None and cast_back(st.torch, fxn, name):  # ... .to(input_dtype)
+            return _single(st, fxn, "ToDtype", {"to": "like"}, [x, ref], x.dmap)
         if tm is not None and tm[1] == _tmeta(fxn.args[0])[1]:
             return x
         return _generic(st, fxn, name, [x], "dtype conversion", saves_input=False)

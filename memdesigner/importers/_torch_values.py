@@ -94,6 +94,7 @@ class _State:
     generic_fx: dict = field(default_factory=dict)  # fx node -> [fx input node of each design input]
     call_tensors: dict = field(default_factory=dict)  # id(tensor) -> (Generic node id, index) its call owns
     held: dict = field(default_factory=dict)  # nid -> tuple index: a module output only a Python name holds
+    upcasts: dict = field(default_factory=dict)  # module call chain -> Val its last literal fp32 upcast cast
 
 
 def _sanitize(name: str) -> str:
