@@ -324,6 +324,9 @@ def characterise(torch, gm, x_of_batch, targets: dict) -> dict:
         e = _describe_runs(torch, n, in_nodes, ev) if ev is not None else None
         # module.eval() under no_grad: a view there (stochastic depth), and its own transients
         props["eval_alias_input"] = e["alias_input"] if e else props["alias_input"]
+        # and its output's layout there (SDPA with dropout_p baked in: the math path's contiguous
+        # output in training, the flash kernel's (B, T, H, D) memory in eval)
+        props["eval_out_strides"] = e["out_strides"] if e else props["out_strides"]
         src = e if e else props
         props["eval_temp_bytes_per_sample"] = src["temp_bytes_per_sample"] + (0 if e else src["saved_bytes_per_sample"])
         props["eval_temp_bytes_fixed"] = src["temp_bytes_fixed"] + (0 if e else src["saved_bytes_fixed"])

@@ -138,6 +138,22 @@ def _assigned_names(code: str) -> list:
     return names
 
 
+def _unpacked_views(code: str) -> list:
+    """``q, k, v = self.qkv(h).view(...).permute(...)``, ``a, b = x.chunk(2, -1)``: unpacking
+    one tensor expression (not a module call: its elements are its outputs) binds each name to a
+    view of the expression's last result, whose storage they keep alive together."""
+    import ast
+
+    target, value = _one_assignment(code)
+    if target is None or not isinstance(target, (ast.Tuple, ast.List)) or _is_module_call(value):
+        return []
+    if not all(isinstance(e, ast.Name) for e in target.elts) or not isinstance(value, (ast.Call, ast.Subscript)):
+        return []
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Name):  # zip(...), map(...), a function
+        return []
+    return [e.id for e in target.elts]
+
+
 def _one_assignment(code: str) -> tuple:
     """The (target, value) of a statement that is one plain ``target = value`` assignment,
     else (None, None)."""
@@ -256,6 +272,9 @@ def _python_locals(st: _State, gm) -> None:
                 # q, k, v = (f(t) for t in (q, k, v)): each name gets the last op of its own item
                 step = len(nids) // len(per_item)
                 names, values = per_item, [nids[(i + 1) * step - 1] for i in range(len(per_item))]
+            if not names:
+                names = _unpacked_views(code)
+                values = [last] * len(names)
             if not names or not last:
                 continue
             for name, value in zip(names, values):

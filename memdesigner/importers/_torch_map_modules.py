@@ -8,8 +8,22 @@ from memdesigner.importers._torch_map_ops import _map_flatten, _map_upsample, ma
 from memdesigner.importers._torch_nodes import _add, _arg, _flat_vals, _generic, _single, _v
 from memdesigner.importers._torch_trace import _tmeta, _whole_modules
 from memdesigner.importers._torch_values import Multi, Other, Val, _State
+from memdesigner.importers._torch_weight_norm import module_props
 from memdesigner.model import registry
 from memdesigner.model.torchmap import TorchCall
+
+
+def _with_weight_norm(lt, mod):
+    """The type's module rule, plus the module's weight_norm (a parametrization or the older
+    pre-hook: importers/_torch_weight_norm.py) where the type models it (Linear, convolutions)."""
+    rule = lt.from_torch_module
+    if not any(p.name == "weight_norm" for p in lt.props):
+        return rule
+
+    def with_norm(call):
+        props = rule(call)
+        return None if props is None else {**props, **module_props(mod)}
+    return with_norm
 
 
 def _map_module(st: _State, fxn, mod):
@@ -37,7 +51,7 @@ def _map_module(st: _State, fxn, mod):
     if lt is not None:  # a type whose own file maps the module (Linear, Conv2d, norms, activations, ...)
         call = TorchCall(cls, fxn.op, (x,) + tuple(fxn.args[1:]), dict(fxn.kwargs), module=mod,
                          ddim=lambda d: x.ddim(d, len(x.dmap)), where=path, warnings=st.warnings)
-        out = map_registered(st, fxn, lt, call, x, lt.from_torch_module, claim=own)
+        out = map_registered(st, fxn, lt, call, x, _with_weight_norm(lt, mod), claim=own)
         if out is not None:
             return out
     if type(mod) is nn.Flatten:

@@ -6,19 +6,19 @@ from __future__ import annotations
 import operator
 
 from memdesigner.importers import _torch_loss
-from memdesigner.importers._torch_casts import loss_upcast, return_uncast
+from memdesigner.importers._torch_casts import cast_back, literal_upcast, loss_upcast, return_uncast
 from memdesigner.importers._torch_held import held_element
 from memdesigner.importers._torch_nodes import (
     _add,
     _arg,
     _augmented,
+    _call_chain,
     _claim,
     _drop_dim,
     _flat_vals,
     _generic,
     _op_name,
     _pair,
-    _param_linear,
     _pname,
     _real_rank,
     _same,
@@ -28,6 +28,7 @@ from memdesigner.importers._torch_nodes import (
 )
 from memdesigner.importers._torch_trace import _tmeta
 from memdesigner.importers._torch_values import META_BATCH, Multi, Other, ParamVal, Val, _State
+from memdesigner.importers._torch_weight_norm import claim_g, param_linear, props_of, weight_normed
 from memdesigner.model import registry
 from memdesigner.model.registry import LayerError
 from memdesigner.model.torchmap import PASS, TorchCall
@@ -57,6 +58,9 @@ def map_call(st: _State, gm, fxn):
     if isinstance(x, ParamVal) and name in ("expand", "expand_as", "repeat", "to", "type_as"):
         return ParamVal(x.name, x.shape, True)
     flat = _flat_vals(st, (fxn.args, fxn.kwargs))
+    normed = weight_normed(st, fxn, name, args)
+    if normed is not None:
+        return normed
     if isinstance(x, ParamVal) and not any(isinstance(v, Val) for v in flat) and _tmeta(fxn) is not None \
             and name not in ("embedding", "cat", "concat", "concatenate"):
         # computed from a parameter alone (weight.float(), 1 + weight, weight.t()): still that
@@ -94,7 +98,7 @@ def map_call(st: _State, gm, fxn):
             and isinstance(x, ParamVal) and isinstance(args[1], Val) and _arg(fxn, 3, "beta", 1) == 1 \
             and _arg(fxn, 4, "alpha", 1) == 1:
         # HF GPT-2's Conv1D: torch.addmm(bias, x, weight), weight (in, out): a Linear
-        return _param_linear(st, fxn, args[1], args[2], x, args[2].shape[1])
+        return param_linear(st, fxn, args[1], args[2], x, args[2].shape[1])
     if not isinstance(x, Val):
         return _generic(st, fxn, name, _flat_vals(st, (fxn.args, fxn.kwargs)))
     rank = _real_rank(fxn.args[0]) or (len(x.dmap))
@@ -128,6 +132,13 @@ def map_call(st: _State, gm, fxn):
         if x.spec.kind == "float" and loss_upcast(st.torch, fxn, name):  # logits.float() in a HF loss
             return_uncast(st.torch, fxn)
             return _single(st, fxn, "ToDtype", {"to": "float32"}, [x], x.dmap)
+        chain = _call_chain(fxn)
+        if x.spec.kind == "float" and literal_upcast(st.torch, fxn, name):  # RMSNorm's x.to(torch.float32)
+            st.upcasts[chain] = x
+            return _single(st, fxn, "ToDtype", {"to": "float32"}, [x], x.dmap)
+        ref = st.upcasts.get(chain)
+        if x.spec.kind == "float" and ref is not None and cast_back(st.torch, fxn, name):  # ... .to(input_dtype)
+            return _single(st, fxn, "ToDtype", {"to": "like"}, [x, ref], x.dmap)
         if tm is not None and tm[1] == _tmeta(fxn.args[0])[1]:
             return x
         return _generic(st, fxn, name, [x], "dtype conversion", saves_input=False)
@@ -192,7 +203,7 @@ def map_call(st: _State, gm, fxn):
     if name == "linear" and len(args) > 1 and isinstance(args[1], ParamVal) and len(args[1].shape) == 2:
         w = args[1]
         b = args[2] if len(args) > 2 else _v(st, fxn.kwargs.get("bias"))
-        return _param_linear(st, fxn, x, w, b if isinstance(b, ParamVal) else None, w.shape[0])
+        return param_linear(st, fxn, x, w, b if isinstance(b, ParamVal) else None, w.shape[0])
     if name in ("conv2d", "conv1d", "conv3d") and len(args) > 1 and isinstance(args[1], ParamVal) and isinstance(x, Val):
         w = args[1]
         b = args[2] if len(args) > 2 else _v(st, fxn.kwargs.get("bias"))
@@ -201,10 +212,12 @@ def map_call(st: _State, gm, fxn):
                  "padding": pad.upper() if isinstance(pad, str) else _pair(pad),
                  "dilation": _pair(_arg(fxn, 5, "dilation", 1)), "groups": int(_arg(fxn, 6, "groups", 1)),
                  "bias": isinstance(b, ParamVal)}
+        props.update(props_of(w))
         out = _single(st, fxn, {"conv1d": "Conv1d", "conv2d": "Conv2d", "conv3d": "Conv3d"}[name], props, [x])
         _claim(st, out.nid, "weight", w.name)
         if isinstance(b, ParamVal):
             _claim(st, out.nid, "bias", b.name)
+        claim_g(st, out.nid, w)
         return out
     if name in ("layer_norm",) and isinstance(_v(st, _arg(fxn, 2, "weight")), ParamVal):
         w, b = _v(st, _arg(fxn, 2, "weight")), _v(st, _arg(fxn, 3, "bias"))

@@ -238,14 +238,6 @@ def _real_rank(fxn_arg) -> int | None:
     return len(tm[0]) if tm else None
 
 
-def _param_linear(st, fxn, x, w, b, out_features):
-    out = _single(st, fxn, "Linear", {"out_features": int(out_features), "bias": b is not None}, [x], x.dmap)
-    _claim(st, out.nid, "weight", w.name)
-    if b is not None:
-        _claim(st, out.nid, "bias", b.name)
-    return out
-
-
 def _augmented(fxn, op: str) -> bool:
     """Whether the user source line that made this node is an augmented assignment (``a += b``):
     torch.fx records ``a += b`` as operator.add, but eager PyTorch runs it in place."""

@@ -67,6 +67,8 @@ class ParamVal:
     name: str
     shape: tuple
     expanded: bool = False
+    # (g's name, dim): the weight weight_norm computes from this v and that g (_torch_weight_norm)
+    weight_norm: tuple | None = None
 
 
 class Other:
@@ -92,6 +94,7 @@ class _State:
     generic_fx: dict = field(default_factory=dict)  # fx node -> [fx input node of each design input]
     call_tensors: dict = field(default_factory=dict)  # id(tensor) -> (Generic node id, index) its call owns
     held: dict = field(default_factory=dict)  # nid -> tuple index: a module output only a Python name holds
+    upcasts: dict = field(default_factory=dict)  # module call chain -> Val its last literal fp32 upcast cast
 
 
 def _sanitize(name: str) -> str:

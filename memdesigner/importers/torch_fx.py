@@ -113,6 +113,9 @@ def from_module(module, input_shape, input_dtype: str = "float", name: str | Non
                 torch, module, input_shape, input_dtype, auto, vocab, rebuild,
                 TorchImportError(f"shape propagation on meta tensors: {_first_line(prop_err)}"))
 
+    from memdesigner.importers._torch_casts import unmerge_noop_upcasts
+
+    unmerge_noop_upcasts(torch, gm)  # (torch.export: x.to(torch.float32) was x itself)
     design = Design(name=name or type(module).__name__)
     st = _State(design, torch, module, gm=gm)
     _build(st, gm, input_shape, input_dtype, vocab)

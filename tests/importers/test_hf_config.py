@@ -85,7 +85,8 @@ def test_nodes_are_named_by_module_path_and_tied_embeddings_count_once():
     d = _flat(design_from_config(small, seq_len=16))
     q = d.nodes["model.layers.1.self_attn.q_proj"]
     assert q.scope == "model/model.layers.1/model.layers.1.self_attn/model.layers.1.self_attn.q_proj"
-    assert q.props == {"out_features": 64, "bias": True, "impl": q.props["impl"]}  # qwen2: q/k/v biases
+    assert q.props == {"out_features": 64, "bias": True, "impl": q.props["impl"], "weight_norm": None,
+                       "weight_norm_hook": False}  # qwen2: q/k/v biases
     assert d.nodes["model.layers.1.self_attn.o_proj"].props["bias"] is False
     assert d.nodes["lm_head"].tied == {"weight": "model.embed_tokens.weight"}
     untied = design_from_config(dict(small, tie_word_embeddings=False), seq_len=16)

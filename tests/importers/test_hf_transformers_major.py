@@ -51,8 +51,11 @@ def test_transformers_4_side_matches_pytorch(model):
     assert all(abs(e) < 0.001 for e in errs.values()), errs
 
 
-def test_transformers_5_side_matches_pytorch():
-    errs = _errors("5.25.0", "llama", 5)
+@pytest.mark.parametrize("model", ["llama", "gemma2"])
+def test_transformers_5_side_matches_pytorch(model):
+    # Gemma2 runs eagerly under 5.x: the probabilities ``hidden_states, _ = self.self_attn(...)``
+    # binds to ``_`` outlive the MLP (inference -5.68 % while they died with the attention)
+    errs = _errors("5.25.0", model, 5)
     assert all(abs(e) < 0.001 for e in errs.values()), errs
 
 

@@ -117,7 +117,8 @@ def test_split_patterns_fuse():
     ]
     d = from_model(_model(nodes, [_init("w", 6, 10), _init("b", 10)], in_shape=("N", 7, 6)))
     assert [n.type for n in d.nodes.values()] == ["Input", "Linear", "SiLU", "GELU"]
-    assert d.nodes["fc.matmul"].props == {"out_features": 10, "bias": True, "impl": "torch"}
+    assert d.nodes["fc.matmul"].props == {"out_features": 10, "bias": True, "impl": "torch", "weight_norm": None,
+                                          "weight_norm_hook": False}
     assert d.import_params == 70
 
 

@@ -229,6 +229,10 @@ def build(config: dict, *, seq_len: int, task: str, transformers_major: int = NE
             y = b.add(f"{p}.post_feedforward_layernorm", "RMSNorm", rms, [y],
                       scope=f"{sc}/{p}.post_feedforward_layernorm")
         x = b.add(f"{p}.mlp_residual", "Add", {}, [resid, y], scope=sc)
+        if eager:
+            # ``hidden_states, _ = self.self_attn(...)``: the probabilities the eager attention
+            # returns stay bound to ``_`` until the decoder layer returns
+            b.design.nodes[f"{a}.softmax"].keep_until = x
     x = b.add("model.norm", "RMSNorm", {"eps": float(c["rms_norm_eps"]), "variant": "gemma" if mt.startswith("gemma")
                                         else "llama"}, [x], scope="model/model.norm")
     if task == "base":

@@ -3,6 +3,7 @@
 import math
 
 from memdesigner.model.exportspec import module_export, same_padding
+from memdesigner.model.layers import _weight_norm
 from memdesigner.model.layers._common import amp_casts, as_tuple, conv_props, f_dtype, need_rank, window_out
 from memdesigner.model.layers._keras_torch import IMPL, channels_last_strides, keras, kernel_copy, layout_copies
 from memdesigner.model.onnxmap import pads, pair, spatial_rank
@@ -35,7 +36,7 @@ def _conv_params(n):
         ps = [ParamSpec("weight", (c["out_channels"], cin // c["groups"]) + k)]
         if c["bias"]:
             ps.append(ParamSpec("bias", (c["out_channels"],), "bias"))
-        return ps
+        return ps + _weight_norm.param_specs(c, ps[0].shape)
     return rule
 
 
@@ -56,7 +57,7 @@ def _conv_mem(m):
     dt = f_dtype(m)
     saved = [In(0), Param(0)] if m.records else []
     mem = OpMem(outputs=[T(m.out_elems(0), dt, "output")], out_dtypes=[dt], saved=saved, grad_in=["new"])
-    return amp_casts(m, mem)
+    return amp_casts(m, _weight_norm.apply(m, mem))
 
 
 def _keras_conv_mem(m):
@@ -141,9 +142,10 @@ def _convt_from_torch(c):
 def _conv_export(n):
     def emit(e):
         pad = same_padding(e.props, e.in_shapes[0][1:], n)
-        return module_export(e, f"nn.Conv{n}d({e.in_shapes[0][0]}, {e.lit('out_channels')}, "
-                                f"kernel_size={e.lit('kernel')}, stride={e.lit('stride')}, padding={e.value(pad)}, "
-                                f"dilation={e.lit('dilation')}, groups={e.lit('groups')}, bias={e.lit('bias')})")
+        return module_export(e, _weight_norm.wrap_export(e.props, (
+            f"nn.Conv{n}d({e.in_shapes[0][0]}, {e.lit('out_channels')}, kernel_size={e.lit('kernel')}, "
+            f"stride={e.lit('stride')}, padding={e.value(pad)}, dilation={e.lit('dilation')}, "
+            f"groups={e.lit('groups')}, bias={e.lit('bias')})")))
     return emit
 
 
@@ -158,7 +160,8 @@ def _make_conv(name, n, aliases=(), torch_ops=()):
     return register(LayerType(
         name=name, family="convolution",
         doc=f"{n}-D convolution. groups = in_channels gives a depthwise convolution.",
-        props=conv_props(n) + (IMPL,), shape=_conv_shape(n), params=_conv_params(n), flops=_conv_flops(n),
+        props=conv_props(n) + (IMPL, _weight_norm.PROP, _weight_norm.HOOK), shape=_conv_shape(n),
+        params=_conv_params(n), flops=_conv_flops(n),
         memory=_conv_mem, aliases=aliases, torch_ops=torch_ops,
         search_words=("conv", "cnn", "convolution", "filter", "kernel") + (("depthwise",) if n == 2 else ()),
         onnx_ops=("Conv",), from_onnx=_conv_onnx(n), to_torch=_conv_export(n), from_torch_module=_conv_from_torch,

@@ -1,6 +1,7 @@
 """Fully connected layers, embeddings and reshapes."""
 
 from memdesigner.model.exportspec import TorchExport, module_export
+from memdesigner.model.layers import _weight_norm
 from memdesigner.model.layers._common import amp_casts, f_dtype, fmt
 from memdesigner.model.layers._keras_torch import IMPL, keras
 from memdesigner.model.onnxmap import Alias
@@ -19,7 +20,7 @@ def _linear_params(c):
     ps = [ParamSpec("weight", (c["out_features"], c.inputs[0].shape[-1]))]
     if c["bias"]:
         ps.append(ParamSpec("bias", (c["out_features"],), "bias"))
-    return ps
+    return ps + _weight_norm.param_specs(c, ps[0].shape)
 
 
 def _linear_flops(c, outs):
@@ -49,7 +50,7 @@ def _linear_mem(m):
         temps.append(T(m.out_elems(0), dt, "matmul output before the bias add"))
     mem = OpMem(outputs=[T(m.out_elems(0), dt, "output")], out_dtypes=[dt], saved=saved, temps=temps,
                 grad_in=["new"])
-    return amp_casts(m, mem)
+    return amp_casts(m, _weight_norm.apply(m, mem))
 
 
 def _linear_onnx(ctx):
@@ -73,7 +74,8 @@ def _linear_onnx(ctx):
 
 
 def _linear_export(e):
-    return module_export(e, f"nn.Linear({e.in_shapes[0][-1]}, {e.lit('out_features')}, bias={e.lit('bias')})")
+    return module_export(e, _weight_norm.wrap_export(
+        e.props, f"nn.Linear({e.in_shapes[0][-1]}, {e.lit('out_features')}, bias={e.lit('bias')})"))
 
 
 Linear = register(LayerType(
@@ -81,7 +83,8 @@ Linear = register(LayerType(
     from_torch_module=lambda c: {"out_features": c.module.out_features, "bias": c.module.bias is not None}
     if c.from_torch_nn else None,
     doc="Fully connected layer on the last dimension (Keras Dense).",
-    props=(Prop("out_features", "int", 128, min=1, doc="output units"), Prop("bias", "bool", True), IMPL),
+    props=(Prop("out_features", "int", 128, min=1, doc="output units"), Prop("bias", "bool", True), IMPL,
+           _weight_norm.PROP, _weight_norm.HOOK),
     shape=_linear_shape, params=_linear_params, flops=_linear_flops, memory=_linear_mem,
     aliases=("Dense",), torch_ops=("Linear", "linear"),
     search_words=("fc", "fully connected", "dense", "mlp", "perceptron", "affine", "projection", "head"),

@@ -566,7 +566,8 @@ def _generic_mem(m):
         # traced: what its backward held beyond the gradients it returned (that reduction too)
         tb_bwd = p["bwd_temp_bytes_per_sample"] * m.batch + p["bwd_temp_bytes_fixed"]
         bwd = [T(tb_bwd, "uint8", "storages that live and die inside its backward (traced)")] if tb_bwd > 0 else []
-    st = tuple(p["out_strides"])
+    ev = p.get("eval_out_strides")
+    st = tuple(p["out_strides"] if m.training or ev is None else ev)
     # a new output laid out otherwise, or a view whose strides are not the input's (an expand's 0s)
     strides = [st] if (st and len(st) == len(m.out_shapes[0])) else None
     if m.training:
@@ -616,6 +617,8 @@ Generic = register(LayerType(
            Prop("eval_alias_input", "int", -1, min=-1, doc="traced in eval mode: the output is a view of this input"),
            Prop("eval_temp_bytes_per_sample", "int", 0, min=0, doc="traced in eval mode: transient bytes per sample"),
            Prop("eval_temp_bytes_fixed", "int", 0, min=0, doc="traced in eval mode: transient bytes, fixed"),
+           Prop("eval_out_strides", "ints", None, optional=True,
+                doc="traced in eval mode: the output's strides there (empty: contiguous; unset: out_strides)"),
            Prop("saved_inputs", "str", "", doc="traced: inputs autograd saves (comma-separated, -1 = output)"),
            Prop("saved_bytes_per_sample", "int", 0, min=0, doc="traced: new bytes saved per sample"),
            Prop("saved_bytes_fixed", "int", 0, min=0, doc="traced: new bytes saved whatever the batch"),
