@@ -70,7 +70,7 @@ SPECS = (
 
 
 def _snapshot_view():
-    from memdesigner._qt import snapshot_view
+    from memdesigner._qt.memory import snapshot_view
 
     return snapshot_view
 
@@ -113,7 +113,7 @@ def build(win) -> None:
     win.act_redo = win.stack.createRedoAction(win, "&Redo")
     win.act_redo.setShortcuts(_keys(K.Redo))
     win.act_clear_snapshot.setEnabled(False)
-    from memdesigner._qt import exports
+    from memdesigner._qt.dialogs import exports
 
     if not exports.svg_available():
         win.act_export_svg.setEnabled(False)

@@ -1,10 +1,10 @@
-"""Full garbage collections wait for an idle window (_qt/idle_gc.py): automatic ones (a 50-100 ms
+"""Full garbage collections wait for an idle window (_qt/scheduling/idle_gc.py): automatic ones (a 50-100 ms
 walk of every object at 1,000 layers, at a random allocation) are off while a window lives."""
 
 import gc
 import weakref
 
-from memdesigner._qt import idle_gc
+from memdesigner._qt.scheduling import idle_gc
 
 
 class _Cycle:

@@ -9,7 +9,7 @@ import numpy as np
 from gui_helpers import load
 from helpers import ROOT
 
-from memdesigner._qt import snapshot_view
+from memdesigner._qt.memory import snapshot_view
 from memdesigner.io.design_file import load_design
 from memdesigner.snapshot import load_snapshot
 from memdesigner.snapshot.align import phase_runs
