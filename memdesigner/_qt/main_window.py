@@ -79,7 +79,8 @@ class MainWindow(QMainWindow):
         self.stack.indexChanged.connect(self._update_title)
         from memdesigner._qt.scheduling import idle_gc
 
-        self.idle_gc = idle_gc.install(self)  # full collections when idle (_qt/scheduling/idle_gc.py)
+        self.idle_gc = idle_gc.install(self, self.scene, self.service, self.stack,  # full collections when idle
+                                       lambda: getattr(self, "open_task", None))  # (_qt/scheduling/idle_gc.py)
         self.set_design(self._first_design(), None)
         if not headless:
             self._restore_state()

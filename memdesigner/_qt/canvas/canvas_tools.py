@@ -10,7 +10,7 @@ from memdesigner._qt.canvas.layout_runner import LayoutRunner
 
 
 def install(win, view_menu) -> None:
-    win.layout_runner = LayoutRunner(win)
+    win.layout_runner = LayoutRunner(win, win.scene, win.view, win.stack, win.statusBar().showMessage)
     win.minimap = minimap.install(win.view)
     win.find_layer = find_layer.install(win)
     act_map = QAction("&Minimap", win)

@@ -5,6 +5,8 @@ wrapped) or top to bottom (as Netron draws) — is remembered in QSettings."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from PySide6.QtCore import QObject, QSettings, Signal
 from PySide6.QtGui import QAction, QActionGroup
 
@@ -36,9 +38,11 @@ def structure(design: Design) -> Design:
 class LayoutRunner(QObject):
     applied = Signal(str)  # the style just applied
 
-    def __init__(self, win):
-        super().__init__(win)
-        self.win = win
+    def __init__(self, parent: QObject, scene, view, stack, show_message: Callable[..., None]):
+        """``show_message(text, ms=0)``: the window's status line. The canvas parts, not the window:
+        this layer sits below it."""
+        super().__init__(parent)
+        self.scene, self.view, self.stack, self.show_message = scene, view, stack, show_message
         self.style = saved_style()
         self.running = False
         self._worker = None
@@ -54,14 +58,14 @@ class LayoutRunner(QObject):
             a.triggered.connect(lambda _=False, s=style: self.run(s))
             self.group.addAction(a)
             self.actions[style] = a
-        win.scene.set_vertical(self.style == "top_down")
+        scene.set_vertical(self.style == "top_down")
 
     def set_style(self, style: str) -> None:
         """Remember the style; the canvas's ports follow it (top/bottom or left/right)."""
         self.style = style
         QSettings().setValue(SETTING, style)
         self.actions[style].setChecked(True)
-        self.win.scene.set_vertical(style == "top_down")
+        self.scene.set_vertical(style == "top_down")
 
     def run(self, style: str | None = None, wait: bool = False) -> None:
         """Lay out the shown graph in ``style`` (default: the saved one) on a worker thread."""
@@ -69,7 +73,7 @@ class LayoutRunner(QObject):
 
         style = style or self.style
         self.set_style(style)
-        design = self.win.scene.design
+        design = self.scene.design
         if design is None or not design.nodes:
             return
         self._gen += 1
@@ -81,7 +85,7 @@ class LayoutRunner(QObject):
         worker = create_worker(positions, snap, style)
         worker.returned.connect(lambda pos: self._apply(gen, design, pos))
         worker.finished.connect(lambda: self._done(gen))
-        self.win.statusBar().showMessage("Laying out…")
+        self.show_message("Laying out…")
         worker.start()
         self._worker = worker
 
@@ -90,13 +94,13 @@ class LayoutRunner(QObject):
             self.running = False
 
     def _apply(self, gen: int, design, pos: dict) -> None:
-        if gen != self._gen or design is not self.win.scene.design:
+        if gen != self._gen or design is not self.scene.design:
             return  # another layout started, or another graph is shown now
         self.running = False
         moves = {nid: (design.nodes[nid].pos, p) for nid, p in pos.items()
                  if nid in design.nodes and design.nodes[nid].pos != p}
         if moves:
-            self.win.stack.push(MoveNodesCmd(design, moves, "Auto layout"))
-        self.win.view.fit_all()
-        self.win.statusBar().showMessage("Laid out", 3000)
+            self.stack.push(MoveNodesCmd(design, moves, "Auto layout"))
+        self.view.fit_all()
+        self.show_message("Laid out", 3000)
         self.applied.emit(self.style)

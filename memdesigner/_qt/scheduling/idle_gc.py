@@ -73,14 +73,14 @@ def _release(*_) -> None:
         gc.set_threshold(*_saved)
 
 
-def install(win) -> IdleCollector:
-    """The window's collector: busy while the canvas builds, a file is read or an estimate runs;
-    an edit, a selection, a canvas change (a design shown, a layout) or an estimate landing
-    counts as activity."""
+def install(parent: QObject, scene, service, stack, open_task: Callable[[], object | None]) -> IdleCollector:
+    """The window's collector: busy while the canvas builds, a file is read (``open_task()``, the
+    running File -> Open, if any) or an estimate runs; an edit, a selection, a canvas change (a design
+    shown, a layout) or an estimate landing counts as activity. Takes the parts it watches, not the
+    window: this layer sits below every view."""
     def busy() -> bool:
-        task = getattr(win, "open_task", None)
-        return win.scene.jobs.busy or win.service.busy or (task is not None and task.running)
+        task = open_task()
+        return scene.jobs.busy or service.busy or (task is not None and task.running)
 
-    return IdleCollector(win, busy,
-                         (win.stack.indexChanged, win.scene.selectionChanged, win.scene.layout_changed,
-                          win.service.result_ready))
+    return IdleCollector(parent, busy,
+                         (stack.indexChanged, scene.selectionChanged, scene.layout_changed, service.result_ready))
