@@ -262,7 +262,7 @@ class MainWindow(QMainWindow):
         if self.timeline.snapshot is not None:  # another design's run: the snapshot was of this one's
             from memdesigner._qt.memory import snapshot_view
 
-            snapshot_view.clear(self)
+            snapshot_view.clear(self.timeline, self.legend, self.act_clear_snapshot)
             self.statusBar().showMessage("Memory snapshot closed: it was of the previous design", 8000)
         design.subscribe(self._on_design_event)
         self.scene.set_design(design)

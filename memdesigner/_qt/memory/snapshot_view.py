@@ -85,16 +85,20 @@ def _error(win, err) -> None:
 
 def show(win, rp, name: str) -> None:
     win.snapshot_error = None
-    win.timeline.set_snapshot(rp, name)
-    win.legend.setText(win.timeline.legend_html())
-    win.act_clear_snapshot.setEnabled(True)
+    draw(win.timeline, win.legend, win.act_clear_snapshot, rp, name)
     pp = rp.phase_peaks()
     phases = ", ".join(f"{k.replace('_', ' ')} {format_bytes(v['allocated'], 2)}" for k, v in pp.items())
     win.statusBar().showMessage(f"Memory snapshot {name}: {rp.n_events:,} events, {snapshot_peaks(rp)}"
                                 + (f" · {phases}" if phases else ""), 15000)
 
 
-def clear(win) -> None:
-    win.timeline.set_snapshot(None)
-    win.legend.setText(win.timeline.legend_html())
-    win.act_clear_snapshot.setEnabled(False)
+def draw(timeline, legend, clear_action, rp, name: str = "") -> None:
+    """The replay ``rp`` (None: none) on the timeline, named in its legend; Clear Memory Snapshot
+    enabled while one is drawn. The three views, not the window that holds them."""
+    timeline.set_snapshot(rp, name)
+    legend.setText(timeline.legend_html())
+    clear_action.setEnabled(rp is not None)
+
+
+def clear(timeline, legend, clear_action) -> None:
+    draw(timeline, legend, clear_action, None)
