@@ -189,7 +189,7 @@ def test_top_to_bottom_layout_puts_successors_below_and_is_remembered(window, qt
     assert QSettings().value("canvas/layout_style") == "top_down"
     from memdesigner._qt.canvas.layout_runner import LayoutRunner
 
-    assert LayoutRunner(window).style == "top_down"
+    assert LayoutRunner(window, window.scene, window.view, window.stack, window.statusBar().showMessage).style == "top_down"
     window.stack.undo()  # one step
     assert d.nodes["conv"].pos == (270, 0)
 
