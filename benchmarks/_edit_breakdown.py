@@ -60,7 +60,8 @@ def _wrap(obj, name, before=None, after=None):
 
 class Breakdown:
     def __init__(self, win):
-        from memdesigner._qt import estimator, timeline_data
+        from memdesigner._qt.jobs import estimator
+        from memdesigner._qt.memory import timeline_data
 
         self.win = win
         self.rec: dict[int, dict] = {}

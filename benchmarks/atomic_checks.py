@@ -184,7 +184,7 @@ import os, sys
 from pathlib import Path
 tmp = Path(sys.argv[1])
 os.environ["MEMDESIGNER_RECOVERY_DIR"] = str(tmp / "recovery")
-from memdesigner._qt import recovery
+from memdesigner._qt.document import recovery
 from memdesigner.io.design_freeze import freeze
 from memdesigner.model.design import Design
 def design(name):

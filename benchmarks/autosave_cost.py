@@ -39,11 +39,11 @@ def main(argv=None) -> int:
     import superqt.utils  # noqa: F401  (the window's estimate imported it long before an edit)
     from gui_latency import make_chain
 
-    from memdesigner._qt.commands import SetPropCmd
-    from memdesigner._qt.document import DesignDocument
+    from memdesigner._qt.document.commands import SetPropCmd
+    from memdesigner._qt.document.document import DesignDocument
 
     t0, t1, _ = gc.get_threshold()
-    gc.set_threshold(t0, t1, 1 << 30)  # as in the window (_qt/idle_gc.py): full collections only when idle
+    gc.set_threshold(t0, t1, 1 << 30)  # as in the window (_qt/scheduling/idle_gc.py): full collections only when idle
     doc = DesignDocument(remember=False)
     doc._timer.setInterval(10**8)  # no periodic rewrite during the measurement
     design = make_chain(args.nodes)

@@ -8,7 +8,7 @@ rows are built, as the window does. Two paths:
 
 - ``edit``: ``design.set_prop(...)`` then ``estimate(design)`` on the same design object (scripts,
   the CLI's repeated runs) and the report's layer rows (``--no-rows``: not those);
-- ``window``: the same edit, then what the window's worker does (memdesigner/_qt/estimator.py
+- ``window``: the same edit, then what the window's worker does (memdesigner/_qt/jobs/estimator.py
   compute(), with the cyclic collector paused): a detached snapshot of the design (reusing the
   last snapshot's unchanged nodes where the checkout has model/snapshots.py),
   ``analyze(snapshot)``, ``estimate(snapshot, analysis=...)``, the layer rows, and what it keeps

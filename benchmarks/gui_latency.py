@@ -15,7 +15,7 @@ timeline painted (the timeline's stack item drew the new result's figure), any d
 included — the target. Also the time to the timeline updated (not yet painted) with and without
 the wait before the estimate started, the time until every view showed the result
 (``edit_all_views``: canvas labels, inspector, table), and the estimate's own wall and CPU time
-(``estimate_on_worker``: on the worker or, when short, on the UI thread: _qt/estimate_timing.py).
+(``estimate_on_worker``: on the worker or, when short, on the UI thread: _qt/scheduling/estimate_timing.py).
 ``--ab`` interleaves, in one run, edits scheduled as before (a 40 ms debounce, the worker:
 ``*_BEFORE``), at once on the worker (``*_0ms_WORKER``) and by estimate_timing.py, so the three
 meet the same machine load. The waits sleep in Qt's event loop (``--busy-wait``: the earlier
@@ -223,7 +223,7 @@ def watch_timeline_paints():
     """Every paint of the timeline's stack reported with the figure it drew (the class's method
     wrapped: Qt calls the Python override looked up on the class), so an edit is timed to the
     timeline painted, not to its update requested."""
-    from memdesigner._qt import timeline
+    from memdesigner._qt.memory import timeline
 
     real = timeline.StackItem.paint
     if getattr(real, "_watched", False):
@@ -401,7 +401,7 @@ def bench_size(app, n_nodes, shape, actions, repeats, profile=None, turns=None, 
     watch_timeline_paints()
     win = MainWindow(headless=True)
     win.split_paint = True  # the interactive path: results shown in two event-loop turns
-    win.background_open = True  # and big files read on the worker (_qt/open_file.py)
+    win.background_open = True  # and big files read on the worker (_qt/jobs/open_file.py)
     win.resize(1600, 1000)
     win.show()
     if hide_canvas:  # what the rest of the window costs, without the canvas's own painting

@@ -61,7 +61,8 @@ SPECS = (
          tip="One file to attach to a ticket: network, verdict per device, timeline, layers"),
     Spec("act_open_snapshot", "Open Memory &Snapshot…", lambda w: _snapshot_view().open_dialog(w),
          tip="Draw a PyTorch memory snapshot (torch.cuda.memory._dump_snapshot) beside the estimate"),
-    Spec("act_clear_snapshot", "Clear Memory Snapshot", lambda w: _snapshot_view().clear(w)),
+    Spec("act_clear_snapshot", "Clear Memory Snapshot",
+         lambda w: _snapshot_view().clear(w.timeline, w.legend, w.act_clear_snapshot)),
     Spec("act_import_torch", "&PyTorch Model (.py)…", _m("import_torch")),
     Spec("act_import_keras", "&Keras Model (JSON)…", _m("import_keras")),
     Spec("act_import_onnx", "&ONNX Model…", _m("import_onnx")),
@@ -70,7 +71,7 @@ SPECS = (
 
 
 def _snapshot_view():
-    from memdesigner._qt import snapshot_view
+    from memdesigner._qt.memory import snapshot_view
 
     return snapshot_view
 
@@ -113,7 +114,7 @@ def build(win) -> None:
     win.act_redo = win.stack.createRedoAction(win, "&Redo")
     win.act_redo.setShortcuts(_keys(K.Redo))
     win.act_clear_snapshot.setEnabled(False)
-    from memdesigner._qt import exports
+    from memdesigner._qt.dialogs import exports
 
     if not exports.svg_available():
         win.act_export_svg.setEnabled(False)

@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
 def start(win, path: str | None, ask=None) -> None:
     """Offer every crashed instance's autosave (each one), then open the file named on the
     command line as well: in this window while it is empty, else beside the recovered work."""
-    from memdesigner._qt.recovery_prompt import window_for
+    from memdesigner._qt.document.recovery_prompt import window_for
 
     win.offer_recovery(ask)
     if path:

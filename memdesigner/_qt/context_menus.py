@@ -11,13 +11,13 @@ from __future__ import annotations
 from PySide6.QtCore import QEvent, QObject, QPoint, QPointF
 from PySide6.QtWidgets import QMenu
 
-from memdesigner._qt import graph_ops
-from memdesigner._qt.commands import RemoveEdgeCmd
-from memdesigner._qt.edge_item import EdgeItem
-from memdesigner._qt.finetune_widgets import SetTrainableCmd
+from memdesigner._qt.canvas import graph_ops
+from memdesigner._qt.canvas.edge_item import EdgeItem
+from memdesigner._qt.canvas.node_item import NodeItem
+from memdesigner._qt.document.commands import RemoveEdgeCmd
 from memdesigner._qt.icons import family_icon
-from memdesigner._qt.node_item import NodeItem
 from memdesigner._qt.palette import FAMILY_TITLES
+from memdesigner._qt.settings.finetune_widgets import SetTrainableCmd
 from memdesigner.model import registry
 from memdesigner.model.blocks import BLOCK
 

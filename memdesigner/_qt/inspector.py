@@ -21,10 +21,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from memdesigner._qt import theme, undo_bursts
-from memdesigner._qt.commands import SetBitsCmd, SetNameCmd, SetPropCmd
-from memdesigner._qt.finetune_widgets import SetTrainableCmd
+from memdesigner._qt import theme
+from memdesigner._qt.document import undo_bursts
+from memdesigner._qt.document.commands import SetBitsCmd, SetNameCmd, SetPropCmd
 from memdesigner._qt.icons import family_pixmap
+from memdesigner._qt.settings.finetune_widgets import SetTrainableCmd
 from memdesigner.model.design import BITS, Design
 from memdesigner.model.registry import LayerError, Prop
 

@@ -25,32 +25,26 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from memdesigner._qt import (
-    actions,
-    block_nav,
-    canvas_tools,
-    context_menus,
-    exports,
-    graph_ops,
-    hooks,
-    open_file,
-    recent,
-    start_view,
-)
-from memdesigner._qt.commands import AddNodeCmd, MoveNodesCmd
-from memdesigner._qt.document import DesignDocument
-from memdesigner._qt.estimator import EstimateService
+from memdesigner._qt import actions, context_menus, hooks
+from memdesigner._qt.blocks import block_nav
+from memdesigner._qt.canvas import canvas_tools, graph_ops
+from memdesigner._qt.canvas.layout import needs_layout, positions
+from memdesigner._qt.canvas.layout_runner import saved_style
+from memdesigner._qt.canvas.scene import GraphScene
+from memdesigner._qt.canvas.view import GraphView
+from memdesigner._qt.dialogs import exports, start_view
+from memdesigner._qt.document import recent
+from memdesigner._qt.document.commands import AddNodeCmd, MoveNodesCmd
+from memdesigner._qt.document.document import DesignDocument
 from memdesigner._qt.inspector import Inspector
-from memdesigner._qt.layer_table import LayerTable
-from memdesigner._qt.layout import needs_layout, positions
-from memdesigner._qt.layout_runner import saved_style
+from memdesigner._qt.jobs import open_file
+from memdesigner._qt.jobs.estimator import EstimateService
+from memdesigner._qt.memory.layer_table import LayerTable
+from memdesigner._qt.memory.rank_picker import RankPicker
+from memdesigner._qt.memory.summary import SummaryPanel
+from memdesigner._qt.memory.timeline import BatchPlot, TimelinePlot
 from memdesigner._qt.palette import PaletteWidget
-from memdesigner._qt.rank_picker import RankPicker
-from memdesigner._qt.scene import GraphScene
-from memdesigner._qt.settings_bar import SettingsBar
-from memdesigner._qt.summary import SummaryPanel
-from memdesigner._qt.timeline import BatchPlot, TimelinePlot
-from memdesigner._qt.view import GraphView
+from memdesigner._qt.settings.settings_bar import SettingsBar
 from memdesigner.document.run_settings import normalize
 from memdesigner.model.design import Design
 
@@ -67,15 +61,15 @@ class MainWindow(QMainWindow):
         self.measured: dict | None = None
         self.result = None
         self.sweep = None
-        # the document (design, path, undo stack, run settings, autosave, recent): _qt/document.py
+        # the document (design, path, undo stack, run settings, autosave, recent): _qt/document/document.py
         self.document = DesignDocument(self, autosave=not headless, remember=not headless)
         self.stack = self.document.stack
         self._build_widgets()
         self._build_actions()
         self._build_menus()
-        from memdesigner._qt.presenter import ResultPresenter
+        from memdesigner._qt.jobs.presenter import ResultPresenter
 
-        self.presenter = ResultPresenter(self)  # fans each report out to the views (_qt/presenter.py)
+        self.presenter = ResultPresenter(self)  # fans each report out to the views (_qt/jobs/presenter.py)
         self.service = EstimateService(self._estimate_inputs, self, columns=self.timeline.pixel_width,
                                        views_busy=self.presenter.views_busy)
         self.service.result_ready.connect(self.apply_result)
@@ -83,9 +77,10 @@ class MainWindow(QMainWindow):
         self.service.busy_changed.connect(self._busy)
         self.stack.cleanChanged.connect(self._update_title)
         self.stack.indexChanged.connect(self._update_title)
-        from memdesigner._qt import idle_gc
+        from memdesigner._qt.scheduling import idle_gc
 
-        self.idle_gc = idle_gc.install(self)  # full collections when idle (_qt/idle_gc.py)
+        self.idle_gc = idle_gc.install(self, self.scene, self.service, self.stack,  # full collections when idle
+                                       lambda: getattr(self, "open_task", None))  # (_qt/scheduling/idle_gc.py)
         self.set_design(self._first_design(), None)
         if not headless:
             self._restore_state()
@@ -98,7 +93,7 @@ class MainWindow(QMainWindow):
         self.scene = GraphScene(self.stack, self)
         self.view = GraphView(self.scene)
         self.setCentralWidget(self.view)
-        from memdesigner._qt.canvas_keys import CanvasKeys
+        from memdesigner._qt.canvas.canvas_keys import CanvasKeys
 
         self.canvas_keys = CanvasKeys(self.view, self.scene, self.stack, lambda: self.scene.design)
         self.palette = PaletteWidget()
@@ -231,10 +226,10 @@ class MainWindow(QMainWindow):
         tb.addSeparator()
         tb.addActions([self.act_fit, self.act_layout])
         self.addToolBar(Qt.TopToolBarArea, tb)
-        self.blocks_nav = block_nav.install(self)  # group/ungroup/open blocks, breadcrumb (_qt/block_nav.py)
+        self.blocks_nav = block_nav.install(self)  # group/ungroup/open blocks, breadcrumb (_qt/blocks/block_nav.py)
         self.canvas_menus = context_menus.install(self)  # right-click menus (_qt/context_menus.py)
-        self.start_view = start_view.install(self)  # while the design is empty (_qt/start_view.py)
-        canvas_tools.install(self, v)  # minimap, Ctrl+F, layout styles off the UI thread (_qt/canvas_tools.py)
+        self.start_view = start_view.install(self)  # while the design is empty (_qt/dialogs/start_view.py)
+        canvas_tools.install(self, v)  # minimap, Ctrl+F, layout styles off the UI thread (_qt/canvas/canvas_tools.py)
         e.addSeparator()
         e.addActions(self.blocks_nav.actions)
         self.addToolBar(Qt.TopToolBarArea, self.settings_toolbar)
@@ -265,9 +260,9 @@ class MainWindow(QMainWindow):
         self.blocks_nav.reset()
         self.measured = None
         if self.timeline.snapshot is not None:  # another design's run: the snapshot was of this one's
-            from memdesigner._qt import snapshot_view
+            from memdesigner._qt.memory import snapshot_view
 
-            snapshot_view.clear(self)
+            snapshot_view.clear(self.timeline, self.legend, self.act_clear_snapshot)
             self.statusBar().showMessage("Memory snapshot closed: it was of the previous design", 8000)
         design.subscribe(self._on_design_event)
         self.scene.set_design(design)
@@ -287,7 +282,7 @@ class MainWindow(QMainWindow):
     def _first_design(self) -> Design:
         """The empty design a window opens with: on the device used last, else a common 24 GB card
         (a new user saw "No device selected" and no verdict). Headless (render): no device."""
-        from memdesigner._qt.settings_bar import default_device_id
+        from memdesigner._qt.settings.settings_bar import default_device_id
 
         d = Design()
         dev = None if self.headless else default_device_id(self.settings_bar.devices, QSettings().value(LAST_DEVICE))
@@ -347,7 +342,7 @@ class MainWindow(QMainWindow):
     # -- editing -----------------------------------------------------------------------------
     def add_layer(self, type_name: str, pos: QPointF) -> str:
         """Add a layer centred on a scene position (the drop point)."""
-        from memdesigner._qt.node_item import WIDTH
+        from memdesigner._qt.canvas.node_item import WIDTH
 
         cmd = AddNodeCmd(self.scene.design, type_name, None, (pos.x() - WIDTH / 2, pos.y() - 30))
         self.stack.push(cmd)
@@ -390,7 +385,7 @@ class MainWindow(QMainWindow):
             self.scene.select_nodes(new)
 
     def auto_layout(self):
-        self.layout_runner.run()  # the saved style, computed on a worker (_qt/layout_runner.py)
+        self.layout_runner.run()  # the saved style, computed on a worker (_qt/canvas/layout_runner.py)
 
     # -- files -------------------------------------------------------------------------------
     def maybe_save(self) -> bool:
@@ -466,7 +461,7 @@ class MainWindow(QMainWindow):
     def _add_recent(self, path: str):
         if self.headless:
             return
-        recent.add(path)  # absolute, resolved, de-duplicated (_qt/recent.py)
+        recent.add(path)  # absolute, resolved, de-duplicated (_qt/document/recent.py)
         QSettings().setValue("last_dir", str(Path(path).parent))
         self._fill_recent()
 
@@ -500,7 +495,7 @@ class MainWindow(QMainWindow):
 
     # -- import / export / measure -----------------------------------------------------------
     def import_torch(self, path: str | None = None, answer=None):
-        from memdesigner._qt.import_dialog import ask_and_import
+        from memdesigner._qt.dialogs.import_dialog import ask_and_import
 
         return ask_and_import(self, path, answer)
 
@@ -534,13 +529,13 @@ class MainWindow(QMainWindow):
 
     def import_hf(self, path: str | None = None, seq_len: int | None = None, task: str | None = None,
                   transformers_major: int | None = None):
-        from memdesigner._qt.import_hf import ask_and_import
+        from memdesigner._qt.dialogs.import_hf import ask_and_import
 
         return ask_and_import(self, path, seq_len, task, transformers_major)
 
     def _import(self, fn, what: str):
-        """Off the UI thread with progress and Cancel (_qt/jobs.py); the result lands laid out."""
-        from memdesigner._qt import jobs
+        """Off the UI thread with progress and Cancel (_qt/jobs/jobs.py); the result lands laid out."""
+        from memdesigner._qt.jobs import jobs
 
         return jobs.start_import(self, fn, what)
 
@@ -577,7 +572,7 @@ class MainWindow(QMainWindow):
         return path
 
     def export_report(self, path: str | None = None) -> str | None:
-        from memdesigner._qt.report_export import export_report_dialog
+        from memdesigner._qt.dialogs.report_export import export_report_dialog
 
         return export_report_dialog(self, path)
 
@@ -587,8 +582,8 @@ class MainWindow(QMainWindow):
 
     def make_it_fit(self):
         """A non-modal list of the engine's ranked changes; Apply takes one into the settings."""
-        from memdesigner._qt.estimator import snapshot
-        from memdesigner._qt.fit_dialog import FitDialog
+        from memdesigner._qt.dialogs.fit_dialog import FitDialog
+        from memdesigner._qt.jobs.estimator import snapshot
 
         dev = self.settings_bar.current_device()
         if dev is None:
@@ -606,13 +601,13 @@ class MainWindow(QMainWindow):
         return dlg
 
     def _apply_fit(self, settings: dict, design_change) -> None:
-        from memdesigner._qt.fit_apply import apply_suggestion
+        from memdesigner._qt.dialogs.fit_apply import apply_suggestion
 
         apply_suggestion(self, settings, design_change)  # one undo step
         self.statusBar().showMessage("Applied the suggestion", 4000)
 
     def measure(self):
-        from memdesigner._qt import jobs
+        from memdesigner._qt.jobs import jobs
 
         return jobs.start_measure(self)
 
@@ -629,9 +624,9 @@ class MainWindow(QMainWindow):
         return self.document.autosave()
 
     def offer_recovery(self, ask=None) -> int:
-        """At start: offer every autosave a crashed instance left (_qt/recovery_prompt.py);
+        """At start: offer every autosave a crashed instance left (_qt/document/recovery_prompt.py);
         ``ask(rec) -> 'recover' | 'discard' | 'later'`` (or a bool) replaces the question box."""
-        from memdesigner._qt.recovery_prompt import offer
+        from memdesigner._qt.document.recovery_prompt import offer
 
         return offer(self, ask)
 
@@ -659,9 +654,9 @@ class MainWindow(QMainWindow):
             self._save_state()
         self.document.close()  # nothing left to recover: the user saved or discarded
         self.service.shutdown()
-        from memdesigner._qt import worker
+        from memdesigner._qt.scheduling import worker
 
-        worker.shutdown()  # imports, measurements, explanations still running (_qt/worker.py)
+        worker.shutdown()  # imports, measurements, explanations still running (_qt/scheduling/worker.py)
         ev.accept()
 
     def _help(self):

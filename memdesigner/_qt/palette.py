@@ -6,8 +6,8 @@ from __future__ import annotations
 from PySide6.QtCore import QMimeData, Qt, Signal
 from PySide6.QtWidgets import QAbstractItemView, QLineEdit, QTreeWidget, QTreeWidgetItem, QVBoxLayout, QWidget
 
+from memdesigner._qt.canvas.view import LAYER_MIME
 from memdesigner._qt.icons import family_icon
-from memdesigner._qt.view import LAYER_MIME
 from memdesigner.model import registry
 
 FAMILY_TITLES = {

@@ -38,7 +38,7 @@ def render_design(design: Design, out_png, settings: Settings | None = None, dev
         win.minimap.hide()  # a picture of the design, not of the window's navigation aids
         win.view.fit_all()
         app.processEvents()
-        from memdesigner._qt.exports import save_picture
+        from memdesigner._qt.dialogs.exports import save_picture
 
         save_picture(win.grab(), out_png)  # in memory, then written atomically
     finally:

@@ -52,7 +52,7 @@ def _qt_pictures(content, design, dev, kind: str) -> None:
     """The canvas picture (and, for Markdown, the timeline as PNG) through Qt, offscreen; without
     Qt the report goes out without the graph picture and with the SVG timeline."""
     try:
-        from memdesigner._qt.report_export import design_canvas_png, svg_png_bytes
+        from memdesigner._qt.dialogs.report_export import design_canvas_png, svg_png_bytes
     except ImportError as err:
         sys.stderr.write(f"memdesigner: warning: no graph picture in the report (the Qt window is unavailable: "
                          f"{err})\n")

@@ -1,6 +1,6 @@
 """Editing with blocks: group a selection into a definition, ungroup an instance, give one
 instance its own copy of the definition. Pure model operations; the window wraps each in one
-undoable command (memdesigner/_qt/block_commands.py).
+undoable command (memdesigner/_qt/blocks/block_commands.py).
 """
 
 from __future__ import annotations

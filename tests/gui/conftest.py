@@ -22,7 +22,7 @@ def _isolated(tmp_path, monkeypatch, qapp):
     QSettings.setPath(QSettings.IniFormat, QSettings.UserScope, str(tmp_path / "settings"))
     monkeypatch.setenv("MEMDESIGNER_RECOVERY_DIR", str(tmp_path / "recovery"))
     monkeypatch.setenv("MEMDESIGNER_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr("memdesigner._qt.settings_bar.load_devices", lambda: [BIG, SMALL])
+    monkeypatch.setattr("memdesigner._qt.settings.settings_bar.load_devices", lambda: [BIG, SMALL])
     monkeypatch.setattr("memdesigner.engine.devices.user_devices_path", lambda: tmp_path / "devices.json")
 
 

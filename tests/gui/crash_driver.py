@@ -42,7 +42,7 @@ def main(log_path: str, seed: int) -> None:
     app.setApplicationName("memdesigner-crashtest")
     QSettings.setDefaultFormat(QSettings.IniFormat)
     QSettings.setPath(QSettings.IniFormat, QSettings.UserScope, os.environ["MEMDESIGNER_RECOVERY_DIR"] + "-settings")
-    from memdesigner._qt.commands import AddEdgeCmd, AddNodeCmd, SetPropCmd
+    from memdesigner._qt.document.commands import AddEdgeCmd, AddNodeCmd, SetPropCmd
     from memdesigner._qt.main_window import MainWindow
     from memdesigner.model.design import Design
 

@@ -2,7 +2,7 @@
 puts the one-line warning in the verdict banner."""
 
 import memdesigner as md
-from memdesigner._qt.summary import SummaryPanel
+from memdesigner._qt.memory.summary import SummaryPanel
 from memdesigner.model.design import Design
 
 

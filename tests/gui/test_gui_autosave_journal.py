@@ -8,8 +8,8 @@ import json
 
 from gui_helpers import autosave_landed, load, small_cnn
 
-from memdesigner._qt import recovery
-from memdesigner._qt.commands import (
+from memdesigner._qt.document import recovery
+from memdesigner._qt.document.commands import (
     AddEdgeCmd,
     AddNodeCmd,
     MoveNodesCmd,

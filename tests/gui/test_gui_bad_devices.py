@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from memdesigner._qt import settings_bar
+from memdesigner._qt.settings import settings_bar
 from memdesigner.engine import devices
 
 GOOD = {"id": "lab-gpu", "name": "Lab GPU", "kind": "cuda", "memory_bytes": 2 * 2**30}

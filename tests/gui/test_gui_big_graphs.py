@@ -122,7 +122,7 @@ def test_a_big_design_is_built_in_slices_and_then_complete(window, qtbot):
     assert not window.statusBar().currentMessage().startswith("Building")  # it went with the build
     qtbot.waitUntil(lambda: window.scene.nodes["fc400"].shape_text == "1×16", timeout=20000)
     window.select_all()
-    window.delete_selection()  # big: hidden at once, kept in the scene for the undo (_qt/item_shelf.py)
+    window.delete_selection()  # big: hidden at once, kept in the scene for the undo (_qt/canvas/item_shelf.py)
     assert not window.scene.nodes and not any(it.isVisible() for it in window.scene.items())
     assert not window.scene.jobs.has("remove")  # no slices of removals after it
     window.stack.undo()
@@ -159,7 +159,7 @@ class _Recorder:
 
 
 def test_zoomed_out_nodes_draw_no_text_and_hide_their_ports(window, qtbot, monkeypatch):
-    monkeypatch.setattr("memdesigner._qt.scene.OVERVIEW_MIN_EDGES", 1)
+    monkeypatch.setattr("memdesigner._qt.canvas.scene.OVERVIEW_MIN_EDGES", 1)
     load(window, qtbot, small_cnn())
     item = window.scene.nodes["conv"]
     near, far = _Recorder(1.0), _Recorder(0.1)
@@ -187,9 +187,9 @@ def test_top_to_bottom_layout_puts_successors_below_and_is_remembered(window, qt
     conv = window.scene.nodes["conv"]
     assert conv.inputs[0].pos().y() == 0 and conv.outputs[0].pos().y() == conv.height  # ports top/bottom
     assert QSettings().value("canvas/layout_style") == "top_down"
-    from memdesigner._qt.layout_runner import LayoutRunner
+    from memdesigner._qt.canvas.layout_runner import LayoutRunner
 
-    assert LayoutRunner(window).style == "top_down"
+    assert LayoutRunner(window, window.scene, window.view, window.stack, window.statusBar().showMessage).style == "top_down"
     window.stack.undo()  # one step
     assert d.nodes["conv"].pos == (270, 0)
 

@@ -71,7 +71,7 @@ def test_auto_layout_copies_no_layer_on_the_ui_thread(window, qtbot, monkeypatch
     (20-30 ms of CPU at 10,000 layers) before the worker started."""
     import threading
 
-    from memdesigner._qt.layout import positions
+    from memdesigner._qt.canvas.layout import positions
     from memdesigner.model.design import Design
 
     d = chain(400, spread=0.0)  # every layer on one spot
@@ -113,7 +113,7 @@ def test_a_selection_of_none_or_many_does_not_walk_the_layer_table(window, qtbot
 def test_a_big_layouts_cards_move_in_slices_and_all_land(window, qtbot):
     """Applying a layout moved every card in the layout's own turn (10,000 setPos calls, 60-90 ms
     of CPU); the moves now go in the scene's slices, before the edges are re-routed."""
-    from memdesigner._qt.commands import MoveNodesCmd
+    from memdesigner._qt.document.commands import MoveNodesCmd
 
     d = chain(700)  # 1,750 items
     load(window, qtbot, d)

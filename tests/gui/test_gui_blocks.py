@@ -124,7 +124,7 @@ def test_blocks_in_the_window(window, qtbot, tmp_path):
     as_expanded(window)
 
     # autosave carries the definitions
-    window.stack.push(__import__("memdesigner._qt.commands", fromlist=["x"]).MoveNodesCmd(
+    window.stack.push(__import__("memdesigner._qt.document.commands", fromlist=["x"]).MoveNodesCmd(
         window.design, {"head": (window.design.nodes["head"].pos, (2000.0, 10.0))}))
     assert window.autosave()
     auto = window.document.slot.file
@@ -138,7 +138,7 @@ def test_blocks_in_the_window(window, qtbot, tmp_path):
     assert len(pasted) == 1 and window.design.nodes[pasted[0]].props["definition"] == "block"
     assert set(window.design.blocks) == {"block"} and block_edit.users(window.design, "block") == 2
     rep = wait(window, qtbot, lambda: window.stack.push(
-        __import__("memdesigner._qt.commands", fromlist=["x"]).AddEdgeCmd(window.design, "emb", pasted[0])))
+        __import__("memdesigner._qt.document.commands", fromlist=["x"]).AddEdgeCmd(window.design, "emb", pasted[0])))
     assert rep.blocks[pasted[0]]["total"] == rep.blocks[inst]["total"]
     as_expanded(window)
 
@@ -160,7 +160,7 @@ def test_blocks_in_the_window(window, qtbot, tmp_path):
     assert set(window.design.blocks) == {"block"} and window.design.nodes[new[0]].type == "Block"
     assert design_to_dict(window.design)["blocks"] == saved["blocks"]
     rep = wait(window, qtbot, lambda: window.stack.push(
-        __import__("memdesigner._qt.commands", fromlist=["x"]).AddEdgeCmd(window.design, "x", new[0])))
+        __import__("memdesigner._qt.document.commands", fromlist=["x"]).AddEdgeCmd(window.design, "x", new[0])))
     assert rep.ok and rep.params == 3 * (64 + (32 * 64 + 64) + (64 * 32 + 32))
     as_expanded(window)
 

@@ -9,9 +9,10 @@ from PySide6.QtCore import QPointF
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QGraphicsItem
 
-from memdesigner._qt import open_file, theme
-from memdesigner._qt.edge_item import EdgeItem
-from memdesigner._qt.node_item import NodeItem
+from memdesigner._qt import theme
+from memdesigner._qt.canvas.edge_item import EdgeItem
+from memdesigner._qt.canvas.node_item import NodeItem
+from memdesigner._qt.jobs import open_file
 from memdesigner.io.design_file import save_design
 from tests.gui.gui_helpers import load, small_cnn
 from tests.gui.test_gui_big_graphs import chain
@@ -238,7 +239,7 @@ def test_a_big_build_leaves_nothing_for_the_index_to_take_in_at_once(window, qtb
 
 
 def test_a_big_delete_frees_its_items_slice_by_slice(window, qtbot, monkeypatch):
-    """A delete's items are kept for its undo (_qt/item_shelf.py); once they can no longer come
+    """A delete's items are kept for its undo (_qt/canvas/item_shelf.py); once they can no longer come
     back (another design opened) each is let go in the slice that takes it out of the scene:
     holding them all to the end of the job freed 22,000 items in one 60-110 ms turn."""
     d = chain(900)

@@ -17,7 +17,7 @@ def _window(qtbot):
 
 
 def test_first_window_on_a_24_gb_card_then_on_the_last_used(qtbot, monkeypatch):
-    monkeypatch.setattr("memdesigner._qt.settings_bar.load_devices", devmod.all_devices)
+    monkeypatch.setattr("memdesigner._qt.settings.settings_bar.load_devices", devmod.all_devices)
     first = _window(qtbot)
     assert first.settings_bar.device_id() == "rtx4090"
     assert first.settings_bar.current_device().memory_bytes == 24564 * 2**20
@@ -37,14 +37,14 @@ def test_first_window_on_a_24_gb_card_then_on_the_last_used(qtbot, monkeypatch):
 def test_headless_render_window_gets_no_device(qtbot, monkeypatch):
     from memdesigner._qt.main_window import MainWindow
 
-    monkeypatch.setattr("memdesigner._qt.settings_bar.load_devices", devmod.all_devices)
+    monkeypatch.setattr("memdesigner._qt.settings.settings_bar.load_devices", devmod.all_devices)
     win = MainWindow(headless=True)
     qtbot.addWidget(win)
     assert win.settings_bar.device_id() is None
 
 
 def test_device_picker_is_searched_by_typing(window, qtbot, monkeypatch):
-    monkeypatch.setattr("memdesigner._qt.settings_bar.load_devices", devmod.all_devices)
+    monkeypatch.setattr("memdesigner._qt.settings.settings_bar.load_devices", devmod.all_devices)
     bar = window.settings_bar
     bar.reload_devices()
     edit = bar.device.lineEdit()

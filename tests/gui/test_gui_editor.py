@@ -5,7 +5,7 @@ from PySide6.QtCore import QMimeData, QPoint, QPointF, Qt
 from PySide6.QtGui import QDragEnterEvent, QDragMoveEvent, QDropEvent
 from PySide6.QtWidgets import QApplication
 
-from memdesigner._qt.view import LAYER_MIME
+from memdesigner._qt.canvas.view import LAYER_MIME
 from memdesigner.model.design import Design
 
 

@@ -1,4 +1,4 @@
-"""When an edit's estimate starts and where it runs (_qt/estimate_timing.py): one edit after a quiet
+"""When an edit's estimate starts and where it runs (_qt/scheduling/estimate_timing.py): one edit after a quiet
 spell at once, a burst once at its end in its newest state; a short estimate on the UI thread,
 shown a turn later (a newer edit in between drops it), a costly one on the worker."""
 
@@ -7,8 +7,8 @@ import threading
 import pytest
 from gui_helpers import load, small_cnn
 
-from memdesigner._qt import estimator
-from memdesigner._qt.estimate_timing import EstimateTiming
+from memdesigner._qt.jobs import estimator
+from memdesigner._qt.scheduling.estimate_timing import EstimateTiming
 
 
 def test_one_edit_after_a_quiet_spell_starts_at_once_and_a_burst_waits():

@@ -42,7 +42,7 @@ def test_exports(window, qtbot, tmp_path):
     assert window.export("table_csv", str(tmp_path / "t.csv"))
     rows = (tmp_path / "t.csv").read_text().splitlines()
     assert rows[0].startswith("id,name,type") and len(rows) == 6
-    from memdesigner._qt.exports import svg_available
+    from memdesigner._qt.dialogs.exports import svg_available
 
     if svg_available():
         assert window.export("canvas_svg", str(tmp_path / "c.svg"))

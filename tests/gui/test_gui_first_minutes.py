@@ -7,7 +7,7 @@ from PySide6.QtCore import QEvent, QPointF, Qt
 from PySide6.QtGui import QKeyEvent
 from PySide6.QtWidgets import QApplication
 
-from memdesigner._qt.scene import NOT_CONNECTED
+from memdesigner._qt.canvas.scene import NOT_CONNECTED
 from memdesigner.model import registry
 from memdesigner.units import format_count, format_flops
 
@@ -244,7 +244,7 @@ def test_settings_bar_refuses_out_of_range_numbers_out_loud(window, qtbot):
 
 
 def test_settings_bar_float_and_generate_fields_refuse_the_same_way(window, qtbot):
-    from memdesigner._qt.number_fields import RefusingDoubleSpinBox
+    from memdesigner._qt.settings.number_fields import RefusingDoubleSpinBox
 
     bar = window.settings_bar
     assert isinstance(bar.finetune.dropout, RefusingDoubleSpinBox)  # in the fine-tuning pop-up

@@ -10,8 +10,8 @@ import pytest
 from gui_helpers import autosave_landed, load, small_cnn
 from PySide6.QtWidgets import QMessageBox
 
-from memdesigner._qt import recovery
-from memdesigner._qt.commands import SetPropCmd
+from memdesigner._qt.document import recovery
+from memdesigner._qt.document.commands import SetPropCmd
 from memdesigner.io import atomic_write
 
 VICTIM = b"someone else's file, which the autosave must never overwrite\n"
@@ -117,7 +117,7 @@ def test_save_on_a_full_disk_keeps_the_old_file_and_says_so_in_one_line(window, 
 @pytest.mark.parametrize("kind,name", [("canvas_png", "c.png"), ("canvas_svg", "c.svg"),
                                        ("timeline_png", "t.png"), ("table_csv", "t.csv")])
 def test_export_on_a_full_disk_keeps_the_old_file(window, qtbot, tmp_path, monkeypatch, kind, name):
-    from memdesigner._qt import exports
+    from memdesigner._qt.dialogs import exports
 
     if kind == "canvas_svg" and not exports.svg_available():
         pytest.skip("no QtSvg in this PySide6")

@@ -1,10 +1,10 @@
-"""Full garbage collections wait for an idle window (_qt/idle_gc.py): automatic ones (a 50-100 ms
+"""Full garbage collections wait for an idle window (_qt/scheduling/idle_gc.py): automatic ones (a 50-100 ms
 walk of every object at 1,000 layers, at a random allocation) are off while a window lives."""
 
 import gc
 import weakref
 
-from memdesigner._qt import idle_gc
+from memdesigner._qt.scheduling import idle_gc
 
 
 class _Cycle:
@@ -53,3 +53,19 @@ def test_python_thresholds_come_back_when_the_last_collector_goes(qapp):
     assert gc.get_threshold()[2] == idle_gc.NEVER
     del owner  # (its collector goes with it)
     assert gc.get_threshold() == before
+
+
+def test_the_windows_collector_watches_a_file_being_read_and_the_edits(window, qtbot):
+    """The window hands the collector the parts it watches (idle_gc.install): File -> Open's task,
+    the canvas, the estimate service, the undo stack."""
+    from types import SimpleNamespace
+
+    col = window.idle_gc
+    qtbot.waitUntil(lambda: not col.busy(), timeout=5000)  # the first estimate landed
+    window.open_task = SimpleNamespace(running=True)  # a big file read on the worker
+    assert col.busy()
+    window.open_task.running = False
+    assert not col.busy()
+    col.last_activity = 0.0
+    window.stack.indexChanged.emit(0)  # an edit
+    assert col.last_activity > 0.0

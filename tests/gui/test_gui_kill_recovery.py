@@ -14,7 +14,7 @@ from pathlib import Path
 
 from crash_driver import __file__ as DRIVER
 
-from memdesigner._qt import recovery
+from memdesigner._qt.document import recovery
 from memdesigner.io import design_journal
 
 KILLS = 21  # the issue asks for at least 20

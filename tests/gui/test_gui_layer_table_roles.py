@@ -5,7 +5,7 @@ exactly the rows a new result changed."""
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor
 
-from memdesigner._qt.layer_table import LayerModel
+from memdesigner._qt.memory.layer_table import LayerModel
 from memdesigner._qt.theme import WARN_COLOR
 from memdesigner.engine.report import LayerRow
 

@@ -3,7 +3,7 @@ formats nothing for cards nobody can read (zoomed out on 900 layers), a card ask
 composes them from the last result, and a card shown in detail before is re-labelled at once when a
 new result comes (its cached picture would show the old numbers)."""
 
-from memdesigner._qt import scene as scene_mod
+from memdesigner._qt.canvas import scene as scene_mod
 from memdesigner.units import format_bytes
 from tests.gui.gui_helpers import load
 from tests.gui.test_gui_big_graphs import chain

@@ -1,14 +1,16 @@
-"""The live estimate runs on the one background-work mechanism (_qt/worker.py) when it is costly:
+"""The live estimate runs on the one background-work mechanism (_qt/scheduling/worker.py) when it is costly:
 the snapshot, the estimate and what the views draw are made off the UI thread, one job at a
 time, and the latest edit wins (a result older than it is never shown). A short one runs on the
-UI thread (_qt/estimate_timing.py; tests/gui/test_gui_estimate_timing.py)."""
+UI thread (_qt/scheduling/estimate_timing.py; tests/gui/test_gui_estimate_timing.py)."""
 
 import threading
 
 from gui_helpers import load, small_cnn
 
 import memdesigner
-from memdesigner._qt import estimator, timeline_data, worker
+from memdesigner._qt.jobs import estimator
+from memdesigner._qt.memory import timeline_data
+from memdesigner._qt.scheduling import worker
 
 
 def test_the_estimate_and_its_snapshot_run_on_the_worker_mechanism(window, qtbot, monkeypatch):

@@ -7,8 +7,9 @@ import json
 
 from gui_helpers import small_cnn
 
-from memdesigner._qt import graph_ops, recovery
-from memdesigner._qt.estimator import snapshot
+from memdesigner._qt.canvas import graph_ops
+from memdesigner._qt.document import recovery
+from memdesigner._qt.jobs.estimator import snapshot
 from memdesigner.io.design_file import copy_design, design_text, design_to_dict
 
 

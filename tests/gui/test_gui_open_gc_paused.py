@@ -5,7 +5,7 @@ import gc
 
 from gui_helpers import small_cnn
 
-from memdesigner._qt import open_file
+from memdesigner._qt.jobs import open_file
 from memdesigner.io.design_file import save_design
 
 
@@ -43,7 +43,7 @@ def test_an_estimate_leaves_its_report_in_the_oldest_generation(window, qtbot):
     which ran on whichever thread allocated first — often the UI thread, 50 ms at 10,000 layers."""
     from test_gui_big_graphs import chain
 
-    from memdesigner._qt import estimator
+    from memdesigner._qt.jobs import estimator
 
     req = estimator.EstimateRequest(1, chain(200), window.settings_bar.settings(), None, fresh=True)
     gc.collect()

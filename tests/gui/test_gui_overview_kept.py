@@ -3,7 +3,7 @@ made again in the first paint, they were an 80 ms stall right after a 10,000-lay
 
 from gui_helpers import load
 
-from memdesigner._qt.scene import OVERVIEW_LOD, OVERVIEW_MIN_EDGES
+from memdesigner._qt.canvas.scene import OVERVIEW_LOD, OVERVIEW_MIN_EDGES
 from memdesigner.model.design import Design
 
 

@@ -61,7 +61,7 @@ GRID = [
 
 @pytest.fixture
 def real_devices(window, monkeypatch):
-    monkeypatch.setattr("memdesigner._qt.settings_bar.load_devices", devmod.all_devices)
+    monkeypatch.setattr("memdesigner._qt.settings.settings_bar.load_devices", devmod.all_devices)
     window.settings_bar.reload_devices()
 
 

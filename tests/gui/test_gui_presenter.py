@@ -5,8 +5,8 @@ import dataclasses
 import numpy as np
 
 import memdesigner as md
-from memdesigner._qt.summary import SummaryPanel
-from memdesigner._qt.timeline import TimelinePlot
+from memdesigner._qt.memory.summary import SummaryPanel
+from memdesigner._qt.memory.timeline import TimelinePlot
 from memdesigner.units import format_bytes
 
 

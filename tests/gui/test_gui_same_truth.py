@@ -24,7 +24,7 @@ LLAMA = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_s
 
 @pytest.fixture
 def real_devices(window, monkeypatch):
-    monkeypatch.setattr("memdesigner._qt.settings_bar.load_devices", devmod.all_devices)
+    monkeypatch.setattr("memdesigner._qt.settings.settings_bar.load_devices", devmod.all_devices)
     window.settings_bar.reload_devices()
 
 
@@ -167,7 +167,7 @@ def test_render_shows_the_run_the_command_line_asked_for(qtbot, monkeypatch, tmp
         return close(win)
 
     monkeypatch.setattr(main_window.MainWindow, "close", seeing_close)
-    monkeypatch.setattr("memdesigner._qt.settings_bar.load_devices", devmod.all_devices)
+    monkeypatch.setattr("memdesigner._qt.settings.settings_bar.load_devices", devmod.all_devices)
     args = ["resources/examples/seed_keras_audio.json", "--mode", "train", "--device", "rtx3080-10gb", "--gpus", "3",
             "--strategy", "zero3", "--tensor-parallel", "2"]
     assert cli.main(["render", *args[:1], "-o", str(tmp_path / "seed.png"), *args[1:]]) == 0

@@ -72,7 +72,7 @@ def test_largest_batch_follows_the_tokens_field(window, qtbot, tmp_path, capsys,
     window's batch sweep searched the design's own 2,048 tokens: 5 beside the CLI's 2 at 4,096)."""
     from memdesigner.engine import devices as devmod
 
-    monkeypatch.setattr("memdesigner._qt.settings_bar.load_devices", devmod.all_devices)
+    monkeypatch.setattr("memdesigner._qt.settings.settings_bar.load_devices", devmod.all_devices)
     bar = window.settings_bar
     bar.reload_devices()
     big = {**LLAMA, "vocab_size": 32000, "hidden_size": 1024, "intermediate_size": 2816, "num_hidden_layers": 4,

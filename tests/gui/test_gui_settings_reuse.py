@@ -5,7 +5,7 @@ a graph edit takes a fresh snapshot."""
 from gui_helpers import load, small_cnn
 
 import memdesigner
-from memdesigner._qt import estimator
+from memdesigner._qt.jobs import estimator
 
 
 def test_settings_change_reuses_the_snapshot_and_its_analysis(window, qtbot, monkeypatch):

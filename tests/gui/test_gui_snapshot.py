@@ -9,7 +9,7 @@ import numpy as np
 from gui_helpers import load
 from helpers import ROOT
 
-from memdesigner._qt import snapshot_view
+from memdesigner._qt.memory import snapshot_view
 from memdesigner.io.design_file import load_design
 from memdesigner.snapshot import load_snapshot
 from memdesigner.snapshot.align import phase_runs
@@ -47,7 +47,7 @@ def test_open_snapshot_draws_allocated_and_reserved_aligned_by_phase(window, qtb
     with qtbot.waitSignal(window.result_applied, timeout=5000):
         window.estimate_now()
     assert tl.overlay is not None and tl._snap_alloc.isVisible()
-    snapshot_view.clear(window)
+    window.act_clear_snapshot.trigger()  # File -> Clear Memory Snapshot
     assert tl.overlay is None and not tl._snap_alloc.isVisible() and "snapshot" not in window.legend.text()
     assert not window.act_clear_snapshot.isEnabled()
 

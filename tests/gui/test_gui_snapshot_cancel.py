@@ -9,7 +9,7 @@ import time
 from gui_helpers import load
 from helpers import ROOT
 
-from memdesigner._qt import snapshot_view
+from memdesigner._qt.memory import snapshot_view
 from memdesigner.io.design_file import load_design
 
 sys.path.insert(0, str(ROOT / "benchmarks"))

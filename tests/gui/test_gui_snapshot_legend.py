@@ -7,7 +7,7 @@ from gui_helpers import load, small_cnn
 from helpers import ROOT
 from PySide6.QtCore import Qt
 
-from memdesigner._qt import snapshot_view
+from memdesigner._qt.memory import snapshot_view
 from memdesigner.io.design_file import load_design
 from memdesigner.units import format_bytes
 

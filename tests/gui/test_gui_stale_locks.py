@@ -4,7 +4,7 @@ saving (its autosave cleared, its lock file left) left one each time, and nothin
 import os
 import time
 
-from memdesigner._qt import recovery
+from memdesigner._qt.document import recovery
 from memdesigner.model.design import Design
 
 

@@ -5,7 +5,7 @@ from gui_helpers import small_cnn
 from PySide6.QtCore import Qt
 from PySide6.QtTest import QTest
 
-from memdesigner._qt import thumbnails
+from memdesigner._qt.dialogs import thumbnails
 from memdesigner.model.design import Design
 
 
@@ -170,8 +170,8 @@ def test_a_palette_drop_on_the_start_view_lands_on_the_canvas_calmly(window, qtb
     from PySide6.QtGui import QDragEnterEvent, QDropEvent
     from PySide6.QtWidgets import QApplication
 
-    from memdesigner._qt.scene import NOT_CONNECTED
-    from memdesigner._qt.view import LAYER_MIME
+    from memdesigner._qt.canvas.scene import NOT_CONNECTED
+    from memdesigner._qt.canvas.view import LAYER_MIME
 
     sv = window.start_view
     qtbot.waitUntil(sv.isVisible, timeout=5000)
@@ -196,7 +196,7 @@ def test_the_start_view_fits_a_1366x768_laptop_without_scrolling(window, qtbot, 
     from PySide6.QtCore import QRect
     from PySide6.QtWidgets import QScrollArea
 
-    from memdesigner._qt import recent
+    from memdesigner._qt.document import recent
     from memdesigner._qt.window_fit import place
 
     for i in range(6):  # as many recent files as it lists

@@ -4,7 +4,7 @@ run at the batch, Report.batch_check) instead of simulating that batch again."""
 from pathlib import Path
 
 import memdesigner
-from memdesigner._qt import estimator
+from memdesigner._qt.jobs import estimator
 from memdesigner.engine import batch_curve
 from memdesigner.engine.batch_sweep import batch_sweep
 from memdesigner.engine.devices import get_device

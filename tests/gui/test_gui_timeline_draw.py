@@ -5,8 +5,8 @@ touches only the plot items whose content changed."""
 import numpy as np
 
 import memdesigner as md
-from memdesigner._qt import timeline_data
-from memdesigner._qt.timeline import StackItem, TimelinePlot, headroom_top
+from memdesigner._qt.memory import timeline_data
+from memdesigner._qt.memory.timeline import StackItem, TimelinePlot, headroom_top
 from memdesigner.model.design import Design
 
 
@@ -104,7 +104,7 @@ def test_the_plot_top_rounds_up_by_at_most_four_per_cent_onto_fixed_steps():
 
 
 def test_the_layer_table_updates_changed_rows_without_a_reset(qtbot):
-    from memdesigner._qt.layer_table import LayerTable
+    from memdesigner._qt.memory.layer_table import LayerTable
 
     d = deep_mlp(5)
     rows = md.estimate(d, batch=2).layers
@@ -160,7 +160,7 @@ def test_a_new_y_range_redraws_an_axis_strip_and_the_grid_as_lines(qtbot):
     change, ~4 ms) was plot-sized; now the axis is a strip and the grid its own few lines, at the
     axis's major tick values; the phase bands are opaque fills of the colour they showed."""
     from memdesigner._qt import theme
-    from memdesigner._qt.timeline import _over_background
+    from memdesigner._qt.memory.timeline import _over_background
 
     plot = TimelinePlot()
     qtbot.addWidget(plot)

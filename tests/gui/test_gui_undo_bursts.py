@@ -8,7 +8,7 @@ from PySide6.QtGui import QWheelEvent
 from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QApplication, QStyle, QStyleOptionSpinBox
 
-from memdesigner._qt import undo_bursts
+from memdesigner._qt.document import undo_bursts
 
 
 def _click_up(spin):

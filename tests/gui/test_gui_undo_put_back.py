@@ -1,11 +1,11 @@
-"""The undo of a delete puts the deleted layers' own items back (_qt/item_shelf.py,
-_qt/scene_put_back.py) instead of building new ones, and the canvas it shows is the one the
+"""The undo of a delete puts the deleted layers' own items back (_qt/canvas/item_shelf.py,
+_qt/canvas/scene_put_back.py) instead of building new ones, and the canvas it shows is the one the
 delete took away — positions, ports, edge routes, selection — even where the scene or the nodes
 changed while the items were off the canvas. Timings live in benchmarks/gui_latency.py."""
 
 from PySide6.QtCore import QPointF
 
-from memdesigner._qt.item_shelf import ItemShelf
+from memdesigner._qt.canvas.item_shelf import ItemShelf
 from memdesigner.model.design import Design, Edge, Node
 from tests.gui.gui_helpers import load
 
@@ -165,7 +165,7 @@ def test_the_shelf_keeps_the_last_delete_whole_even_past_its_limit():
 
 
 def test_an_export_after_a_delete_frames_what_is_left_not_the_kept_items(window, qtbot):
-    from memdesigner._qt.exports import _scene_rect
+    from memdesigner._qt.dialogs.exports import _scene_rect
 
     d = chain(30)
     load(window, qtbot, d)

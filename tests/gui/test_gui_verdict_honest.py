@@ -2,7 +2,7 @@
 not when some ops were estimated without a memory rule."""
 
 import memdesigner as md
-from memdesigner._qt.summary import SummaryPanel
+from memdesigner._qt.memory.summary import SummaryPanel
 from memdesigner.model.design import Design
 
 

@@ -8,7 +8,7 @@ from PySide6.QtCore import QEvent, QObject, QPoint, QPointF, Qt
 from PySide6.QtGui import QWheelEvent
 from PySide6.QtWidgets import QApplication
 
-from memdesigner._qt import view as view_mod
+from memdesigner._qt.canvas import view as view_mod
 from tests.gui.test_gui_big_graphs import chain
 
 

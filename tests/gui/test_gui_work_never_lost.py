@@ -11,7 +11,7 @@ from gui_helpers import load, small_cnn
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QMessageBox
 
-from memdesigner._qt import recent, recovery
+from memdesigner._qt.document import recent, recovery
 from memdesigner.io.design_file import save_design
 
 
@@ -19,7 +19,7 @@ from memdesigner.io.design_file import save_design
 def _quick_autosave(monkeypatch):
     monkeypatch.setenv("MEMDESIGNER_AUTOSAVE_MS", "40")
     yield
-    from memdesigner._qt import recovery_prompt
+    from memdesigner._qt.document import recovery_prompt
 
     for w in list(recovery_prompt._windows):  # windows opened beside the test's own
         w.stack.setClean()
@@ -165,8 +165,8 @@ def test_a_running_instance_autosave_is_not_offered(window, qtbot):
 
 
 def test_command_line_file_opens_after_recovery(window, qtbot, tmp_path):
-    from memdesigner._qt import recovery_prompt
     from memdesigner._qt.app import start
+    from memdesigner._qt.document import recovery_prompt
 
     load(window, qtbot, small_cnn())
     window.select_node("fc")

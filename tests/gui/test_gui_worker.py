@@ -1,10 +1,10 @@
-"""The one background-work mechanism (_qt/worker.py): its progress dialog."""
+"""The one background-work mechanism (_qt/scheduling/worker.py): its progress dialog."""
 
 import time
 
 from PySide6.QtWidgets import QWidget
 
-from memdesigner._qt import worker
+from memdesigner._qt.scheduling import worker
 
 
 def test_the_progress_dialog_shows_while_a_longer_job_runs(qtbot):

@@ -195,8 +195,8 @@ def test_the_report_has_a_checked_row(history):
 
 
 def test_the_window_summary_shows_the_verdict_line(qtbot, history):
-    from memdesigner._qt.presenter import _verdict
-    from memdesigner._qt.summary import SummaryPanel
+    from memdesigner._qt.jobs.presenter import _verdict
+    from memdesigner._qt.memory.summary import SummaryPanel
 
     panel = SummaryPanel()
     qtbot.addWidget(panel)

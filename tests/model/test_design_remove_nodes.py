@@ -56,7 +56,7 @@ def test_extra_edges_are_taken_too():
 def test_a_window_delete_of_layers_hashes_no_edge(no_edge_hashing):
     from PySide6.QtGui import QUndoStack
 
-    from memdesigner._qt import graph_ops
+    from memdesigner._qt.canvas import graph_ops
 
     d = _chain(10)
     stack = QUndoStack()

@@ -122,7 +122,7 @@ def test_a_snapshot_after_one_edit_copies_only_the_edited_node():
 def test_the_window_estimate_reuses_the_last_snapshots_nodes(qtbot):
     """Two live estimates with one edit between: the second snapshot holds the first's copies of
     every node but the edited one (the worker copies one node, not 11)."""
-    from memdesigner._qt.estimator import EstimateService
+    from memdesigner._qt.jobs.estimator import EstimateService
     from memdesigner.engine.settings import Settings
 
     d = _design()

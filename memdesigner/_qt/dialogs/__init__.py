@@ -1,0 +1,1 @@
+"""Dialogs and what they write: Make It Fit, imports, exports and reports, the start view."""
