@@ -126,9 +126,8 @@ def factory_for(name: str, impl: str):
 
 def measure_all(out: Path) -> dict:
     sys.path.insert(0, str(TRUTH_DIR))
-    from measure import measure
-
     import transformers
+    from measure import measure
 
     major = int(transformers.__version__.split(".")[0])
     truth = json.loads(out.read_text()) if out.exists() else {}
