@@ -6,7 +6,8 @@ Each case is ``Linear(H, H) -> + position table (T, H) -> MoE block`` (the Linea
 input require grad, as inside a model). The router reads only the position table, which is set so
 that token t goes to experts (t*k .. t*k+k-1) mod E: routing is exactly balanced (tokens x top_k /
 num_experts per expert), whatever the random input. The experts run as transformers runs them:
-``grouped_mm`` (what a PreTrainedModel selects by default) or ``eager`` (the per-expert loop).
+``grouped_mm`` (what a PreTrainedModel selects by default) or ``eager`` (the per-expert loop) under
+transformers 5.x, ``modulelist`` (a ModuleList of expert MLPs) under 4.x: run --measure once per major.
 
     PYTHONPATH=. /work/bench-venv/bin/python benchmarks/hf_moe.py --measure   # -> benchmarks/hf_moe_truth.json
     PYTHONPATH=. /work/bench-venv/bin/python benchmarks/hf_moe.py             # compare
@@ -39,7 +40,10 @@ CASES = {
                                              shared_expert_intermediate_size=40, num_experts=6,
                                              num_experts_per_tok=3, norm_topk_prob=True), 8),
 }
-IMPLS = ("grouped_mm", "eager")
+IMPLS = ("grouped_mm", "eager", "modulelist")
+# what each transformers major runs: 5.x fuses the experts in 3-D weights; 4.x (measured 4.57.6)
+# keeps a ModuleList of expert MLPs, each with its own Linear weights
+IMPLS_OF_MAJOR = {5: ("grouped_mm", "eager"), 4: ("modulelist",)}
 # (key, mode, optimizer, batch)
 GRID = [("inference-b2", "inference", None, 2), ("train-sgd-b2", "train", "sgd", 2),
         ("train-adam-b2", "train", "adam", 2)]
@@ -91,6 +95,7 @@ def factory_for(name: str, impl: str):
             cfg = Qwen2MoeConfig(**kw)
             e = kw["num_experts"]
         cfg._experts_implementation = impl
+        tuple_out = impl == "modulelist"  # 4.x blocks return (hidden states, router logits)
         k, h = kw["num_experts_per_tok"], kw["hidden_size"]
 
         class Case(nn.Module):
@@ -101,9 +106,9 @@ def factory_for(name: str, impl: str):
                 self.moe = Block(cfg)
                 with torch.no_grad():
                     self.proj.weight.mul_(0.01)
-                    # a bare experts module holds torch.empty weights (PreTrainedModel would init them)
-                    self.moe.experts.gate_up_proj.normal_(0.0, 0.02)
-                    self.moe.experts.down_proj.normal_(0.0, 0.02)
+                    if not tuple_out:  # a bare 5.x experts module holds torch.empty weights
+                        self.moe.experts.gate_up_proj.normal_(0.0, 0.02)
+                        self.moe.experts.down_proj.normal_(0.0, 0.02)
                     self.moe.gate.weight.zero_()
                     for ex in range(e):
                         self.moe.gate.weight[ex, ex] = 1.0
@@ -112,7 +117,8 @@ def factory_for(name: str, impl: str):
                             self.pos[0, tok, (tok * k + j) % e] = 10.0
 
             def forward(self, x):
-                return self.moe(self.proj(x) + self.pos)
+                y = self.moe(self.proj(x) + self.pos)
+                return y[0] if tuple_out else y
 
         return Case(), (t, h)
     return make
@@ -120,11 +126,13 @@ def factory_for(name: str, impl: str):
 
 def measure_all(out: Path) -> dict:
     sys.path.insert(0, str(TRUTH_DIR))
+    import transformers
     from measure import measure
 
+    major = int(transformers.__version__.split(".")[0])
     truth = json.loads(out.read_text()) if out.exists() else {}
     for name in CASES:
-        for impl in IMPLS:
+        for impl in IMPLS_OF_MAJOR[major]:
             for key, mode, opt, batch in GRID:
                 k = f"{name}/{impl}/{key}"
                 rec = measure(factory_for(name, impl), batch=batch, mode=mode, optimizer=opt or "sgd",
@@ -133,8 +141,7 @@ def measure_all(out: Path) -> dict:
                 truth[k] = {"params": rec["params"], "peak_overall": a["peak_overall"], "steady": a["steady"],
                             "torch": rec["torch"]}
                 print(k, rec["params"], a["peak_overall"], flush=True)
-    import transformers
-    truth["_meta"] = {"transformers": transformers.__version__,
+    truth["_meta" if major == 5 else f"_meta{major}"] = {"transformers": transformers.__version__,
                       "routing": "balanced by construction (router reads a position table)"}
     out.write_text(json.dumps(truth, indent=1, sort_keys=True) + "\n")
     return truth

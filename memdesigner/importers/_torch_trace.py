@@ -175,6 +175,17 @@ def _fx_trace(torch, module, leaves=frozenset()):
         return tracer, tracer.trace(module)
 
 
+def _moe_block(module):
+    """The class name of the first sparse MoE block in ``module`` (SparseMoE's torch_ops), or None."""
+    names = set(registry.get("SparseMoE").torch_ops)
+    return next((type(m).__name__ for m in module.modules() if type(m).__name__ in names), None)
+
+
+def _short(err) -> str:
+    text = str(err).splitlines()[0] if str(err) else type(err).__name__
+    return text[:160]
+
+
 def _trace(torch, module, example=None):
     # rotary embeddings on meta (transformers 4.57); transformers 5's masks as eager makes them
     with autocast_on_meta_is_off(torch), eager_hf_masks():
@@ -191,6 +202,13 @@ def _trace_either(torch, module, example=None):
             tracer, graph = _fx_trace(torch, module, frozenset(leaves))
         return torch.fx.GraphModule(tracer.root, graph, type(module).__name__)
     except Exception as fx_err:  # noqa: BLE001 - data-dependent control flow and friends
+        moe = _moe_block(module)
+        if moe is not None:
+            # torch.export inlines every module: a MoE block would become its routing and
+            # expert ops (grouped_mm a Generic op, the router a Linear that LoRA would wrap);
+            # the dispatch-level trace keeps it whole, as SparseMoE
+            raise TorchImportError(f"torch.fx cannot trace {type(module).__name__} ({_short(fx_err)}) and "
+                                   f"torch.export would not keep its {moe} whole") from None
         try:
             from memdesigner.importers._torch_export import export_graph_module
         except ImportError:

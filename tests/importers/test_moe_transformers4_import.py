@@ -67,5 +67,5 @@ def test_a_transformers_4_moe_block_imports_whole():
     moe = [n for n in d.nodes.values() if n.type == "SparseMoE"]
     assert len(moe) == 1
     p = moe[0].props
-    assert (p["num_experts"], p["top_k"], p["intermediate_size"], p["impl"]) == (E, K, FFN, "eager")
+    assert (p["num_experts"], p["top_k"], p["intermediate_size"], p["impl"]) == (E, K, FFN, "modulelist")
     assert d.import_params == sum(q.numel() for q in m.parameters())

@@ -7,7 +7,13 @@ from __future__ import annotations
 
 from memdesigner.importers.hf_config._check import Check, short
 from memdesigner.importers.hf_config._graph import Builder, HfConfigError
-from memdesigner.importers.hf_config.versions import NEWEST, check_major, default_attention, sdpa_mask_materialised
+from memdesigner.importers.hf_config.versions import (
+    NEWEST,
+    check_major,
+    default_attention,
+    moe_experts_impl,
+    sdpa_mask_materialised,
+)
 
 # model_type -> the config class's defaults that matter to the graph
 DEFAULTS = {
@@ -224,7 +230,7 @@ def build(config: dict, *, seq_len: int, task: str, transformers_major: int = NE
         resid = x
         nname = "pre_feedforward_layernorm" if mt == "gemma2" else "post_attention_layernorm"
         y = b.add(f"{p}.{nname}", "RMSNorm", rms, [x], scope=f"{sc}/{p}.{nname}")
-        y = _moe(b, f"{p}.mlp", f"{sc}/{p}.mlp", y, c, i) if _sparse(c, i) else _mlp(b, f"{p}.mlp", f"{sc}/{p}.mlp", y, c)
+        y = _moe(b, f"{p}.mlp", f"{sc}/{p}.mlp", y, c, major) if _sparse(c, i) else _mlp(b, f"{p}.mlp", f"{sc}/{p}.mlp", y, c)
         if mt == "gemma2":
             y = b.add(f"{p}.post_feedforward_layernorm", "RMSNorm", rms, [y],
                       scope=f"{sc}/{p}.post_feedforward_layernorm")
@@ -292,9 +298,9 @@ def _sparse(c, i: int) -> bool:
     return False
 
 
-def _moe(b, p, sc, y, c, i):
-    """MixtralSparseMoeBlock / Qwen2MoeSparseMoeBlock as transformers 5 runs them inside a
-    PreTrainedModel (grouped_mm experts, balanced routing)."""
+def _moe(b, p, sc, y, c, major):
+    """MixtralSparseMoeBlock / Qwen2MoeSparseMoeBlock as the transformers major runs them inside a
+    PreTrainedModel (5: grouped_mm experts; 4: a ModuleList of expert MLPs; balanced routing)."""
     if c["model_type"] == "mixtral":
         props = {"num_experts": c["num_local_experts"], "top_k": c["num_experts_per_tok"],
                  "intermediate_size": c["intermediate_size"], "norm_topk_prob": True}
@@ -302,7 +308,7 @@ def _moe(b, p, sc, y, c, i):
         props = {"num_experts": c["num_experts"], "top_k": c["num_experts_per_tok"],
                  "intermediate_size": c["moe_intermediate_size"], "norm_topk_prob": bool(c["norm_topk_prob"]),
                  "shared_expert_intermediate_size": c["shared_expert_intermediate_size"]}
-    return b.add(p, "SparseMoE", dict(props, impl="grouped_mm"), [y], scope=sc)
+    return b.add(p, "SparseMoE", dict(props, impl=moe_experts_impl(major)), [y], scope=sc)
 
 
 def _eager_attention(b, a, asc, q, k, v, mask, n_rep, c):

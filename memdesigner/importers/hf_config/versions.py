@@ -15,6 +15,8 @@ The builders model ``use_cache=False`` (training, a plain forward) with no ``att
 - Both: with a mask, ``use_gqa_in_sdpa`` is False, so grouped-query keys and values go through
   ``repeat_kv`` (copies at the full head count, which SDPA's backward keeps); without one SDPA
   gets ``enable_gqa=True`` and the unrepeated tensors.
+- MoE experts (Mixtral, Qwen2-MoE): 4.x keeps a ``ModuleList`` of expert MLPs looped over
+  (each its own Linear weights and gradients); 5.x fuses them in 3-D weights run as grouped_mm.
 """
 
 from __future__ import annotations
@@ -42,3 +44,8 @@ def sdpa_mask_materialised(major: int, window, seq_len: int) -> bool:
     if major < 5:
         return True
     return bool(window) and seq_len >= window
+
+
+def moe_experts_impl(major: int) -> str:
+    """How a sparse MoE block runs its experts (model/layers/moe.py's ``impl``)."""
+    return "modulelist" if major < 5 else "grouped_mm"

@@ -34,8 +34,10 @@ from memdesigner.model.oprules import In, OpMem, T
 from memdesigner.model.registry import LayerError, LayerType, ParamSpec, Prop, TensorSpec, register
 from memdesigner.units import DTYPE_BYTES
 
-# parameter indices (the order of named_parameters() in transformers)
-_GATE, _GATE_UP, _DOWN, _SH_GATE, _SH_UP, _SH_DOWN, _SH_EXPERT_GATE = range(7)
+# parameter indices (the order of named_parameters() in transformers); with ``modulelist``
+# experts, expert j's gate/up/down weights are 1 + 3j .. 3 + 3j and the shared expert's follow
+_GATE, _GATE_UP, _DOWN = range(3)
+_SH_GATE, _SH_UP, _SH_DOWN, _SH_EXPERT_GATE = range(4)  # offsets after the experts' parameters
 
 
 def _shape(c):
@@ -52,8 +54,13 @@ def _shape(c):
 def _params(c):
     h = c.inputs[0].shape[-1]
     e, i, si = c["num_experts"], c["intermediate_size"], c["shared_expert_intermediate_size"]
-    ps = [ParamSpec("gate.weight", (e, h)), ParamSpec("experts.gate_up_proj", (e, 2 * i, h)),
-          ParamSpec("experts.down_proj", (e, h, i))]
+    ps = [ParamSpec("gate.weight", (e, h))]
+    if c["impl"] == "modulelist":  # transformers 4: one MLP module per expert, its own Linear weights
+        for j in range(e):
+            ps += [ParamSpec(f"experts.{j}.gate_proj.weight", (i, h)), ParamSpec(f"experts.{j}.up_proj.weight", (i, h)),
+                   ParamSpec(f"experts.{j}.down_proj.weight", (h, i))]
+    else:
+        ps += [ParamSpec("experts.gate_up_proj", (e, 2 * i, h)), ParamSpec("experts.down_proj", (e, h, i))]
     if si:
         ps += [ParamSpec("shared_expert.gate_proj.weight", (si, h)), ParamSpec("shared_expert.up_proj.weight", (si, h)),
                ParamSpec("shared_expert.down_proj.weight", (h, si)), ParamSpec("shared_expert_gate.weight", (1, h))]
@@ -132,7 +139,10 @@ class _Sizes:
         self.norm = p["norm_topk_prob"]
         self.rows = expert_rows(self.n, p)
         self.s = sum(self.rows)  # gathered (token, expert) rows
-        self.eager = p["impl"] == "eager"
+        self.eager = p["impl"] in ("eager", "modulelist")
+        self.ml = p["impl"] == "modulelist"
+        self.sh0 = 1 + 3 * self.e if self.ml else 3  # the shared expert's first parameter
+        self.rg = m.param_rg  # frozen weights (a LoRA base) get no gradient, nor its sums
         self.nd = self.n * self.h * self.f  # one (tokens, hidden) tensor
 
 
@@ -141,19 +151,8 @@ def _forward(z: _Sizes, rec: bool) -> _Replay:
     backward needs stays."""
     r = _Replay()
     f, n, h, e, k = z.f, z.n, z.h, z.e, z.k
-    if z.si:  # Qwen2-MoE: the shared expert runs first, its output waits for the gate
-        si = z.si
-        r.a("sh_g", n * si * f)
-        r.a("sh_act", n * si * f)
-        if not rec:
-            r.f("sh_g")
-        r.a("sh_u", n * si * f)
-        r.a("sh_m", n * si * f)
-        if not rec:
-            r.f("sh_act", "sh_u")
-        r.a("sh_out", n * h * f)
-        if not rec:
-            r.f("sh_m")
+    if z.si and not z.ml:  # Qwen2-MoE (5.x): the shared expert runs first, its output waits for the gate
+        _shared_forward(r, z, rec)
     r.a("logits", n * e * f)  # held by the block until it returns
     r.a("probs", n * e * 4)   # softmax in fp32 (softmax backward keeps it)
     r.a("vals", n * k * 4)
@@ -170,6 +169,8 @@ def _forward(z: _Sizes, rec: bool) -> _Replay:
         _eager_forward(r, z, rec)
     else:
         _grouped_forward(r, z, rec)
+    if z.si and z.ml:  # 4.x: after the experts' loop, whose last locals are still bound
+        _shared_forward(r, z, rec)
     out = "final"
     if z.si:
         r.a("sg", n * f)
@@ -184,8 +185,28 @@ def _forward(z: _Sizes, rec: bool) -> _Replay:
     r.f("logits", "vals")
     if not rec:
         r.f("idx")
+    if z.ml:  # 4.x: one forward function, its loop's locals die when it returns
+        r.f("onehot", "hits")
+        if not rec and r.last is not None:
+            r.f(f"nz{r.last}", f"cs{r.last}", f"wout{r.last}")
     r.out = out
     return r
+
+
+def _shared_forward(r: _Replay, z: _Sizes, rec: bool) -> None:
+    """Qwen2-MoE's dense shared expert, down(silu(gate(x)) * up(x))."""
+    f, n, h, si = z.f, z.n, z.h, z.si
+    r.a("sh_g", n * si * f)
+    r.a("sh_act", n * si * f)
+    if not rec:
+        r.f("sh_g")
+    r.a("sh_u", n * si * f)
+    r.a("sh_m", n * si * f)
+    if not rec:
+        r.f("sh_act", "sh_u")
+    r.a("sh_out", n * h * f)
+    if not rec:
+        r.f("sh_m")
 
 
 def _grouped_forward(r: _Replay, z: _Sizes, rec: bool) -> None:
@@ -225,9 +246,10 @@ def _eager_forward(r: _Replay, z: _Sizes, rec: bool) -> None:
     r.a("final", n * h * f)
     r.a("minmax", 16)
     r.f("minmax")
-    r.a("onehot", n * k * (e + 1) * 8)
-    r.a("hitsum", (e + 1) * 8)
-    r.a("hitgt", e + 1)
+    classes = e if z.ml else e + 1  # 5.x one-hot encodes an extra "no expert" class
+    r.a("onehot", n * k * classes * 8)
+    r.a("hitsum", classes * 8)
+    r.a("hitgt", classes)
     r.f("hitsum")
     hit = [j for j, rows in enumerate(z.rows) if rows]
     r.a("hits", len(hit) * 8)
@@ -243,26 +265,51 @@ def _eager_forward(r: _Replay, z: _Sizes, rec: bool) -> None:
         r.a(f"cs{j}", rows * h * f)
         if not rec and prev is not None:
             r.f(f"cs{prev}")
-        r.a(f"gu{j}", rows * 2 * i * f)
-        if not rec and prev is not None:
-            r.f(f"gu{prev}")
-        r.a(f"gact{j}", rows * i * f)
-        r.a(f"act{j}", rows * i * f)
-        if not rec:
-            r.f(f"gact{j}")
-            if prev is not None:
-                r.f(f"wout{prev}")
-        r.a(f"down{j}", rows * h * f)
-        if not rec:
-            r.f(f"act{j}")
+        if z.ml:
+            _module_mlp(r, z, j, rows, rec)
+        else:
+            r.a(f"gu{j}", rows * 2 * i * f)
+            if not rec and prev is not None:
+                r.f(f"gu{prev}")
+            r.a(f"gact{j}", rows * i * f)
+            r.a(f"act{j}", rows * i * f)
+            if not rec:
+                r.f(f"gact{j}")
+                if prev is not None:
+                    r.f(f"wout{prev}")
+            r.a(f"down{j}", rows * h * f)
+            if not rec:
+                r.f(f"act{j}")
         r.a(f"w{j}", rows * f)
         r.a(f"wout{j}", rows * h * f)
         if not rec:
             r.f(f"w{j}", f"down{j}")
+            if z.ml and prev is not None:  # current_hidden_states rebinds after the weighting
+                r.f(f"wout{prev}")
         prev = j
+    r.last = prev
+    if z.ml:  # the block's own locals (freed when it returns)
+        return
     r.f("onehot", "hits")
     if not rec and prev is not None:
         r.f(f"nz{prev}", f"cs{prev}", f"gu{prev}", f"wout{prev}")
+
+
+def _module_mlp(r: _Replay, z: _Sizes, j: int, rows: int, rec: bool) -> None:
+    """transformers 4's expert module, ``down(silu(gate(x)) * up(x))`` (Mixtral's w2(w1, w3)):
+    its intermediates are the module's locals, gone when it returns unless autograd keeps them."""
+    f, h, i = z.f, z.h, z.i
+    r.a(f"g1{j}", rows * i * f)
+    r.a(f"sg{j}", rows * i * f)
+    if not rec:
+        r.f(f"g1{j}")
+    r.a(f"u{j}", rows * i * f)
+    r.a(f"act{j}", rows * i * f)
+    if not rec:
+        r.f(f"sg{j}", f"u{j}")
+    r.a(f"down{j}", rows * h * f)
+    if not rec:
+        r.f(f"act{j}")
 
 
 def _backward(z: _Sizes, saved: dict) -> _Replay:
@@ -276,9 +323,11 @@ def _backward(z: _Sizes, saved: dict) -> _Replay:
         r.f("g_sigfull", "sh_out")
         r.a("g_sg", n * f)
         r.f("g_sig", "sig")
-        r.param(_SH_EXPERT_GATE, h * f)
+        _pgrad(r, z, z.sh0 + _SH_EXPERT_GATE, h * f)
         r.a("gh_exp", z.nd)  # the input's gradient, summed into as each path's part arrives
         r.f("g_sg")
+        if z.ml:  # 4.x: the shared expert ran after the experts' loop: its backward comes first
+            _shared_backward(r, z)
     if z.eager:
         _eager_backward(r, z)
     else:
@@ -299,32 +348,33 @@ def _backward(z: _Sizes, saved: dict) -> _Replay:
     r.f("tk_zeros", "g_vals", "idx")
     r.a("g_logits", n * e * f)
     r.f("g_probs", "probs")
-    r.param(_GATE, e * h * f)
+    _pgrad(r, z, _GATE, e * h * f)
     r.a("gh_router", z.nd)
     r.f("g_logits")
-    r.a("gh_all", z.nd)
-    r.f("gh_router", "gh_exp")
-    if z.si:  # the shared expert ran first: its backward comes last
-        si = z.si
-        r.param(_SH_DOWN, h * si * f)
-        r.a("g_shm", n * si * f)
-        r.f("g_sh", "sh_m")
-        r.a("g_shact", n * si * f)
-        r.a("g_shu", n * si * f)
-        r.f("g_shm", "sh_act", "sh_u")
-        r.param(_SH_UP, si * h * f)
-        r.a("gh_up", z.nd)
-        r.f("g_shu")
-        r.a("gh_s1", z.nd)
-        r.f("gh_all", "gh_up")
-        r.a("g_shg", n * si * f)
-        r.f("g_shact", "sh_g")
-        r.param(_SH_GATE, si * h * f)
-        r.a("gh_gate", z.nd)
-        r.f("g_shg")
-        r.a("gh_s2", z.nd)
-        r.f("gh_s1", "gh_gate")
+    _acc_h(r, z, "gh_router")
+    if z.si and not z.ml:  # 5.x: the shared expert ran first: its backward comes last
+        _shared_backward(r, z)
     return r
+
+
+def _shared_backward(r: _Replay, z: _Sizes) -> None:
+    f, n, h, si = z.f, z.n, z.h, z.si
+    _pgrad(r, z, z.sh0 + _SH_DOWN, h * si * f)
+    r.a("g_shm", n * si * f)
+    r.f("g_sh", "sh_m")
+    r.a("g_shact", n * si * f)
+    r.a("g_shu", n * si * f)
+    r.f("g_shm", "sh_act", "sh_u")
+    _pgrad(r, z, z.sh0 + _SH_UP, si * h * f)
+    r.a("gh_up", z.nd)
+    r.f("g_shu")
+    _acc_h(r, z, "gh_up")
+    r.a("g_shg", n * si * f)
+    r.f("g_shact", "sh_g")
+    _pgrad(r, z, z.sh0 + _SH_GATE, si * h * f)
+    r.a("gh_gate", z.nd)
+    r.f("g_shg")
+    _acc_h(r, z, "gh_gate")
 
 
 def _grouped_backward(r: _Replay, z: _Sizes) -> None:
@@ -338,7 +388,7 @@ def _grouped_backward(r: _Replay, z: _Sizes) -> None:
     r.a("g_swfull", s * h * f)
     r.a("g_sw", s * f)
     r.f("g_swfull", "g_wout", "sw", "down")
-    r.param(_DOWN, e * h * i * f)
+    _pgrad(r, z, _DOWN, e * h * i * f)
     r.a("g_act", s * i * f)
     r.f("g_down", "act")
     r.a("g_gact", s * i * f)
@@ -348,7 +398,7 @@ def _grouped_backward(r: _Replay, z: _Sizes) -> None:
     r.f("g_gact", "gu")
     r.a("g_gu", s * 2 * i * f)
     r.f("g_gate", "g_up")
-    r.param(_GATE_UP, e * 2 * i * h * f)
+    _pgrad(r, z, _GATE_UP, e * 2 * i * h * f)
     r.a("g_sel", s * h * f)
     r.f("g_gu", "offs", "sel")
     r.a("sw_zeros", s * f)
@@ -385,10 +435,15 @@ def _eager_backward(r: _Replay, z: _Sizes) -> None:
             r.live["g_vals"] = r.live.pop("g_vals_sum")
         else:
             r.live["g_vals"] = r.live.pop("g_vals_j")
+        if z.ml:
+            _module_mlp_backward(r, z, j, rows)
+            first = False
+            continue
         r.a("g_act", rows * i * f)
-        r.a("g_dslice", h * i * f)
+        if z.rg(_DOWN):
+            r.a("g_dslice", h * i * f)
         r.f("g_down", f"act{j}")
-        _slice_grad(r, _DOWN, e * h * i * f, "g_dslice", first)
+        _slice_grad(r, z, _DOWN, e * h * i * f, "g_dslice", first)
         r.a("g_gact", rows * i * f)
         r.a("g_up", rows * i * f)
         r.f("g_act", f"gact{j}")
@@ -396,15 +451,48 @@ def _eager_backward(r: _Replay, z: _Sizes) -> None:
         r.f("g_gact", f"gu{j}")
         r.a("g_gu", rows * 2 * i * f)
         r.f("g_gate", "g_up")
-        r.a("g_guslice", 2 * i * h * f)
+        if z.rg(_GATE_UP):
+            r.a("g_guslice", 2 * i * h * f)
         r.a("g_cs", rows * h * f)
         r.f("g_gu", f"cs{j}")
-        _slice_grad(r, _GATE_UP, e * 2 * i * h * f, "g_guslice", first)
+        _slice_grad(r, z, _GATE_UP, e * 2 * i * h * f, "g_guslice", first)
         r.a("h_zeros", z.nd)
         r.a("gh_j", z.nd)
         r.f("h_zeros", "g_cs", f"nz{j}")
         _acc_h(r, z, "gh_j")
         first = False
+
+
+def _module_mlp_backward(r: _Replay, z: _Sizes, j: int, rows: int) -> None:
+    """Expert j's own Linear weights take their gradients whole (AccumulateGrad: no full-size
+    select_backward, no sums); up's branch (recorded last) runs before gate's."""
+    f, h, i = z.f, z.h, z.i
+    k = 1 + 3 * j  # gate, up, down
+    r.a("g_act", rows * i * f)
+    _pgrad(r, z, k + 2, h * i * f)
+    r.f("g_down", f"act{j}")
+    r.a("g_sg", rows * i * f)
+    r.a("g_u", rows * i * f)
+    r.f("g_act", f"u{j}", f"sg{j}")
+    _pgrad(r, z, k + 1, i * h * f)
+    r.a("g_x3", rows * h * f)
+    r.f("g_u")
+    r.a("g_g1", rows * i * f)
+    r.f("g_sg", f"g1{j}")
+    _pgrad(r, z, k, i * h * f)
+    r.a("g_x1", rows * h * f)
+    r.f("g_g1")
+    r.a("g_cs", rows * h * f)
+    r.f("g_x1", "g_x3", f"cs{j}")
+    r.a("h_zeros", z.nd)
+    r.a("gh_j", z.nd)
+    r.f("h_zeros", "g_cs", f"nz{j}")
+    _acc_h(r, z, "gh_j")
+
+
+def _pgrad(r: _Replay, z: _Sizes, k: int, nbytes: int) -> None:
+    """Parameter k's gradient appears (a new stage); a frozen one's does not take memory."""
+    r.param(k, nbytes if z.rg(k) else 0)
 
 
 def _acc_h(r: _Replay, z: _Sizes, part: str) -> None:
@@ -417,9 +505,12 @@ def _acc_h(r: _Replay, z: _Sizes, part: str) -> None:
         r.live["gh_exp"] = r.live.pop(part)
 
 
-def _slice_grad(r: _Replay, k: int, nbytes: int, slice_name: str, first: bool) -> None:
+def _slice_grad(r: _Replay, z: _Sizes, k: int, nbytes: int, slice_name: str, first: bool) -> None:
     """select_backward of a 3-D weight: a zero-filled full-size gradient; from the second expert
-    on it is added to the running sum (a new tensor; the old sum and the part die)."""
+    on it is added to the running sum (a new tensor; the old sum and the part die). A frozen
+    weight (a LoRA base) has none of these."""
+    if not z.rg(k):
+        return
     if first:
         r.param(k, nbytes)
         r.f(slice_name)
@@ -588,6 +679,8 @@ def _to_torch(e):
     p = e.props
     if p["capacity_factor"] != 1.0:
         raise ExportUnsupported("capacity_factor > 1 (transformers' blocks are dropless)")
+    if p["impl"] == "modulelist":
+        raise ExportUnsupported("transformers 4's ModuleList experts (the generated block has 3-D expert weights)")
     init = (f"self.{e.attr} = SparseMoeBlock({e.in_shapes[0][-1]}, {e.lit('num_experts')}, {e.lit('top_k')}, "
             f"{e.lit('intermediate_size')}, {e.lit('norm_topk_prob')}, {e.lit('shared_expert_intermediate_size')}, "
             f"{e.lit('impl')})")
@@ -614,7 +707,7 @@ def _from_torch(mod):
     else:  # transformers 4: a ModuleList of MLPs (Mixtral's w1/w2/w3, Qwen2-MoE's gate/up/down), looped over
         first = mod.experts[0]
         down = getattr(first, "w2", None) or first.down_proj
-        ffn, impl = int(down.weight.shape[-1]), impl or "eager"
+        ffn, impl = int(down.weight.shape[-1]), impl or "modulelist"
     return {"num_experts": e, "top_k": int(top_k), "intermediate_size": ffn,
             "norm_topk_prob": norm, "shared_expert_intermediate_size": shared, "impl": impl}
 
@@ -632,9 +725,9 @@ SparseMoE = register(LayerType(
            Prop("capacity_factor", "float", 1.0, min=1.0, max=64.0,
                 doc="1 = balanced dropless routing (tokens x top_k / E rows per expert); c > 1 pads "
                     "every expert to c x that"),
-           Prop("impl", "choice", "grouped_mm", choices=("grouped_mm", "eager"),
-                doc="transformers' experts implementation: grouped_mm (a model's default) or the "
-                    "per-expert eager loop")),
+           Prop("impl", "choice", "grouped_mm", choices=("grouped_mm", "eager", "modulelist"),
+                doc="transformers' experts implementation: grouped_mm (a model's default), the "
+                    "per-expert eager loop, or transformers 4's ModuleList of expert MLPs")),
     shape=_shape, params=_params, flops=_flops, memory=_memory,
     aliases=("MixtralSparseMoeBlock", "Qwen2MoeSparseMoeBlock", "MoE"),
     search_words=("moe", "mixture of experts", "experts", "router", "mixtral", "qwen2_moe", "sparse"),
