@@ -60,24 +60,25 @@ def _order(name: str) -> str:
 # --------------------------------------------------------------------------
 # enumeration: (arch, family, factory-file source, gradient checkpointing supported)
 # --------------------------------------------------------------------------
-INT_SIZES = {  # the config's known size keys -> the shrunk size
-    64: ("hidden_size", "d_model", "n_embd", "dim", "embed_dim", "d_embed", "word_embed_proj_dim", "projection_dim",
-         "embedding_size", "hidden_dim_model", "text_embed_dim", "vision_embed_dim", "proj_dim"),
-    128: ("intermediate_size", "ffn_dim", "d_ff", "n_inner", "encoder_ffn_dim", "decoder_ffn_dim", "hidden_dim",
+INT_SIZES = (  # the shrunk size <- the config's known size keys
+    (64, ("hidden_size", "d_model", "n_embd", "dim", "embed_dim", "d_embed", "word_embed_proj_dim", "projection_dim",
+         "embedding_size", "hidden_dim_model", "text_embed_dim", "vision_embed_dim", "proj_dim")),
+    (128, ("intermediate_size", "ffn_dim", "d_ff", "n_inner", "encoder_ffn_dim", "decoder_ffn_dim", "hidden_dim",
           "max_position_embeddings", "n_positions", "n_ctx", "max_source_positions", "max_target_positions",
-          "mlp_dim", "inner_dim", "ff_dim", "dim_feedforward"),
-    2: ("num_hidden_layers", "n_layer", "num_layers", "encoder_layers", "decoder_layers", "num_decoder_layers",
+          "mlp_dim", "inner_dim", "ff_dim", "dim_feedforward")),
+    (2, ("num_hidden_layers", "n_layer", "num_layers", "encoder_layers", "decoder_layers", "num_decoder_layers",
         "n_layers", "num_encoder_layers", "num_key_value_heads", "num_experts_per_tok", "moe_topk", "top_k",
-        "num_hidden_groups", "first_k_dense_replace"),
-    4: ("num_attention_heads", "n_head", "num_heads", "encoder_attention_heads", "decoder_attention_heads",
-        "n_heads", "num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts"),
-    16: ("head_dim", "kv_channels", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim", "attention_head_dim",
+        "num_hidden_groups", "first_k_dense_replace")),
+    (4, ("num_attention_heads", "n_head", "num_heads", "encoder_attention_heads", "decoder_attention_heads",
+        "n_heads", "num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts", "linear_num_key_heads",
+        "linear_num_value_heads")),
+    (16, ("head_dim", "kv_channels", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim", "attention_head_dim",
          "d_kv", "moe_intermediate_size", "shared_expert_intermediate_size", "kv_lora_rank", "q_lora_rank",
-         "state_size", "d_state", "time_step_rank"),
-    VOCAB: ("vocab_size",),
-    IMAGE: ("image_size", "img_size"),
-}
-SIZE_OF = {k: v for v, ks in INT_SIZES.items() for k in ks}
+         "state_size", "d_state", "time_step_rank", "linear_key_head_dim", "linear_value_head_dim")),
+    (VOCAB, ("vocab_size",)),
+    (IMAGE, ("image_size", "img_size")),
+)  # (a tuple of pairs: two sizes may be equal)
+SIZE_OF = {k: v for v, ks in INT_SIZES for k in ks}
 
 
 def shrink(d: dict) -> dict:
