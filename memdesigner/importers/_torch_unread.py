@@ -1,8 +1,10 @@
 """Parameters the recorded forward never read (Longformer's global-attention projections when no
-token is global, a pooler a task head skips). PyTorch still holds their weights; they get no
+token is global, a pooler a task head skips, the vision tower of a multimodal model run on text
+alone). PyTorch still holds their weights; they get no
 gradient, so the optimizer keeps no state for them either. The dispatch trace knows for sure
 which tensors the forward read (every one it read is a get_attr node or inside a leaf module),
-so the rest become one frozen Generic node that carries their weights alone."""
+so the rest become one frozen Generic node that carries their weights alone; an fx or export
+graph names every parameter it reads as a get_attr node or inside a leaf module just as well."""
 
 from __future__ import annotations
 

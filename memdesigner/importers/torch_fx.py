@@ -130,10 +130,9 @@ def from_module(module, input_shape, input_dtype: str = "float", name: str | Non
         apply_recorded_aliases(st)
     _python_locals(st, gm)
     drop_unbound(st)
-    if dispatched is not None:
-        from memdesigner.importers._torch_unread import add_unread_params
+    from memdesigner.importers._torch_unread import add_unread_params
 
-        add_unread_params(st, gm)
+    add_unread_params(st, gm)  # (fx and export too: a vision tower a text-only forward skips still holds memory)
     _layout(st)
     _check_params(st)
     if dispatched is not None:
