@@ -741,6 +741,7 @@ def main(argv=None) -> int:
     ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--case-limit-s", type=float, default=420.0, help="per-case time limit")
     ap.add_argument("--budget-s", type=float, default=3 * 3600.0, help="start no case after this many seconds")
+    ap.add_argument("--reimport", action="store_true", help="import the selected cases again (importer change)")
     ap.add_argument("--retry", action="store_true", help="run the cases that timed out or crashed again")
     ap.add_argument("--truth-dir", default=None)
     ap.add_argument("--child", help=argparse.SUPPRESS)
@@ -752,10 +753,17 @@ def main(argv=None) -> int:
     if args.child:
         return child_main(args.child, str(truth_dir))
     fams = args.family or list(FAMILIES)
-    if args.run or args.reestimate:
+    if args.run or args.reestimate or args.reimport:
         cases = enumerate_cases(fams, args.only)
         if args.limit:
             cases = cases[:args.limit]
+        if args.reimport:  # (after an importer change) the next --run imports these again
+            cache = load_cache()
+            for c in cases:
+                k = _key(c, "_case")
+                if k in cache:
+                    cache[k] = {f: v for f, v in cache[k].items() if f not in ("import_torch", "import_seconds")}
+            save_cache(cache)
         if args.run:
             sweep(cases, truth_dir, args.case_limit_s, args.jobs, args.budget_s, args.retry)
         if args.reestimate:
