@@ -434,3 +434,27 @@ def test_parameters_the_traced_forward_never_reads_hold_their_weights_measured(m
     d, est = _estimate(TextOnlyMultimodal, (16,), s)
     assert est.params == 4_432
     assert est.peak_bytes == meas == {"inference": 18_240, "train": 23_564}[s.mode]
+
+
+class LearnedQueriesFiniteCheck(nn.Module):
+    """Mask2Former's shape: an nn.Embedding of learned queries (not fed by the input), a float
+    image-like input and ``if not torch.isfinite(x).all()`` -- neither fx nor export traces it."""
+
+    def __init__(self):
+        super().__init__()
+        self.queries = nn.Embedding(4, 16)
+        self.proj = nn.Linear(16, 16)
+
+    def forward(self, x):
+        if not torch.isfinite(x).all():
+            x = torch.zeros_like(x)
+        return self.proj(x) + self.queries.weight.sum(0)
+
+
+def test_a_float_model_with_learned_query_embeddings_imports_through_the_dispatch_trace_measured():
+    """The token-id retry (the model has an Embedding) used to leave the dispatch fallback only
+    int64 ids, on which the Linear fails: the import failed (the sweep's Mask2Former under
+    transformers 5.25). From floats it imports with every parameter (64 + 256 + 16)."""
+    d = from_module(LearnedQueriesFiniteCheck(), (16,), input_dtype="auto")  # (as import_file passes it)
+    assert "dispatch-level trace" in d.import_warnings[0]
+    assert memdesigner.estimate(d, Settings(backend="cpu", batch=4, mode="inference")).params == 336
