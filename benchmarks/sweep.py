@@ -307,7 +307,7 @@ def tv_source(case: dict):
     elif n in torchvision.models.list_models(module=torchvision.models.optical_flow):
         shape = (3, 128, 128)
     elif n in torchvision.models.list_models(module=torchvision.models.segmentation):
-        shape = (3, 128, 128)
+        kw, shape = {"weights_backbone": None}, (3, 128, 128)  # (the default downloads ImageNet weights)
     elif n.startswith("vit_"):
         kw, shape = {"image_size": 64}, (3, 64, 64)
     elif n.startswith(("inception", "quantized_inception")):
@@ -509,8 +509,9 @@ def run_case(case: dict, have: dict, truth_dir: Path) -> dict:
         design = folder / "design.json"
         p = subprocess.run([sys.executable, "-m", "memdesigner.cli", "import", "torch", f"{src}:make", "-o",
                             str(design)], capture_output=True, text=True, cwd=REPO, timeout=600)
+        line = (p.stderr.strip().splitlines() or ["?"])[-1]
         meta["import_torch"] = "ok" if p.returncode == 0 else \
-            ((p.stderr.strip().splitlines() or ["?"])[-1][:300])
+            (line if len(line) < 400 else f"{line[:150]} ... {line[-250:]}")  # (the last path's reason is last)
         meta["import_seconds"] = round(time.perf_counter() - t0, 1)
         recs["_case"] = meta
     return recs
