@@ -580,6 +580,10 @@ def save_cache(cache: dict) -> None:
     tmp.replace(CACHE)
 
 
+def case_records_of(cache: dict, c: dict) -> dict:
+    return case_records(cache, {"arch": c["arch"], "version": c["version"]})
+
+
 def case_records(cache: dict, case: dict) -> dict:
     pre = f"{case['arch']} | {case['version']} | "
     return {k[len(pre):]: v for k, v in cache.items() if k.startswith(pre)}
@@ -732,6 +736,7 @@ CAUSES = {
     "hf/qwen3_5": "chunked gated delta rule (Python loop over chunks): the import over-counts what the "
                   "loop's steps keep",
     "hf/qwen3_5_text": "as qwen3_5",
+    "hf/qwen3_5_moe": "as qwen3_5, with MoE experts",
     "hf/qwen2_moe": "MoE through import torch (import hf of the same config is exact)",
     "hf/mimo_v2_flash": "MoE through import torch, as qwen2_moe",
 }
@@ -784,7 +789,8 @@ def main(argv=None) -> int:
             sweep(cases, truth_dir, args.case_limit_s, args.jobs, args.budget_s, args.retry)
         if args.reestimate:
             reestimate(cases)
-    rs, cases = rows(load_cache())
+    cases_cache = load_cache()
+    rs, cases = rows(cases_cache)
     rs = [r for r in rs if r["family"] in fams and (not args.only or r["arch"] in args.only
                                                    or r["arch"].split("/", 1)[1] in args.only)]
     if args.json:
@@ -804,6 +810,11 @@ def main(argv=None) -> int:
             print(f"not run: {c['arch']} [{c['version']}]: {why}")
         elif c["runs"] and c.get("import_torch") != "ok":
             print(f"not imported: {c['arch']} [{c['version']}]: {c.get('import_torch')}")
+    fails = [(c, case_records_of(cases_cache, c)) for c in cases if c["family"] in fams and not c["runs"]]
+    for c, recs in fails:
+        why = recs.get("inference", {}).get("measure_error")
+        if why:  # (not in the import rate: the target is every model that runs in plain PyTorch)
+            print(f"does not run in PyTorch from the small config: {c['arch']} [{c['version']}]: {why[:160]}")
     return 0
 
 
