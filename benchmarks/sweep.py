@@ -737,6 +737,8 @@ CAUSES = {
                   "loop's steps keep",
     "hf/qwen3_5_text": "as qwen3_5",
     "hf/qwen3_5_moe": "as qwen3_5, with MoE experts",
+    "timm/coat": "factorized attention with conv position encoding (factoratt_crpe): one softmax/pad-sized "
+                 "temporary (about 310 KB of 25.8 MB at inference) missing at the peak",
     "hf/qwen2_moe": "MoE through import torch (import hf of the same config is exact)",
     "hf/mimo_v2_flash": "MoE through import torch, as qwen2_moe",
 }
