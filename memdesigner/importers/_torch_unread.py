@@ -10,10 +10,14 @@ from __future__ import annotations
 
 
 def add_unread_params(st, gm) -> None:
-    read = {str(n.target) for n in gm.graph.nodes if n.op == "get_attr"}
+    # (an exported program's module has a get_attr for every parameter, read or not: only those used count)
+    read = {str(n.target) for n in gm.graph.nodes if n.op == "get_attr" and n.users}
     leaves = [str(n.target) + "." for n in gm.graph.nodes if n.op == "call_module"]
-    unread = [(name, p) for name, p in st.module.named_parameters()
-              if name not in st.used_params and name not in read and not name.startswith(tuple(leaves))]
+    names: dict = {}  # a tied parameter (nanoGPT's wte/lm_head) is read when any of its names is
+    for name, p in st.module.named_parameters(remove_duplicate=False):
+        names.setdefault(id(p), (p, []))[1].append(name)
+    unread = [(ns[0], p) for p, ns in names.values()
+              if not any(n in st.used_params or n in read or n.startswith(tuple(leaves)) for n in ns)]
     if not unread:
         return
     numel = sum(p.numel() for _, p in unread)
