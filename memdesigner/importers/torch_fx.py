@@ -90,13 +90,16 @@ def from_module(module, input_shape, input_dtype: str = "float", name: str | Non
     try:
         gm = _trace(torch, module, _meta_input(torch, input_shape, input_dtype, max(_guess_vocab(module), 1)))
     except TorchImportError as trace_err:
+        first_dtype = input_dtype
         try:
             if not (auto and _has_embedding(torch, module)):
                 raise
             input_dtype = "int64"  # torch.export ran the forward on floats: retry on token ids
             gm = _trace(torch, module, _meta_input(torch, input_shape, input_dtype, max(_guess_vocab(module), 1)))
         except TorchImportError:
-            gm, input_dtype, dispatched = _dispatch_fallback(torch, module, input_shape, input_dtype, auto, vocab,
+            # (from the first dtype again: an embedding of learned queries, Mask2Former's, does not
+            # make the input token ids, so the fallback tries floats before ids)
+            gm, input_dtype, dispatched = _dispatch_fallback(torch, module, input_shape, first_dtype, auto, vocab,
                                                              rebuild, trace_err)
     if auto and input_dtype == "float" and _feeds_embedding(torch, gm):
         input_dtype = "int64"
@@ -131,10 +134,9 @@ def from_module(module, input_shape, input_dtype: str = "float", name: str | Non
         apply_recorded_aliases(st)
     _python_locals(st, gm)
     drop_unbound(st)
-    if dispatched is not None:
-        from memdesigner.importers._torch_unread import add_unread_params
+    from memdesigner.importers._torch_unread import add_unread_params
 
-        add_unread_params(st, gm)
+    add_unread_params(st, gm)  # (fx and export too: a vision tower a text-only forward skips still holds memory)
     _layout(st)
     _check_params(st)
     if dispatched is not None:
