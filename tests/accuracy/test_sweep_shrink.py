@@ -5,7 +5,7 @@ hidden sizes, and HF models were built at their full width)."""
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
 import sweep  # noqa: E402
 
