@@ -46,6 +46,27 @@ def linear_chain(n: int) -> Design:
     return d
 
 
+def two_branch_residual(wide: int, narrow: int, tie: bool = False, name: str = "two_branch") -> Design:
+    """x -> a (wide) feeds two bottleneck branches b_i (narrow) -> c_i (wide) and the residual
+    s2 = (c1 + c2) + a: a's gradient is summed from three readers. ``tie``: b2's weight is b1's."""
+    d = Design(name)
+    d.add_node("Input", {"shape": [16]}, id="x")
+    d.add_node("Linear", {"out_features": wide}, id="a")
+    d.add_edge("x", "a")
+    for i in (1, 2):
+        d.add_node("Linear", {"out_features": narrow}, id=f"b{i}", tied={"weight": "b1.weight"} if tie and i == 2 else None)
+        d.add_node("Linear", {"out_features": wide}, id=f"c{i}")
+        d.add_edge("a", f"b{i}")
+        d.add_edge(f"b{i}", f"c{i}")
+    d.add_node("Add", {}, id="s1")
+    d.add_node("Add", {}, id="s2")
+    d.add_edge("c1", "s1")
+    d.add_edge("c2", "s1", dst_port=1)
+    d.add_edge("s1", "s2")
+    d.add_edge("a", "s2", dst_port=1)
+    return d
+
+
 import os  # noqa: E402
 from pathlib import Path  # noqa: E402
 

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers import two_branch_residual
 
 import memdesigner
 from memdesigner.io.design_file import DesignFileError
@@ -59,22 +60,7 @@ def test_an_alias_that_changes_meaning_is_not_a_file_type(tmp_path):
 def _two_branch_residual():
     """a feeds two bottleneck branches and the residual sum: autograd sums a's gradient
     contributions out of place, and that sum is the backward peak."""
-    d = memdesigner.Design("two_branch_residual")
-    d.add_node("Input", {"shape": [16]}, id="x")
-    d.add_node("Linear", {"out_features": 2048}, id="a")
-    d.add_edge("x", "a")
-    for i in (1, 2):
-        d.add_node("Linear", {"out_features": 8}, id=f"b{i}")
-        d.add_node("Linear", {"out_features": 2048}, id=f"c{i}")
-        d.add_edge("a", f"b{i}")
-        d.add_edge(f"b{i}", f"c{i}")
-    d.add_node("Add", {}, id="s1")
-    d.add_node("Add", {}, id="s2")
-    d.add_edge("c1", "s1")
-    d.add_edge("c2", "s1", dst_port=1)
-    d.add_edge("s1", "s2")
-    d.add_edge("a", "s2", dst_port=1)
-    return d
+    return two_branch_residual(2048, 8, name="two_branch_residual")
 
 
 def _cross_entropy_head():

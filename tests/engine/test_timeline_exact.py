@@ -6,7 +6,7 @@ temporaries in each place_weights path. benchmarks/mutations.py shows each of th
 its rule is removed."""
 
 import pytest
-from helpers import sequential
+from helpers import sequential, two_branch_residual
 
 import memdesigner as md
 from memdesigner.engine.estimate import explain_peak
@@ -203,22 +203,7 @@ def two_branch(tie: bool):
     """a feeds b1 -> c1, b2 -> c2 and the residual s2 = (c1 + c2) + a. b1 and b2 both save a's
     output, so at b2's backward the sum of a's gradients is a moment of its own. ``tie``: b2's
     weight is b1's (the shared-parameter paths of place_weights and backward)."""
-    d = md.Design("two_branch")
-    d.add_node("Input", {"shape": [16]}, id="x")
-    d.add_node("Linear", {"out_features": 16}, id="a")
-    d.add_edge("x", "a")
-    for i in (1, 2):
-        d.add_node("Linear", {"out_features": 4}, id=f"b{i}", tied={"weight": "b1.weight"} if tie and i == 2 else None)
-        d.add_node("Linear", {"out_features": 16}, id=f"c{i}")
-        d.add_edge("a", f"b{i}")
-        d.add_edge(f"b{i}", f"c{i}")
-    d.add_node("Add", {}, id="s1")
-    d.add_node("Add", {}, id="s2")
-    d.add_edge("c1", "s1")
-    d.add_edge("c2", "s1", dst_port=1)
-    d.add_edge("s1", "s2")
-    d.add_edge("a", "s2", dst_port=1)
-    return d
+    return two_branch_residual(16, 4, tie)
 
 
 XB, B4 = 2 * 16 * F, 2 * 4 * F  # the 16-wide tensors, the 4-wide bottleneck outputs
