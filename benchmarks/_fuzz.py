@@ -171,10 +171,12 @@ def memory_capped(extra: int = MEMORY_HEADROOM):
         resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
 
 
-def run_main(argv: list, limit_s: float = 10.0, env: dict | None = None) -> Result:
-    """``memdesigner.cli.main(argv)`` in this process with captured output, ended after
-    ``limit_s`` seconds (code "hang") and capped at MEMORY_HEADROOM more address space (a
-    MemoryError then); ``env``: variables set for this case only."""
+def run_cli(argv: list, limit_s: float, env: dict | None = None, guard=memory_capped) -> tuple:
+    """``memdesigner.cli.main(argv)`` in this process with captured output, ended after ``limit_s``
+    seconds (code "hang"), inside ``guard()`` (default: MEMORY_HEADROOM more address space, a
+    MemoryError past it); ``env``: variables set for this case only. (code, stderr, seconds): the
+    code is the exit code or the name of the exception that escaped (a traceback in a real run).
+    The one runner every fuzzer uses (run_main here, _fuzz_run.run_argv)."""
     from memdesigner.cli import main
 
     err, out = io.StringIO(), io.StringIO()
@@ -185,7 +187,7 @@ def run_main(argv: list, limit_s: float = 10.0, env: dict | None = None) -> Resu
     t = time.perf_counter()
     try:
         signal.setitimer(signal.ITIMER_REAL, limit_s)
-        with memory_capped(), contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
+        with guard(), contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
             code = main(argv)
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
@@ -204,8 +206,13 @@ def run_main(argv: list, limit_s: float = 10.0, env: dict | None = None) -> Resu
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
-    dt = time.perf_counter() - t
-    return Result(code, err.getvalue(), dt, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+    return code, err.getvalue(), time.perf_counter() - t
+
+
+def run_main(argv: list, limit_s: float = 10.0, env: dict | None = None) -> Result:
+    """run_cli under the memory cap, with the process's peak resident set after the case."""
+    code, stderr, dt = run_cli(argv, limit_s, env)
+    return Result(code, stderr, dt, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 
 
 def outcome(res: Result, ok_codes=(0, 2)) -> str:

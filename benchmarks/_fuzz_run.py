@@ -2,7 +2,7 @@
 command line through ``memdesigner.cli.main`` in this process under a time limit, measure its
 time and peak RSS, classify the outcome as fuzz_designs.classify does, and print the table.
 
-The time limit is an interval timer whose signal raises ``Hang`` (a BaseException, so no
+The time limit (_fuzz.run_cli) is an interval timer whose signal raises ``Hang`` (a BaseException, so no
 ``except Exception`` in the code under test swallows it) in the main thread; the peak RSS of one
 case is the kernel's high-water mark (VmHWM), reset before each case via /proc/self/clear_refs.
 """
@@ -10,8 +10,6 @@ case is the kernel's high-water mark (VmHWM), reset before each case via /proc/s
 from __future__ import annotations
 
 import contextlib
-import io
-import signal
 import sys
 import time
 from dataclasses import dataclass
@@ -19,11 +17,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _fuzz import run_cli  # noqa: E402
 from fuzz_designs import classify  # noqa: E402
-
-
-class Hang(BaseException):
-    """The case ran past its time limit."""
 
 
 @dataclass
@@ -54,38 +49,13 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def _alarm(_sig, _frame):
-    raise Hang()
-
-
 def run_argv(argv: list, family: str, what: str, time_limit: float = 10.0) -> Result:
-    """``memdesigner ARGV`` in-process: exit code or the escaping exception, under ``time_limit``."""
-    from memdesigner.cli import main
-
-    err, out = io.StringIO(), io.StringIO()
-    limit = sys.getrecursionlimit()
+    """``memdesigner ARGV`` in-process (_fuzz.run_cli, no memory cap: the peak RSS is measured
+    instead), classified."""
     _reset_peak_rss()
-    old = signal.signal(signal.SIGALRM, _alarm)
-    signal.setitimer(signal.ITIMER_REAL, time_limit)
-    t0 = time.perf_counter()
-    try:
-        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
-            code = main(argv)
-    except Hang:
-        code = "hang"
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    except BaseException as exc:  # noqa: BLE001 - what would be a traceback in a real run
-        if isinstance(exc, KeyboardInterrupt):
-            raise
-        code = type(exc).__name__
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
-        sys.setrecursionlimit(limit)
-    dt = time.perf_counter() - t0
-    kind = "hang" if code == "hang" else classify(code, err.getvalue())
-    return Result(family, what, kind, dt, peak_rss_mb(), err.getvalue())
+    code, stderr, dt = run_cli(argv, time_limit, guard=contextlib.nullcontext)
+    kind = "hang" if code == "hang" else classify(code, stderr)
+    return Result(family, what, kind, dt, peak_rss_mb(), stderr)
 
 
 def good(r: Result) -> bool:

@@ -79,9 +79,6 @@ def largest_batch(design: Design, settings: Settings, dev: Device, an: Analysis 
     return batch_curve(design, settings, dev, an, check).largest_batch(dev.memory_bytes, limit)
 
 
-# the names estimate used to have (callers being moved to engine/step.py)
-_resolve, _prepare, _run, _device_peak = resolve_settings, prepare, run_step, device_peak
-
 CATEGORY_NAMES = ("weights", "gradients", "optimizer_state", "activations", "workspace")
 
 
